@@ -1,0 +1,50 @@
+package rpc
+
+import "github.com/rdmarpc/rdmarpc/rpc/metadata"
+
+// CallOption configures one call made through Invoke.
+type CallOption interface {
+	apply(*callInfo)
+}
+
+// callInfo is what the call options of one call add up to.
+type callInfo struct {
+	header      *metadata.MD
+	trailer     *metadata.MD
+	maxRecvSize int // 0: the connection's limit
+	maxSendSize int // 0: the connection's limit
+	peer        *Peer
+}
+
+type callOptionFunc func(*callInfo)
+
+func (f callOptionFunc) apply(ci *callInfo) { f(ci) }
+
+// Header stores the response headers the server sent into *md once the call
+// has returned.
+func Header(md *metadata.MD) CallOption {
+	return callOptionFunc(func(ci *callInfo) { ci.header = md })
+}
+
+// Trailer stores the response trailers the server sent into *md once the call
+// has returned.
+func Trailer(md *metadata.MD) CallOption {
+	return callOptionFunc(func(ci *callInfo) { ci.trailer = md })
+}
+
+// MaxCallRecvMsgSize caps the size of this call's response; a larger one
+// fails the call with ResourceExhausted.
+func MaxCallRecvMsgSize(n int) CallOption {
+	return callOptionFunc(func(ci *callInfo) { ci.maxRecvSize = n })
+}
+
+// MaxCallSendMsgSize caps the size of this call's request; a larger one fails
+// the call with ResourceExhausted before anything is sent.
+func MaxCallSendMsgSize(n int) CallOption {
+	return callOptionFunc(func(ci *callInfo) { ci.maxSendSize = n })
+}
+
+// PeerOption stores the address of the server that served the call into *p.
+func PeerOption(p *Peer) CallOption {
+	return callOptionFunc(func(ci *callInfo) { ci.peer = p })
+}

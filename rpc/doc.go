@@ -1,0 +1,18 @@
+// Package rpc is rdmarpc's RPC layer: a Server that serves registered
+// services, a ClientConn that makes unary calls, multiplexed by call id over
+// one transport connection, with deadlines, cancellation, status codes,
+// metadata, interceptors, keepalive and graceful shutdown. The wire format is
+// in docs/wire.md.
+//
+// Its shape is gRPC-go's: generated code fills a ServiceDesc and calls
+// Invoke, so code written for gRPC reads the same here.
+//
+// rpc sits above any transport. It picks one by the target's scheme through
+// the transport package's registry and must never import a concrete
+// transport (transport/tcp, transport/rdma): programs import those.
+//
+// Interceptor order: interceptors given as a list run in list order, the
+// first being the outermost: for [A, B], A runs first, calls B, which calls
+// the method (or the network), and A sees the final result last. Client and
+// server chains follow the same rule.
+package rpc

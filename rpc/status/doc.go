@@ -1,0 +1,8 @@
+// Package status carries a call's outcome: a code, a message and optional
+// protobuf details. Errors returned by handlers and by client calls are
+// *Status errors; Code and FromError read them back, mapping context errors
+// to Canceled and DeadlineExceeded and anything else to Unknown.
+//
+// It knows codes and protobuf's Any; it must not know about connections,
+// transports or the wire format.
+package status

@@ -1,0 +1,95 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"net"
+)
+
+// DefaultMaxMessageSize is the largest message a transport accepts unless
+// configured otherwise.
+const DefaultMaxMessageSize = 64 << 20
+
+var (
+	// ErrClosed is wrapped by every error caused by a closed connection or
+	// listener, whoever closed it; the wrapping error says why.
+	ErrClosed = errors.New("transport: connection closed")
+
+	// ErrMessageTooLarge is wrapped by the error returned when a message
+	// exceeds the size limit of the side that must take it.
+	ErrMessageTooLarge = errors.New("transport: message too large")
+
+	// ErrProtocol is wrapped by errors caused by a peer that broke the
+	// transport's protocol (garbage, bad handshake, oversized frame, credit
+	// violation). The connection it happened on is closed.
+	ErrProtocol = errors.New("transport: protocol violation")
+
+	// ErrNoDevice is wrapped when no device serves the requested address
+	// (for instance no RDMA device owns the IP). Callers may fall back to
+	// another transport.
+	ErrNoDevice = errors.New("transport: no device serves this address")
+)
+
+// Conn is one message-oriented connection. All methods are safe for
+// concurrent use. Messages sent by one goroutine arrive in the order it sent
+// them; messages are never split, merged, reordered or duplicated.
+type Conn interface {
+	// Send transmits msg as one message. msg may be reused as soon as Send
+	// returns. Send blocks while the peer cannot take more (backpressure)
+	// and gives up when ctx is done; a message is either wholly sent or
+	// not sent at all. Sending over MaxMessageSize fails with an error
+	// wrapping ErrMessageTooLarge and leaves the connection usable.
+	Send(ctx context.Context, msg []byte) error
+
+	// NewSendBuffer returns a buffer of exactly n bytes to be filled in
+	// place and passed to SendBuffer. A buffer that is not sent must be
+	// released. Transports with registered memory hand out that memory.
+	NewSendBuffer(ctx context.Context, n int) (Buffer, error)
+
+	// SendBuffer sends a buffer from NewSendBuffer of this connection as
+	// one message; it takes ownership of b whatever the outcome.
+	SendBuffer(ctx context.Context, b Buffer) error
+
+	// Recv returns the next message. The caller owns the returned buffer
+	// and must Release it; transports may withhold flow-control credit
+	// while messages are held, so release promptly. Recv gives up when ctx
+	// is done; once the connection is closed it returns an error wrapping
+	// ErrClosed (after every message that had arrived was returned).
+	Recv(ctx context.Context) (Buffer, error)
+
+	// Close tears the connection down. Pending and later calls on both
+	// sides fail with errors wrapping ErrClosed. Messages whose Send
+	// returned before Close are delivered if the peer is alive to take
+	// them within a short grace period. Close is idempotent.
+	Close() error
+
+	// Done is closed when the connection is closed, by either side or by a
+	// failure.
+	Done() <-chan struct{}
+
+	// MaxMessageSize is the largest message Send accepts: the limit the
+	// peer announced for what it receives.
+	MaxMessageSize() int
+
+	LocalAddr() net.Addr
+	RemoteAddr() net.Addr
+}
+
+// Listener accepts connections whose handshake has succeeded. Peers that fail
+// the handshake are refused and logged; they never surface from Accept, and
+// the listener goes on serving others.
+type Listener interface {
+	// Accept waits for the next connection. After Close it returns an
+	// error wrapping ErrClosed.
+	Accept(ctx context.Context) (Conn, error)
+	// Close stops listening; connections already accepted stay open.
+	Close() error
+	Addr() net.Addr
+}
+
+// Transport dials and listens on addresses of one scheme. Addresses have no
+// scheme prefix: "host:port".
+type Transport interface {
+	Dial(ctx context.Context, addr string) (Conn, error)
+	Listen(addr string) (Listener, error)
+}
