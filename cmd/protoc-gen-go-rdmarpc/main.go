@@ -1,0 +1,43 @@
+// Command protoc-gen-go-rdmarpc is the protoc plugin that generates rdmarpc
+// client and server stubs (foo_rdmarpc.pb.go) for the services in .proto
+// files. protoc and buf run it for --go-rdmarpc_out; protoc-gen-go writes the
+// messages (foo.pb.go) next to them:
+//
+//	protoc --go_out=. --go_opt=paths=source_relative \
+//	    --go-rdmarpc_out=. --go-rdmarpc_opt=paths=source_relative foo.proto
+//
+// Options (--go-rdmarpc_opt, comma-separated): protogen's paths=, module=,
+// M<file>=<import path> and annotate_code, and
+// require_unimplemented_servers=false to drop the requirement that servers
+// embed UnimplementedXServer. Unknown options are errors.
+//
+// `rdmarpc gen` produces the same files without protoc.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"google.golang.org/protobuf/compiler/protogen"
+
+	"github.com/rdmarpc/rdmarpc/codegen"
+)
+
+func main() {
+	if len(os.Args) == 2 {
+		switch os.Args[1] {
+		case "--version":
+			fmt.Println(codegen.PluginName, codegen.Version)
+			os.Exit(0)
+		case "--help", "-h":
+			fmt.Println("protoc-gen-go-rdmarpc is a protoc plugin: run it through protoc --go-rdmarpc_out=DIR or buf generate,")
+			fmt.Println("or use `rdmarpc gen`, which needs no protoc. Options (--go-rdmarpc_opt): paths=import|source_relative,")
+			fmt.Println("module=PREFIX, M<file.proto>=<Go import path>, annotate_code, require_unimplemented_servers=true|false.")
+			os.Exit(0)
+		}
+	}
+	opts := codegen.DefaultOptions()
+	opts.ProtogenOptions().Run(func(gen *protogen.Plugin) error {
+		return codegen.Generate(gen, opts)
+	})
+}
