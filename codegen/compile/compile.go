@@ -1,0 +1,270 @@
+package compile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/bufbuild/protocompile"
+	"github.com/bufbuild/protocompile/linker"
+	"github.com/bufbuild/protocompile/options"
+	"github.com/bufbuild/protocompile/protoutil"
+	"github.com/bufbuild/protocompile/reporter"
+	"github.com/bufbuild/protocompile/wellknownimports"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/pluginpb"
+)
+
+// Config says what to compile and where imports are found.
+type Config struct {
+	// ImportPaths are the directories searched, in order, for imports and
+	// for the input files, as protoc's -I. None means ".".
+	ImportPaths []string
+
+	// Files are the .proto files to generate code for, as paths on disk
+	// inside one of ImportPaths, or as names relative to one of them.
+	Files []string
+
+	// Warn, when set, receives warnings, such as unused imports, formatted
+	// as file:line:col: message.
+	Warn func(string)
+}
+
+// Request compiles cfg.Files and what they import, and returns the request
+// protoc would send a plugin for them, without a parameter or a compiler
+// version. Errors list every problem found, one file:line:col: message per
+// line.
+func Request(ctx context.Context, cfg Config) (*pluginpb.CodeGeneratorRequest, error) {
+	paths := cfg.ImportPaths
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	res := &resolver{paths: paths}
+	names := make([]string, 0, len(cfg.Files))
+	for _, f := range cfg.Files {
+		name, err := res.inputName(f)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	names = dedup(names)
+
+	var diags []string
+	var mu sync.Mutex // reporter callbacks may run on several goroutines
+	rep := reporter.NewReporter(
+		func(err reporter.ErrorWithPos) error {
+			mu.Lock()
+			defer mu.Unlock()
+			diags = append(diags, res.format(err))
+			return nil // go on, to report every error at once as protoc does
+		},
+		func(w reporter.ErrorWithPos) {
+			if cfg.Warn != nil {
+				mu.Lock()
+				defer mu.Unlock()
+				cfg.Warn(res.format(w) + " (warning)")
+			}
+		})
+	c := protocompile.Compiler{
+		Resolver:       wellknownimports.WithStandardImports(res),
+		SourceInfoMode: protocompile.SourceInfoStandard,
+		Reporter:       rep,
+	}
+	files, err := c.Compile(ctx, names...)
+	if len(diags) > 0 {
+		return nil, errors.New(strings.Join(dedup(diags), "\n"))
+	}
+	if err != nil {
+		// Not a problem in the sources: say what failed.
+		var nf *notFoundError
+		if errors.As(err, &nf) {
+			return nil, nf
+		}
+		return nil, fmt.Errorf("compiling %s: %w", strings.Join(names, " "), err)
+	}
+	return buildRequest(names, files)
+}
+
+// buildRequest lists the files as protoc does: each file to generate after
+// its imports, depth first in import order, each file once.
+func buildRequest(names []string, files linker.Files) (*pluginpb.CodeGeneratorRequest, error) {
+	req := &pluginpb.CodeGeneratorRequest{FileToGenerate: names}
+	seen := make(map[string]bool)
+	var add func(fd protoreflect.FileDescriptor) error
+	add = func(fd protoreflect.FileDescriptor) error {
+		if seen[fd.Path()] {
+			return nil
+		}
+		seen[fd.Path()] = true
+		imps := fd.Imports()
+		for i := range imps.Len() {
+			if err := add(imps.Get(i).FileDescriptor); err != nil {
+				return err
+			}
+		}
+		full := protoutil.ProtoFromFileDescriptor(fd)
+		// Plugins get options kept only in source in their own field, as
+		// with protoc 22 and later.
+		stripped, err := options.StripSourceRetentionOptionsFromFile(full)
+		if err != nil {
+			return fmt.Errorf("%s: %w", fd.Path(), err)
+		}
+		req.ProtoFile = append(req.ProtoFile, stripped)
+		return nil
+	}
+	bySource := make(map[string]*descriptorpb.FileDescriptorProto)
+	for _, f := range files {
+		if err := add(f); err != nil {
+			return nil, err
+		}
+		bySource[f.Path()] = protoutil.ProtoFromFileDescriptor(f)
+	}
+	for _, name := range names {
+		req.SourceFileDescriptors = append(req.SourceFileDescriptors, bySource[name])
+	}
+	return req, nil
+}
+
+// resolver finds files in the import paths and remembers where on disk it
+// found each, so that diagnostics can name disk paths.
+type resolver struct {
+	paths []string
+	disk  sync.Map // name in the import paths -> path on disk
+}
+
+// notFoundError is an import, or input, found in none of the import paths.
+type notFoundError struct {
+	name  string
+	paths []string
+}
+
+func (e *notFoundError) Error() string {
+	return fmt.Sprintf("%s: not found in the import paths (-I) %s, nor among the built-in google/protobuf/*.proto; "+
+		"add the directory that holds %s with -I",
+		e.name, strings.Join(quoteAll(e.paths), ", "), e.name)
+}
+
+func (r *resolver) FindFileByPath(name string) (protocompile.SearchResult, error) {
+	for _, dir := range r.paths {
+		disk := filepath.Join(dir, filepath.FromSlash(name))
+		b, err := os.ReadFile(disk)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return protocompile.SearchResult{}, err
+		}
+		r.disk.Store(name, disk)
+		return protocompile.SearchResult{Source: strings.NewReader(string(b))}, nil
+	}
+	return protocompile.SearchResult{}, &notFoundError{name: name, paths: r.paths}
+}
+
+// inputName returns the name of an input file relative to the import path
+// that holds it, as protoc does. A path that exists on disk must lie inside
+// an import path; one that does not is taken as a name within them.
+func (r *resolver) inputName(file string) (string, error) {
+	if _, err := os.Stat(file); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		name := filepath.ToSlash(filepath.Clean(file))
+		if filepath.IsAbs(file) || strings.HasPrefix(name, "../") {
+			return "", fmt.Errorf("%s: no such file", file)
+		}
+		if _, err := r.FindFileByPath(name); err != nil {
+			return "", fmt.Errorf("%s: no such file, and not found in the import paths (-I) %s",
+				file, strings.Join(quoteAll(r.paths), ", "))
+		}
+		return name, nil
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return "", err
+	}
+	for _, dir := range r.paths {
+		absDir, err := filepath.Abs(dir)
+		if err != nil {
+			return "", err
+		}
+		rel, err := filepath.Rel(absDir, abs)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			continue
+		}
+		name := filepath.ToSlash(rel)
+		// An earlier import path may hold another file of that name,
+		// which imports would then get instead.
+		for _, other := range r.paths {
+			disk := filepath.Join(other, rel)
+			if _, err := os.Stat(disk); err == nil {
+				if same, _ := sameFile(disk, file); !same {
+					return "", fmt.Errorf("%s: shadowed by %s, which is found first in the import paths as %s; "+
+						"reorder -I or rename a file", file, disk, name)
+				}
+				break
+			}
+		}
+		return name, nil
+	}
+	return "", fmt.Errorf("%s: not inside any import path (-I) %s; add -I with the directory its imports are relative to (-I %s if it has none)",
+		file, strings.Join(quoteAll(r.paths), ", "), filepath.Dir(file))
+}
+
+func sameFile(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}
+
+// format writes a diagnostic as file:line:col: message, naming the file by
+// its path on disk when it came from there.
+func (r *resolver) format(err reporter.ErrorWithPos) string {
+	pos := err.GetPosition()
+	file := pos.Filename
+	if disk, ok := r.disk.Load(file); ok {
+		file = disk.(string)
+	}
+	msg := err.Unwrap().Error()
+	var nf *notFoundError
+	if errors.As(err, &nf) {
+		msg = "import " + nf.Error()
+	}
+	if pos.Line == 0 {
+		return file + ": " + msg
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", file, pos.Line, pos.Col, msg)
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
+
+// dedup drops repeated strings, keeping the first of each.
+func dedup(ss []string) []string {
+	seen := make(map[string]bool, len(ss))
+	out := ss[:0:0]
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
