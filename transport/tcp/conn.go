@@ -1,0 +1,422 @@
+package tcp
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/rdmarpc/rdmarpc/internal/bufpool"
+	"github.com/rdmarpc/rdmarpc/transport"
+)
+
+// conn is one framed connection. It owns two goroutines: the reader, which
+// reads frames into a bounded queue for Recv, and the writer, which writes
+// queued frames in batches (one writev per batch). Both exit when the
+// connection closes; Close waits for them.
+type conn struct {
+	nc      net.Conn
+	log     *zap.Logger
+	maxRecv int // what we announced
+	maxSend int // what the peer announced
+	grace   time.Duration
+
+	// Send side: a byte budget bounds what is queued for the writer.
+	sendBudget *semaphore.Weighted
+	sendCap    int64
+	wmu        sync.Mutex
+	wqueue     []frame // guarded by wmu
+	wnotify    chan struct{}
+
+	// Receive side: the reader acquires budget before queueing a frame and
+	// Recv gives it back.
+	recvBudget *semaphore.Weighted
+	recvCap    int64
+	recvq      chan transport.Buffer // closed by the reader when it stops
+
+	closeOnce sync.Once
+	ctx       context.Context // done when the connection starts closing
+	cancel    context.CancelFunc
+	done      <-chan struct{} // ctx.Done()
+	errMu     sync.Mutex
+	err       error // why it closed; wraps transport.ErrClosed
+	local     chan struct{}
+	wg        sync.WaitGroup
+	closed    chan struct{} // closed when teardown has finished
+}
+
+type frame struct {
+	b      []byte
+	pooled bool // b came from bufpool and goes back after writing
+}
+
+func newConn(nc net.Conn, o *Options, maxSend int) *conn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true) // latency over packet count: RPCs are small
+	}
+	c := &conn{
+		nc:         nc,
+		log:        o.Logger,
+		maxRecv:    o.MaxMessageSize,
+		maxSend:    maxSend,
+		grace:      o.CloseGrace,
+		sendCap:    int64(o.SendQueueBytes),
+		sendBudget: semaphore.NewWeighted(int64(o.SendQueueBytes)),
+		wnotify:    make(chan struct{}, 1),
+		recvCap:    int64(o.RecvQueueBytes),
+		recvBudget: semaphore.NewWeighted(int64(o.RecvQueueBytes)),
+		recvq:      make(chan transport.Buffer, 1024),
+		local:      make(chan struct{}),
+		closed:     make(chan struct{}),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.done = c.ctx.Done()
+	c.wg.Add(2)
+	go c.readLoop()
+	go c.writeLoop()
+	return c
+}
+
+// budget is what a message of n bytes takes from a queue budget of capacity
+// cp: a message larger than the whole budget takes all of it, so it can pass
+// when the queue is empty.
+func budget(n int, cp int64) int64 {
+	if int64(n) > cp {
+		return cp
+	}
+	if n == 0 {
+		return 1 // empty messages still occupy a queue slot
+	}
+	return int64(n)
+}
+
+func (c *conn) Send(ctx context.Context, msg []byte) error {
+	if err := c.checkSend(len(msg)); err != nil {
+		return err
+	}
+	if err := c.acquireSend(ctx, len(msg)); err != nil {
+		return err
+	}
+	b := bufpool.Get(len(msg))
+	copy(b, msg)
+	return c.enqueue(frame{b: b, pooled: true})
+}
+
+func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, error) {
+	if err := c.checkSend(n); err != nil {
+		return transport.Buffer{}, err
+	}
+	return transport.NewBuffer(bufpool.Get(n), pool{}, 0), nil
+}
+
+func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
+	if !b.Owned(pool{}) {
+		b.Release()
+		return errors.New("tcp: SendBuffer takes only buffers from NewSendBuffer")
+	}
+	data := b.Bytes()
+	if err := c.checkSend(len(data)); err != nil {
+		b.Release()
+		return err
+	}
+	if err := c.acquireSend(ctx, len(data)); err != nil {
+		b.Release()
+		return err
+	}
+	return c.enqueue(frame{b: data, pooled: true})
+}
+
+func (c *conn) checkSend(n int) error {
+	if n > c.maxSend {
+		return fmt.Errorf("%w: %d bytes, the peer accepts at most %d", transport.ErrMessageTooLarge, n, c.maxSend)
+	}
+	select {
+	case <-c.done:
+		return c.closeErr()
+	default:
+		return nil
+	}
+}
+
+func (c *conn) acquireSend(ctx context.Context, n int) error {
+	w := budget(n, c.sendCap)
+	if c.sendBudget.TryAcquire(w) {
+		return nil
+	}
+	// Wait for room, for ctx, or for the connection to close.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+	if err := c.sendBudget.Acquire(ctx, w); err != nil {
+		select {
+		case <-c.done:
+			return c.closeErr()
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *conn) enqueue(f frame) error {
+	c.wmu.Lock()
+	select {
+	case <-c.done:
+		c.wmu.Unlock()
+		c.sendBudget.Release(budget(len(f.b), c.sendCap))
+		bufpool.Put(f.b)
+		return c.closeErr()
+	default:
+	}
+	c.wqueue = append(c.wqueue, f)
+	c.wmu.Unlock()
+	select {
+	case c.wnotify <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// writeLoop writes whatever is queued, a batch per system call, until the
+// connection closes; then it flushes what is left (within the close grace
+// period) and half-closes the stream so the peer sees a clean end.
+func (c *conn) writeLoop() {
+	defer c.wg.Done()
+	var (
+		batch []frame
+		hdrs  []byte
+		bufs  net.Buffers
+	)
+	flush := func() error {
+		c.wmu.Lock()
+		batch, c.wqueue = c.wqueue, batch[:0]
+		c.wmu.Unlock()
+		if len(batch) == 0 {
+			return nil
+		}
+		hdrs = hdrs[:0]
+		bufs = bufs[:0]
+		for _, f := range batch {
+			hdrs = binary.BigEndian.AppendUint32(hdrs, uint32(len(f.b)))
+		}
+		for i, f := range batch {
+			bufs = append(bufs, hdrs[i*frameHeaderLen:(i+1)*frameHeaderLen])
+			if len(f.b) > 0 {
+				bufs = append(bufs, f.b)
+			}
+		}
+		_, err := bufs.WriteTo(c.nc)
+		for i, f := range batch {
+			c.sendBudget.Release(budget(len(f.b), c.sendCap))
+			if f.pooled {
+				bufpool.Put(f.b)
+			}
+			batch[i] = frame{}
+		}
+		return err
+	}
+	for {
+		select {
+		case <-c.wnotify:
+			if err := flush(); err != nil {
+				c.fail(fmt.Errorf("tcp: write: %w", err))
+				c.drainWriteQueue()
+				return
+			}
+		case <-c.done:
+			// Sends that returned before Close are delivered if the peer
+			// takes them within the grace period.
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.grace))
+			if err := flush(); err == nil {
+				closeWrite(c.nc)
+			}
+			c.drainWriteQueue()
+			return
+		}
+	}
+}
+
+// drainWriteQueue drops frames queued after the writer stopped.
+func (c *conn) drainWriteQueue() {
+	c.wmu.Lock()
+	q := c.wqueue
+	c.wqueue = nil
+	c.wmu.Unlock()
+	for _, f := range q {
+		c.sendBudget.Release(budget(len(f.b), c.sendCap))
+		if f.pooled {
+			bufpool.Put(f.b)
+		}
+	}
+}
+
+func closeWrite(nc net.Conn) {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+}
+
+// readLoop reads frames into recvq until the stream ends or fails. A frame
+// announced larger than our limit is a protocol violation: the connection
+// is closed without reading the frame into memory.
+func (c *conn) readLoop() {
+	defer c.wg.Done()
+	defer close(c.recvq)
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	var hdr [frameHeaderLen]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			c.readFailed(err)
+			return
+		}
+		n := int(binary.BigEndian.Uint32(hdr[:]))
+		if n > c.maxRecv {
+			err := fmt.Errorf("%w: peer sent a %d-byte frame, over the %d-byte limit", transport.ErrProtocol, n, c.maxRecv)
+			c.log.Warn("closing connection", zap.Stringer("peer", c.nc.RemoteAddr()), zap.Error(err))
+			c.fail(err)
+			return
+		}
+		w := budget(n, c.recvCap)
+		if err := c.recvBudget.Acquire(c.ctx, w); err != nil {
+			c.discard(r)
+			return
+		}
+		b := bufpool.Get(n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			bufpool.Put(b)
+			c.recvBudget.Release(w)
+			c.readFailed(err)
+			return
+		}
+		select {
+		case c.recvq <- transport.NewBuffer(b, recvOwner{c}, uint64(w)):
+		case <-c.done:
+			bufpool.Put(b)
+			c.recvBudget.Release(w)
+			c.discard(r)
+			return
+		}
+	}
+}
+
+// readFailed records why reading stopped. Once the connection is closing,
+// read errors are the expected consequence and say nothing new.
+func (c *conn) readFailed(err error) {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		c.fail(errors.New("tcp: connection closed by peer"))
+	default:
+		c.fail(fmt.Errorf("tcp: read: %w", err))
+	}
+}
+
+// discard reads and drops what the peer still sends after we started
+// closing, until it ends its side or the grace period passes. Closing a TCP
+// socket with unread data makes the kernel send a reset, which can destroy
+// the last messages we sent before the peer reads them.
+func (c *conn) discard(r io.Reader) {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.grace))
+	_, _ = io.Copy(io.Discard, r)
+}
+
+// fail starts closing the connection with err (wrapped in ErrClosed).
+func (c *conn) fail(err error) {
+	c.closeOnce.Do(func() {
+		c.errMu.Lock()
+		if errors.Is(err, transport.ErrClosed) {
+			c.err = err
+		} else {
+			c.err = fmt.Errorf("%w: %w", transport.ErrClosed, err)
+		}
+		c.errMu.Unlock()
+		c.cancel()
+		go c.teardown()
+	})
+}
+
+// teardown waits for both loops (the writer flushes, the reader drains to
+// the peer's end of stream or the grace period), then closes the socket.
+func (c *conn) teardown() {
+	defer close(c.closed)
+	// The loops may be blocked on a peer that neither reads nor ends its
+	// stream; bound their wait.
+	t := time.AfterFunc(c.grace, func() { _ = c.nc.SetDeadline(time.Now()) })
+	c.wg.Wait()
+	t.Stop()
+	_ = c.nc.Close()
+	// Messages queued for Recv after a local Close are dropped.
+	select {
+	case <-c.local:
+		for b := range c.recvq {
+			b.Release()
+		}
+	default:
+	}
+}
+
+func (c *conn) closeErr() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.err
+}
+
+func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
+	select {
+	case <-c.local:
+		return transport.Buffer{}, c.closeErr()
+	default:
+	}
+	select {
+	case b, ok := <-c.recvq:
+		if !ok {
+			return transport.Buffer{}, c.closeErr()
+		}
+		return b, nil
+	case <-c.local:
+		return transport.Buffer{}, c.closeErr()
+	case <-ctx.Done():
+		return transport.Buffer{}, ctx.Err()
+	}
+}
+
+// Close closes the connection and waits until its goroutines have exited.
+func (c *conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.errMu.Lock()
+		c.err = fmt.Errorf("%w: closed locally", transport.ErrClosed)
+		c.errMu.Unlock()
+		close(c.local)
+		c.cancel()
+		go c.teardown()
+	})
+	<-c.closed
+	return nil
+}
+
+func (c *conn) Done() <-chan struct{} { return c.done }
+func (c *conn) MaxMessageSize() int   { return c.maxSend }
+func (c *conn) LocalAddr() net.Addr   { return c.nc.LocalAddr() }
+func (c *conn) RemoteAddr() net.Addr  { return c.nc.RemoteAddr() }
+
+// recvOwner takes back received frames: the memory goes to the pool and the
+// queue budget to the reader.
+type recvOwner struct{ c *conn }
+
+func (o recvOwner) ReleaseBuffer(w uint64, b []byte) {
+	bufpool.Put(b)
+	o.c.recvBudget.Release(int64(w))
+}
+
+// pool owns send buffers handed out by NewSendBuffer.
+type pool struct{}
+
+func (pool) ReleaseBuffer(_ uint64, b []byte) { bufpool.Put(b) }

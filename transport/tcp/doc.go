@@ -1,0 +1,9 @@
+// Package tcp is the rdmarpc transport over TCP (optionally TLS): whole
+// messages framed with a length prefix on a net.Conn, after a small versioned
+// hello that announces each side's maximum message size. It serves tests,
+// machines without RDMA, and the fallback when no RDMA device serves an
+// address. Importing it registers the "tcp" scheme.
+//
+// It implements the transport package's contract and must not know about RPC
+// or about the RDMA transport.
+package tcp
