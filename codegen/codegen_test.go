@@ -1,0 +1,94 @@
+package codegen_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/pluginpb"
+
+	"github.com/rdmarpc/rdmarpc/codegen"
+	"github.com/rdmarpc/rdmarpc/codegen/compile"
+)
+
+func request(t *testing.T, importPath, file, param string) *pluginpb.CodeGeneratorRequest {
+	t.Helper()
+	req, err := compile.Request(t.Context(), compile.Config{
+		ImportPaths: []string{importPath},
+		Files:       []string{filepath.Join(importPath, file)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if param != "" {
+		req.Parameter = proto.String(param)
+	}
+	return req
+}
+
+func TestStreamingMethodsAreRejectedByName(t *testing.T) {
+	resp := codegen.Run(request(t, "testdata", "streaming/streaming.proto", ""))
+	want := strings.Join([]string{
+		"streaming/streaming.proto: method rdmarpc.test.streaming.Feed.Watch is streaming; rdmarpc supports unary methods only",
+		"streaming/streaming.proto: method rdmarpc.test.streaming.Feed.Upload is streaming; rdmarpc supports unary methods only",
+		"streaming/streaming.proto: method rdmarpc.test.streaming.Feed.Chat is streaming; rdmarpc supports unary methods only",
+	}, "\n")
+	if got := resp.GetError(); got != want {
+		t.Errorf("error:\n%s\nwant:\n%s", got, want)
+	}
+	if len(resp.File) != 0 {
+		t.Errorf("generated %d files for a file with streaming methods; want none", len(resp.File))
+	}
+}
+
+func TestOptions(t *testing.T) {
+	for _, tc := range []struct {
+		param   string
+		wantErr string // substring; "" means success
+		mustEmb bool   // whether XServer requires embedding
+	}{
+		{param: "", mustEmb: true},
+		{param: "paths=source_relative", mustEmb: true},
+		{param: "require_unimplemented_servers=false", mustEmb: false},
+		{param: "require_unimplemented_servers=true,paths=source_relative", mustEmb: true},
+		{param: "require_unimplemented_servers=maybe", wantErr: "option require_unimplemented_servers=maybe: want true or false"},
+		{param: "paths=source_relative,plugins=grpc", wantErr: `unknown option "plugins"; protoc-gen-go-rdmarpc takes require_unimplemented_servers`},
+		{param: "paths=nowhere", wantErr: `unknown path type "nowhere"`},
+	} {
+		t.Run(tc.param, func(t *testing.T) {
+			resp := codegen.Run(request(t, filepath.Join("..", "examples", "echo", "echopb"), "echo.proto", tc.param))
+			if tc.wantErr != "" {
+				if !strings.Contains(resp.GetError(), tc.wantErr) {
+					t.Fatalf("error %q; want it to contain %q", resp.GetError(), tc.wantErr)
+				}
+				return
+			}
+			if resp.Error != nil {
+				t.Fatal(resp.GetError())
+			}
+			if len(resp.File) != 1 {
+				t.Fatalf("%d files; want 1", len(resp.File))
+			}
+			got := strings.Contains(resp.File[0].GetContent(), "\tmustEmbedUnimplementedEchoServer()\n}")
+			if got != tc.mustEmb {
+				t.Errorf("EchoServer requires embedding UnimplementedEchoServer: %v; want %v", got, tc.mustEmb)
+			}
+		})
+	}
+}
+
+func TestFileWithoutServicesGetsNoStubs(t *testing.T) {
+	resp := codegen.Run(request(t, filepath.Join("testdata", "proto"), "common/common.proto", ""))
+	if resp.Error != nil || len(resp.File) != 0 {
+		t.Errorf("error %q, %d files; want no error and no file", resp.GetError(), len(resp.File))
+	}
+}
+
+func TestSupportedFeatures(t *testing.T) {
+	resp := codegen.Run(request(t, filepath.Join("testdata", "proto"), "optional/optional.proto", ""))
+	want := uint64(pluginpb.CodeGeneratorResponse_FEATURE_PROTO3_OPTIONAL)
+	if resp.GetSupportedFeatures()&want == 0 {
+		t.Errorf("supported features %b lack proto3 optional: protoc would refuse optional.proto", resp.GetSupportedFeatures())
+	}
+}
