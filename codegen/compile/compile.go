@@ -1,12 +1,14 @@
 package compile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -56,13 +58,13 @@ func Request(ctx context.Context, cfg Config) (*pluginpb.CodeGeneratorRequest, e
 	}
 	names = dedup(names)
 
-	var diags []string
+	var diags []reporter.ErrorWithPos
 	var mu sync.Mutex // reporter callbacks may run on several goroutines
 	rep := reporter.NewReporter(
 		func(err reporter.ErrorWithPos) error {
 			mu.Lock()
 			defer mu.Unlock()
-			diags = append(diags, res.format(err))
+			diags = append(diags, err)
 			return nil // go on, to report every error at once as protoc does
 		},
 		func(w reporter.ErrorWithPos) {
@@ -79,13 +81,21 @@ func Request(ctx context.Context, cfg Config) (*pluginpb.CodeGeneratorRequest, e
 	}
 	files, err := c.Compile(ctx, names...)
 	if len(diags) > 0 {
-		return nil, errors.New(strings.Join(dedup(diags), "\n"))
+		// Files compile in parallel; report in a stable order.
+		slices.SortStableFunc(diags, func(a, b reporter.ErrorWithPos) int {
+			pa, pb := a.GetPosition(), b.GetPosition()
+			return cmp.Or(cmp.Compare(pa.Filename, pb.Filename), cmp.Compare(pa.Line, pb.Line), cmp.Compare(pa.Col, pb.Col))
+		})
+		lines := make([]string, len(diags))
+		for i, d := range diags {
+			lines[i] = res.format(d)
+		}
+		return nil, errors.New(strings.Join(dedup(lines), "\n"))
 	}
 	if err != nil {
-		// Not a problem in the sources: say what failed.
-		var nf *notFoundError
-		if errors.As(err, &nf) {
-			return nil, nf
+		var pe reporter.ErrorWithPos
+		if errors.As(err, &pe) {
+			return nil, errors.New(res.format(pe))
 		}
 		return nil, fmt.Errorf("compiling %s: %w", strings.Join(names, " "), err)
 	}
@@ -146,8 +156,8 @@ type notFoundError struct {
 }
 
 func (e *notFoundError) Error() string {
-	return fmt.Sprintf("%s: not found in the import paths (-I) %s, nor among the built-in google/protobuf/*.proto; "+
-		"add the directory that holds %s with -I",
+	return fmt.Sprintf("%q not found in the import paths (-I) %s or among the built-in google/protobuf/*.proto; "+
+		"add -I with the directory that %q is relative to",
 		e.name, strings.Join(quoteAll(e.paths), ", "), e.name)
 }
 

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// rdmarpcBinary builds the command once, so that tests see its real exit
+// codes and output.
+func rdmarpcBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rdmarpc-gen-test")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "rdmarpc")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			buildErr = errors.New(err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building rdmarpc: %v", buildErr)
+	}
+	return binPath
+}
+
+// writeFiles creates files (path -> content) under a new directory.
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// runGenIn runs rdmarpc gen in dir and returns its stderr and exit code.
+func runGenIn(t *testing.T, dir string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(rdmarpcBinary(t), append([]string{"gen"}, args...)...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return stderr.String(), 0
+	case errors.As(err, &exit):
+		return stderr.String(), exit.ExitCode()
+	}
+	t.Fatal(err)
+	return "", 0
+}
+
+// pbFiles lists the generated files under dir.
+func pbFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".pb.go") {
+			rel, _ := filepath.Rel(dir, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+const okProto = `syntax = "proto3";
+package demo.v1;
+import "google/protobuf/timestamp.proto";
+option go_package = "example.com/demo/demopb";
+service Clock {
+  rpc Now(NowRequest) returns (google.protobuf.Timestamp);
+}
+message NowRequest {}
+`
+
+func TestGenWritesMessagesAndStubs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{
+			name: "out and opt",
+			args: []string{"-I", "proto", "--out", "gen", "--opt", "paths=source_relative", "proto/demo/v1/demo.proto"},
+			want: []string{"gen/demo/v1/demo.pb.go", "gen/demo/v1/demo_rdmarpc.pb.go"},
+		},
+		{
+			name: "protoc spelling, import paths",
+			args: []string{"--proto_path=proto", "--go_out=gen", "--go-rdmarpc_out=gen", "proto/demo/v1/demo.proto"},
+			want: []string{"gen/example.com/demo/demopb/demo.pb.go", "gen/example.com/demo/demopb/demo_rdmarpc.pb.go"},
+		},
+		{
+			name: "options in out, module, name relative to the import path",
+			args: []string{"-I", "proto", "--go_out=module=example.com/demo:gen", "--go-rdmarpc_out=gen",
+				"--go-rdmarpc_opt=module=example.com/demo", "demo/v1/demo.proto"},
+			want: []string{"gen/demopb/demo.pb.go", "gen/demopb/demo_rdmarpc.pb.go"},
+		},
+		{
+			name: "stubs only",
+			args: []string{"-I", "proto", "--go-rdmarpc_out=gen", "--go-rdmarpc_opt=paths=source_relative", "proto/demo/v1/demo.proto"},
+			want: []string{"gen/demo/v1/demo_rdmarpc.pb.go"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{"proto/demo/v1/demo.proto": okProto})
+			stderr, code := runGenIn(t, dir, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit code %d:\n%s", code, stderr)
+			}
+			got := pbFiles(t, dir)
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("wrote %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGenBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		args  []string
+		want  []string // lines or parts of lines of stderr
+	}{
+		{
+			name: "syntax error",
+			files: map[string]string{"protos/bad.proto": `syntax = "proto3";
+package x;
+option go_package = "example.com/x";
+message A {
+  string a = 1
+}
+`},
+			args: []string{"-I", "protos", "--out", ".", "protos/bad.proto"},
+			want: []string{"\nprotos/bad.proto:6:1: syntax error: expecting ';'\n"},
+		},
+		{
+			name: "every error at once",
+			files: map[string]string{
+				"a.proto": "syntax = \"proto3\";\nmessage A { Nope n = 1; }\n",
+				"b.proto": "syntax = \"proto3\";\nmessage B { int32 b = 1; int32 c = 1; }\n",
+			},
+			args: []string{"--out", ".", "a.proto", "b.proto"},
+			want: []string{"\na.proto:2:13: field A.n: unknown type Nope\nb.proto:2:36: message B: fields b and c both have the same tag 1\n"},
+		},
+		{
+			name: "missing import",
+			files: map[string]string{"protos/imp.proto": `syntax = "proto3";
+package x;
+import "other/missing.proto";
+option go_package = "example.com/x";
+`},
+			args: []string{"-I", "protos", "-I", "vendor", "--out", ".", "protos/imp.proto"},
+			want: []string{`protos/imp.proto:3:8: import "other/missing.proto" not found in the import paths (-I) "protos", "vendor"`},
+		},
+		{
+			name:  "input missing",
+			files: map[string]string{},
+			args:  []string{"--out", ".", "nothere.proto"},
+			want:  []string{`nothere.proto: no such file, and not found in the import paths (-I) "."`},
+		},
+		{
+			name:  "input outside the import paths",
+			files: map[string]string{"a/x.proto": "syntax = \"proto3\";\n"},
+			args:  []string{"-I", "b", "--out", ".", "a/x.proto"},
+			want:  []string{`a/x.proto: not inside any import path (-I) "b"`, "-I a"},
+		},
+		{
+			name: "no go_package",
+			files: map[string]string{"api/v1/nopkg.proto": `syntax = "proto3";
+package api.v1;
+message A {}
+`},
+			args: []string{"--out", ".", "api/v1/nopkg.proto"},
+			want: []string{
+				"api/v1/nopkg.proto: no go_package option",
+				"\toption go_package = \"example.com/yourmodule/api/v1\";\n",
+				"Mapi/v1/nopkg.proto=IMPORT_PATH",
+			},
+		},
+		{
+			name: "streaming method",
+			files: map[string]string{"s.proto": `syntax = "proto3";
+package s;
+option go_package = "example.com/s";
+service Feed { rpc Watch(M) returns (stream M); }
+message M {}
+`},
+			args: []string{"--out", ".", "s.proto"},
+			want: []string{"--go-rdmarpc_out: s.proto: method s.Feed.Watch is streaming; rdmarpc supports unary methods only"},
+		},
+		{
+			name:  "unknown stub option",
+			files: map[string]string{"p.proto": okProto},
+			args:  []string{"--out", ".", "--go-rdmarpc_opt=fast=yes", "p.proto"},
+			want:  []string{`--go-rdmarpc_out: unknown option "fast"`},
+		},
+		{
+			name:  "no output",
+			files: map[string]string{"p.proto": okProto},
+			args:  []string{"p.proto"},
+			want:  []string{"nothing to generate; give --out DIR"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, tc.files)
+			stderr, code := runGenIn(t, dir, tc.args...)
+			if code == 0 {
+				t.Fatalf("exit code 0; want non-zero. stderr:\n%s", stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr:\n%s\nwant it to contain:\n%s", stderr, w)
+				}
+			}
+			// All or nothing, as with protoc: no half-generated package.
+			if files := pbFiles(t, dir); len(files) != 0 {
+				t.Errorf("a failed run wrote %q", files)
+			}
+		})
+	}
+}
