@@ -247,3 +247,22 @@ message M {}
 		})
 	}
 }
+
+func TestGenWarnsAndSucceeds(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"w.proto": `syntax = "proto3";
+package w;
+import "google/protobuf/empty.proto";
+option go_package = "example.com/w";
+message A {}
+`})
+	stderr, code := runGenIn(t, dir, "--out", ".", "--opt", "paths=source_relative", "w.proto")
+	if code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, stderr)
+	}
+	if want := `w.proto:3:1: warning: import "google/protobuf/empty.proto" not used` + "\n"; stderr != want {
+		t.Errorf("stderr %q; want %q", stderr, want)
+	}
+	if files := pbFiles(t, dir); len(files) != 1 || files[0] != "w.pb.go" {
+		t.Errorf("wrote %q; want w.pb.go only (no services, no stubs)", files)
+	}
+}

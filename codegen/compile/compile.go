@@ -34,7 +34,7 @@ type Config struct {
 	Files []string
 
 	// Warn, when set, receives warnings, such as unused imports, formatted
-	// as file:line:col: message.
+	// as file:line:col: warning: message.
 	Warn func(string)
 }
 
@@ -71,7 +71,7 @@ func Request(ctx context.Context, cfg Config) (*pluginpb.CodeGeneratorRequest, e
 			if cfg.Warn != nil {
 				mu.Lock()
 				defer mu.Unlock()
-				cfg.Warn(res.format(w) + " (warning)")
+				cfg.Warn(res.format(w, "warning: "))
 			}
 		})
 	c := protocompile.Compiler{
@@ -88,14 +88,14 @@ func Request(ctx context.Context, cfg Config) (*pluginpb.CodeGeneratorRequest, e
 		})
 		lines := make([]string, len(diags))
 		for i, d := range diags {
-			lines[i] = res.format(d)
+			lines[i] = res.format(d, "")
 		}
 		return nil, errors.New(strings.Join(dedup(lines), "\n"))
 	}
 	if err != nil {
 		var pe reporter.ErrorWithPos
 		if errors.As(err, &pe) {
-			return nil, errors.New(res.format(pe))
+			return nil, errors.New(res.format(pe, ""))
 		}
 		return nil, fmt.Errorf("compiling %s: %w", strings.Join(names, " "), err)
 	}
@@ -239,18 +239,18 @@ func sameFile(a, b string) (bool, error) {
 	return os.SameFile(sa, sb), nil
 }
 
-// format writes a diagnostic as file:line:col: message, naming the file by
-// its path on disk when it came from there.
-func (r *resolver) format(err reporter.ErrorWithPos) string {
+// format writes a diagnostic as file:line:col: kind message, naming the file
+// by its path on disk when it came from there.
+func (r *resolver) format(err reporter.ErrorWithPos, kind string) string {
 	pos := err.GetPosition()
 	file := pos.Filename
 	if disk, ok := r.disk.Load(file); ok {
 		file = disk.(string)
 	}
-	msg := err.Unwrap().Error()
+	msg := kind + err.Unwrap().Error()
 	var nf *notFoundError
 	if errors.As(err, &nf) {
-		msg = "import " + nf.Error()
+		msg = kind + "import " + nf.Error()
 	}
 	if pos.Line == 0 {
 		return file + ": " + msg
