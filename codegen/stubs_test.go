@@ -25,7 +25,9 @@ type registrar struct {
 
 func (r *registrar) RegisterService(desc *rpc.ServiceDesc, impl any) { r.desc, r.impl = desc, impl }
 
-type greeterByValue struct{ multipb.UnimplementedGreeterServer }
+type greeterByValue struct {
+	multipb.UnimplementedGreeterServer
+}
 
 type greeterByPointer struct {
 	*multipb.UnimplementedGreeterServer
