@@ -129,6 +129,7 @@ cmd__kernel() {
     log "no ELF payload found in vmlinuz: booting the bzImage (slower)"
   fi
   rm -rf "$kd" && mv "$tmp" "$kd"
+  rm -f "$deb"  # the unpacked tree is the cache
 }
 
 # Where a host file goes in the guest: merged /usr, like Debian.
