@@ -1,0 +1,54 @@
+// Package verbs is a small, safe cgo binding to libibverbs: just what
+// rdmarpc's RDMA transport needs to run two-sided verbs (Send, Send with
+// immediate, Recv) on reliable-connected queue pairs.
+//
+// It must not know about rdmarpc's protocol (handshake, credits, framing):
+// the transport in transport/rdma builds that on top.
+//
+// # Objects and ownership
+//
+//	Context (an opened device)
+//	├── CompChannel ── CQ ─┐
+//	├── CQ ────────────────┤ used by
+//	└── PD ─┬── MR         │
+//	        └── QP ◄───────┘
+//
+// Every object owns one C handle and frees it exactly once. Close them in
+// reverse order of creation: QPs, then CQs, then completion channels; MRs
+// and QPs before their PD; everything before the Context. A Close that would
+// free something still in use is refused with an error wrapping
+// syscall.EBUSY and the object stays open (retry after closing its
+// dependants). The one exception is CompChannel.Close, which always stops
+// waiters at once and destroys the channel as soon as its last CQ is
+// closed.
+//
+// Close is idempotent. Any other call on a closed object returns an error
+// wrapping ErrClosed; it never crashes, even when Close races with it. Each
+// object has its own lock (the data path — PostSend, PostRecv, Poll — only
+// takes read locks of the objects it touches; there is no global lock).
+//
+// # Memory
+//
+// Registered memory (PD.Register) is mapped with mmap, outside the Go heap,
+// so the device can hold on to it; Go memory is only ever passed to C for
+// the duration of one call. MR.Bytes must not be used after MR.Close.
+//
+// # Crossing into C
+//
+// Each data-path call is one cgo crossing, whatever the batch size:
+// PostSend and PostRecv translate a whole batch of work requests and post
+// it as one chain; Poll copies up to len(wcs) completions into a compact Go
+// struct. Waiting for a completion event (CompChannel.Wait) or an async
+// event (Context.AsyncEvent) parks the goroutine in Go's netpoller, never an
+// OS thread in C.
+//
+// # Policy built in
+//
+// QPs grant peers no remote access (no RDMA Read/Write into our memory), and
+// rnr_retry is always 0: a Send that finds no posted receive fails the
+// connection with IBV_WC_RNR_RETRY_EXC_ERR instead of being retried, because
+// rdmarpc's credits make that impossible and tests must see it if it happens.
+//
+// Without Linux or cgo the package still builds; every constructor then
+// fails with an error wrapping ErrNotSupported.
+package verbs

@@ -1,0 +1,102 @@
+//go:build linux && cgo
+
+package verbs
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// eventFile waits until a verbs event fd (a completion channel's or a
+// context's async fd) is readable through Go's netpoller, so a goroutine
+// waiting for an event never holds an OS thread in C.
+//
+// The verbs fd is switched to O_NONBLOCK (the verbs then return EAGAIN
+// instead of blocking) and duplicated; the duplicate belongs to an *os.File
+// registered with the netpoller. The verbs library keeps and eventually
+// closes the original.
+type eventFile struct {
+	mu     sync.Mutex // one waiter at a time: the read deadline belongs to the file
+	f      *os.File
+	rc     syscall.RawConn
+	closed atomic.Bool // close was called (the poller's "use of closed file" is not exported)
+}
+
+func newEventFile(fd C.int, name string) (*eventFile, error) {
+	dup, err := C.rr_nonblock_dup(fd)
+	if dup < 0 {
+		return nil, verbError("set "+name+" fd non-blocking", err)
+	}
+	f := os.NewFile(uintptr(dup), name)
+	// SetReadDeadline fails unless the netpoller took the fd: then waiting
+	// would need a blocked thread, which this package promises never to do.
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("rdma: %s fd cannot be polled: %w", name, err)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("rdma: %s fd: %w", name, err)
+	}
+	return &eventFile{f: f, rc: rc}, nil
+}
+
+// wait calls try whenever the fd may be readable (and once at once) until
+// try reports true. It gives up with ctx's error when ctx is done and with
+// an error wrapping ErrClosed when close is called.
+func (e *eventFile) wait(ctx context.Context, try func() bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Clear the past deadline an earlier cancelled wait may have left.
+	if err := e.f.SetReadDeadline(time.Time{}); err != nil {
+		return e.mapErr(ctx, err)
+	}
+	if ctx.Done() != nil {
+		fired := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(fired)
+			e.f.SetReadDeadline(time.Unix(1, 0)) // wakes the netpoller wait below
+		})
+		defer func() {
+			if !stop() {
+				<-fired // so it cannot run during a later wait
+			}
+		}()
+	}
+	return e.mapErr(ctx, e.rc.Read(func(uintptr) bool { return try() }))
+}
+
+func (e *eventFile) mapErr(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case e.closed.Load():
+		return fmt.Errorf("rdma: %s: %w", e.f.Name(), ErrClosed)
+	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return fmt.Errorf("rdma: wait on %s: %w", e.f.Name(), err)
+}
+
+// close wakes a waiter (with ErrClosed) and returns once no try call is
+// running, after which the verbs object behind the fd may be destroyed.
+// It must not take e.mu: a waiter holds it.
+func (e *eventFile) close() error {
+	e.closed.Store(true)
+	return e.f.Close()
+}

@@ -1,0 +1,177 @@
+//go:build linux && cgo
+
+package verbs
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
+// PD is a protection domain. It owns the MRs and QPs created from it, which
+// must be closed before it.
+type PD struct {
+	ctx *Context
+	pd  *C.struct_ibv_pd
+
+	mu       sync.RWMutex // write-held by Close; read-held while creating children
+	closed   bool
+	children atomic.Int64 // open MRs and QPs
+}
+
+// AllocPD allocates a protection domain.
+func (c *Context) AllocPD() (*PD, error) {
+	if err := c.acquire(); err != nil {
+		return nil, err
+	}
+	defer c.mu.RUnlock()
+	pd, errno := C.ibv_alloc_pd(c.ctx)
+	if pd == nil {
+		return nil, verbError("ibv_alloc_pd", errno)
+	}
+	c.children.Add(1)
+	return &PD{ctx: c, pd: pd}, nil
+}
+
+func (p *PD) acquire() error {
+	p.mu.RLock()
+	if p.closed {
+		p.mu.RUnlock()
+		return closedError("PD")
+	}
+	return nil
+}
+
+// Close deallocates the PD. It fails with an error wrapping syscall.EBUSY,
+// leaving the PD open, while MRs or QPs created from it are open. Close is
+// idempotent.
+func (p *PD) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	if n := p.children.Load(); n > 0 {
+		return busyError("PD", n, "its MRs and QPs")
+	}
+	if rc, errno := C.ibv_dealloc_pd(p.pd); rc != 0 {
+		return rcError("ibv_dealloc_pd", int(rc), errno)
+	}
+	p.closed = true
+	p.ctx.children.Add(-1)
+	return nil
+}
+
+// MR is registered memory: a page-aligned mapping outside the Go heap,
+// registered for local access only (the device may write received data into
+// it; peers get no remote access). Its bytes stay put, so the device and Go
+// can share them.
+type MR struct {
+	pd   *PD
+	mr   *C.struct_ibv_mr
+	mem  []byte // the whole mapping (whole pages)
+	buf  []byte // mem[:size], what Bytes returns
+	addr uint64
+	lkey uint32
+
+	// g is entered by every post that names this MR, so Close cannot unmap
+	// memory an inline send is being copied from. A guard rather than a
+	// read lock because one post may name the same MR many times.
+	g       guard
+	closeMu sync.Mutex
+	closed  bool
+	err     error // what the first Close returned
+}
+
+var pageSize = os.Getpagesize()
+
+// Register maps size bytes of fresh zeroed memory (rounded up to whole pages
+// for the mapping) and registers them with IBV_ACCESS_LOCAL_WRITE.
+//
+// Registration pins the pages: it counts against RLIMIT_MEMLOCK.
+func (p *PD) Register(size int) (*MR, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("rdma: register %d bytes: size must be positive", size)
+	}
+	if err := p.acquire(); err != nil {
+		return nil, err
+	}
+	defer p.mu.RUnlock()
+	mapped := (size + pageSize - 1) &^ (pageSize - 1)
+	mem, err := syscall.Mmap(-1, 0, mapped, syscall.PROT_READ|syscall.PROT_WRITE,
+		syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("rdma: mmap %d bytes for an MR: %w", mapped, err)
+	}
+	// mem is not Go heap memory, so C may keep this pointer.
+	mr, errno := C.rr_reg_mr(p.pd, unsafe.Pointer(&mem[0]), C.size_t(size), C.IBV_ACCESS_LOCAL_WRITE)
+	if mr == nil {
+		syscall.Munmap(mem)
+		err := verbError(fmt.Sprintf("ibv_reg_mr (%d bytes)", size), errno)
+		if errno == syscall.ENOMEM || errno == syscall.EPERM {
+			err = fmt.Errorf("%w (is RLIMIT_MEMLOCK too low? see ulimit -l)", err)
+		}
+		return nil, err
+	}
+	p.children.Add(1)
+	return &MR{
+		pd:   p,
+		mr:   mr,
+		mem:  mem,
+		buf:  mem[:size:size],
+		addr: uint64(uintptr(unsafe.Pointer(&mem[0]))),
+		lkey: uint32(mr.lkey),
+		g:    newGuard(),
+	}, nil
+}
+
+// Bytes returns the registered memory, or nil once Close has begun. The
+// slice must not be used after Close: the memory is unmapped, and touching
+// it then faults.
+func (m *MR) Bytes() []byte {
+	if m.g.isShut() {
+		return nil
+	}
+	return m.buf
+}
+
+// Len returns the registered size in bytes.
+func (m *MR) Len() int { return len(m.buf) }
+
+// LKey returns the local key work requests use to name this memory.
+func (m *MR) LKey() uint32 { return m.lkey }
+
+// Close deregisters the memory, then unmaps it. It waits for posts naming
+// the MR that are in flight; later posts fail with ErrClosed. Work requests
+// already posted that still reference the MR complete with an error
+// (IBV_WC_LOC_PROT_ERR or similar) instead of touching freed memory. Close is
+// idempotent.
+//
+// If deregistration fails the memory is left mapped (the device may still
+// use it) and the MR stays counted against its PD.
+func (m *MR) Close() error {
+	m.closeMu.Lock()
+	defer m.closeMu.Unlock()
+	if m.closed {
+		return m.err
+	}
+	m.closed = true
+	m.g.shut()
+	if rc, errno := C.ibv_dereg_mr(m.mr); rc != 0 {
+		m.err = rcError("ibv_dereg_mr", int(rc), errno)
+		return m.err
+	}
+	if err := syscall.Munmap(m.mem); err != nil {
+		m.err = fmt.Errorf("rdma: munmap MR: %w", err)
+	}
+	m.pd.children.Add(-1)
+	return m.err
+}

@@ -1,0 +1,416 @@
+//go:build linux && cgo
+
+package verbs
+
+/*
+#cgo noescape rr_post_send
+#cgo nocallback rr_post_send
+#cgo noescape rr_post_recv
+#cgo nocallback rr_post_recv
+#cgo noescape rr_query_qp_state
+#cgo nocallback rr_query_qp_state
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
+// QP is a reliable-connected queue pair.
+//
+// Its state moves RESET → INIT (ToInit) → RTR (ToRTR) → RTS (ToRTS); ToError
+// flushes everything posted. PostRecv is refused in RESET and PostSend before
+// RTS (with an error wrapping ErrQPState), so misuse never reaches the
+// provider. The state checked is the last one this process set; the device
+// may move the QP to ERR on its own (a failed work request), which State
+// reports.
+type QP struct {
+	pd       *PD
+	sendCQ   *CQ
+	recvCQ   *CQ
+	qp       *C.struct_ibv_qp
+	num      uint32
+	inline   uint32
+	port     uint8
+	maxSend  int
+	maxRecv  int
+	setState atomic.Uint32 // QPState last set by a transition
+
+	mu     sync.RWMutex // write-held by Close and transitions; read-held by posts
+	closed bool
+}
+
+// CreateQP creates an RC queue pair in the RESET state. The QP does not
+// signal every send (sq_sig_all is 0): SendWR.Signaled chooses.
+func (p *PD) CreateQP(cfg QPConfig) (*QP, error) {
+	if cfg.SendCQ == nil || cfg.RecvCQ == nil {
+		return nil, errors.New("rdma: create QP: SendCQ and RecvCQ are required")
+	}
+	if cfg.MaxSendWR <= 0 || cfg.MaxRecvWR <= 0 {
+		return nil, fmt.Errorf("rdma: create QP: MaxSendWR (%d) and MaxRecvWR (%d) must be positive",
+			cfg.MaxSendWR, cfg.MaxRecvWR)
+	}
+	if cfg.MaxSendSGE < 0 || cfg.MaxRecvSGE < 0 || cfg.MaxInlineData < 0 {
+		return nil, errors.New("rdma: create QP: negative SGE or inline size")
+	}
+	if cfg.SendCQ.ctx != p.ctx || cfg.RecvCQ.ctx != p.ctx {
+		return nil, errors.New("rdma: create QP: CQ belongs to another device context")
+	}
+	if err := p.acquire(); err != nil {
+		return nil, err
+	}
+	defer p.mu.RUnlock()
+	// Hold the CQs open while the QP is created (read locks; once per CQ).
+	cqs := []*CQ{cfg.SendCQ}
+	if cfg.RecvCQ != cfg.SendCQ {
+		cqs = append(cqs, cfg.RecvCQ)
+	}
+	for i, cq := range cqs {
+		cq.mu.RLock()
+		defer cq.mu.RUnlock()
+		if cq.closed {
+			return nil, fmt.Errorf("rdma: create QP: CQ %d: %w", i, ErrClosed)
+		}
+	}
+	var attr C.struct_ibv_qp_init_attr
+	attr.send_cq = cfg.SendCQ.cq
+	attr.recv_cq = cfg.RecvCQ.cq
+	attr.qp_type = C.IBV_QPT_RC
+	attr.sq_sig_all = 0
+	attr.cap.max_send_wr = C.uint32_t(cfg.MaxSendWR)
+	attr.cap.max_recv_wr = C.uint32_t(cfg.MaxRecvWR)
+	attr.cap.max_send_sge = C.uint32_t(max(cfg.MaxSendSGE, 1))
+	attr.cap.max_recv_sge = C.uint32_t(max(cfg.MaxRecvSGE, 1))
+	attr.cap.max_inline_data = C.uint32_t(cfg.MaxInlineData)
+	qp, errno := C.ibv_create_qp(p.pd, &attr)
+	if qp == nil {
+		return nil, verbError(fmt.Sprintf("ibv_create_qp (send %d, recv %d, inline %d)",
+			cfg.MaxSendWR, cfg.MaxRecvWR, cfg.MaxInlineData), errno)
+	}
+	p.children.Add(1)
+	cfg.SendCQ.qps.Add(1)
+	cfg.RecvCQ.qps.Add(1)
+	return &QP{
+		pd:      p,
+		sendCQ:  cfg.SendCQ,
+		recvCQ:  cfg.RecvCQ,
+		qp:      qp,
+		num:     uint32(qp.qp_num),
+		inline:  uint32(attr.cap.max_inline_data), // ibv_create_qp writes back what it granted
+		maxSend: int(attr.cap.max_send_wr),
+		maxRecv: int(attr.cap.max_recv_wr),
+	}, nil
+}
+
+// Num returns the QP number the peer must be told.
+func (q *QP) Num() uint32 { return q.num }
+
+// MaxInline returns the largest inline send the device granted (it may
+// exceed QPConfig.MaxInlineData).
+func (q *QP) MaxInline() int { return int(q.inline) }
+
+// MaxSendWR and MaxRecvWR return the queue depths the device granted.
+func (q *QP) MaxSendWR() int { return q.maxSend }
+
+// MaxRecvWR returns the receive queue depth the device granted.
+func (q *QP) MaxRecvWR() int { return q.maxRecv }
+
+// State queries the device for the QP's current state.
+func (q *QP) State() (QPState, error) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		return QPUnknown, errQPClosed
+	}
+	var s C.uint32_t
+	if rc, errno := C.rr_query_qp_state(q.qp, &s); rc != 0 {
+		return QPUnknown, rcError("ibv_query_qp", int(rc), errno)
+	}
+	return QPState(s), nil
+}
+
+// modify runs one state transition under the write lock (no post runs
+// during it) and records the new state.
+func (q *QP) modify(to QPState, attr *C.struct_ibv_qp_attr, mask C.int) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return errQPClosed
+	}
+	attr.qp_state = uint32(to)
+	if rc, errno := C.ibv_modify_qp(q.qp, attr, mask); rc != 0 {
+		return rcError(fmt.Sprintf("ibv_modify_qp %d to %v", q.num, to), int(rc), errno)
+	}
+	q.setState.Store(uint32(to))
+	return nil
+}
+
+// ToInit moves the QP from RESET to INIT on the given port. It grants no
+// remote access: peers can only Send to it.
+func (q *QP) ToInit(port uint8) error {
+	if port == 0 {
+		return errors.New("rdma: ToInit: port numbers start at 1")
+	}
+	var a C.struct_ibv_qp_attr
+	a.pkey_index = 0
+	a.port_num = C.uint8_t(port)
+	a.qp_access_flags = 0
+	if err := q.modify(QPInit, &a, C.IBV_QP_STATE|C.IBV_QP_PKEY_INDEX|C.IBV_QP_PORT|C.IBV_QP_ACCESS_FLAGS); err != nil {
+		return err
+	}
+	q.port = port
+	return nil
+}
+
+// ToRTR moves the QP from INIT to RTR: it can receive from the peer
+// described by a. Post the receives the peer may use before this.
+func (q *QP) ToRTR(a RTRAttr) error {
+	mtu, err := mtuToEnum(a.PathMTU)
+	if err != nil {
+		return err
+	}
+	if a.RQPSN >= 1<<24 || a.DestQPN >= 1<<24 {
+		return fmt.Errorf("rdma: ToRTR: PSN %d or QPN %d exceeds 24 bits", a.RQPSN, a.DestQPN)
+	}
+	if a.MinRNRTimer > 31 {
+		return fmt.Errorf("rdma: ToRTR: MinRNRTimer %d exceeds 31", a.MinRNRTimer)
+	}
+	port := a.Port
+	if port == 0 {
+		port = q.port
+	}
+	var attr C.struct_ibv_qp_attr
+	attr.path_mtu = mtu
+	attr.dest_qp_num = C.uint32_t(a.DestQPN)
+	attr.rq_psn = C.uint32_t(a.RQPSN)
+	attr.max_dest_rd_atomic = 0 // no RDMA Read or atomics are accepted
+	attr.min_rnr_timer = C.uint8_t(a.MinRNRTimer)
+	attr.ah_attr.dlid = C.uint16_t(a.DLID)
+	attr.ah_attr.port_num = C.uint8_t(port)
+	if !a.DGID.IsZero() {
+		attr.ah_attr.is_global = 1
+		attr.ah_attr.grh.hop_limit = 64
+		attr.ah_attr.grh.sgid_index = C.uint8_t(a.SGIDIndex)
+		C.memcpy(unsafe.Pointer(&attr.ah_attr.grh.dgid), unsafe.Pointer(&a.DGID[0]), 16)
+	}
+	return q.modify(QPRTR, &attr, C.IBV_QP_STATE|C.IBV_QP_AV|C.IBV_QP_PATH_MTU|C.IBV_QP_DEST_QPN|
+		C.IBV_QP_RQ_PSN|C.IBV_QP_MAX_DEST_RD_ATOMIC|C.IBV_QP_MIN_RNR_TIMER)
+}
+
+// ToRTS moves the QP from RTR to RTS: it can send. rnr_retry is set to 0
+// (see RTSAttr).
+func (q *QP) ToRTS(a RTSAttr) error {
+	if a.SQPSN >= 1<<24 {
+		return fmt.Errorf("rdma: ToRTS: PSN %d exceeds 24 bits", a.SQPSN)
+	}
+	if a.Timeout > 31 || a.RetryCount > 7 {
+		return fmt.Errorf("rdma: ToRTS: Timeout %d (max 31) or RetryCount %d (max 7) out of range",
+			a.Timeout, a.RetryCount)
+	}
+	var attr C.struct_ibv_qp_attr
+	attr.sq_psn = C.uint32_t(a.SQPSN)
+	attr.timeout = C.uint8_t(a.Timeout)
+	attr.retry_cnt = C.uint8_t(a.RetryCount)
+	attr.rnr_retry = 0 // an RNR NAK fails the send at once: RNR is a bug here
+	attr.max_rd_atomic = 0
+	return q.modify(QPRTS, &attr, C.IBV_QP_STATE|C.IBV_QP_TIMEOUT|C.IBV_QP_RETRY_CNT|
+		C.IBV_QP_RNR_RETRY|C.IBV_QP_SQ_PSN|C.IBV_QP_MAX_QP_RD_ATOMIC)
+}
+
+// ToError moves the QP to ERR: outstanding and later work requests complete
+// with IBV_WC_WR_FLUSH_ERR. Used for teardown: move to ERR, drain the
+// flushed completions, then Close.
+func (q *QP) ToError() error {
+	var attr C.struct_ibv_qp_attr
+	return q.modify(QPError, &attr, C.IBV_QP_STATE)
+}
+
+// ToReset moves the QP back to RESET, discarding everything posted without
+// completions, so that it can be brought up again.
+func (q *QP) ToReset() error {
+	var attr C.struct_ibv_qp_attr
+	return q.modify(QPReset, &attr, C.IBV_QP_STATE)
+}
+
+// postBatch is the largest batch translated on the stack; bigger batches
+// allocate their C-shaped copy.
+const postBatch = 64
+
+// mrSet holds the MRs a post has entered (see MR.g), run-length
+// deduplicated: a batch usually names one or two MRs.
+type mrSet struct {
+	last  *MR
+	n     int
+	fixed [4]*MR
+	extra []*MR
+}
+
+func (s *mrSet) enter(m *MR) bool {
+	if m == s.last {
+		return true
+	}
+	if !m.g.enter() {
+		return false
+	}
+	if s.n < len(s.fixed) {
+		s.fixed[s.n] = m
+		s.n++
+	} else {
+		s.extra = append(s.extra, m)
+	}
+	s.last = m
+	return true
+}
+
+func (s *mrSet) exit() {
+	for _, m := range s.fixed[:s.n] {
+		m.g.exit()
+	}
+	for _, m := range s.extra {
+		m.g.exit()
+	}
+}
+
+// resolve checks one work request's buffer and returns its address and lkey.
+func resolve(m *MR, off, n uint32) (addr uint64, lkey uint32, err error) {
+	if m == nil {
+		if n != 0 {
+			return 0, 0, errors.New("nil MR with non-zero length")
+		}
+		return 0, 0, nil
+	}
+	if uint64(off)+uint64(n) > uint64(len(m.buf)) {
+		return 0, 0, fmt.Errorf("range [%d, %d) outside the %d-byte MR", off, uint64(off)+uint64(n), len(m.buf))
+	}
+	return m.addr + uint64(off), m.lkey, nil
+}
+
+// PostSend posts a batch of sends in one cgo call. Every request is checked
+// first; nothing is posted if one is malformed. On failure the error is a
+// *PostError saying which request failed and how many were posted.
+func (q *QP) PostSend(wrs []SendWR) error {
+	if len(wrs) == 0 {
+		return nil
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		return &PostError{Op: "ibv_post_send", Err: errQPClosed}
+	}
+	if st := QPState(q.setState.Load()); st < QPRTS {
+		return &PostError{Op: "ibv_post_send", Err: fmt.Errorf("%w: QP %d is %v, sends need RTS", ErrQPState, q.num, st)}
+	}
+	var stack [postBatch]C.struct_rr_send_wr
+	cw := stack[:0]
+	if len(wrs) > postBatch {
+		cw = make([]C.struct_rr_send_wr, 0, len(wrs))
+	}
+	var mrs mrSet
+	defer mrs.exit()
+	for i := range wrs {
+		w := &wrs[i]
+		if w.MR != nil && !mrs.enter(w.MR) {
+			return &PostError{Op: "ibv_post_send", Index: i, Err: errMRClosed}
+		}
+		addr, lkey, err := resolve(w.MR, w.Offset, w.Length)
+		if err != nil {
+			return &PostError{Op: "ibv_post_send", Index: i, Err: err}
+		}
+		var flags C.uint32_t
+		if w.Length == 0 {
+			flags |= C.RR_NOSGE
+		}
+		if w.Signaled {
+			flags |= C.RR_SIGNALED
+		}
+		if w.Inline {
+			if w.Length > q.inline {
+				return &PostError{Op: "ibv_post_send", Index: i,
+					Err: fmt.Errorf("inline send of %d bytes exceeds the QP's max inline %d", w.Length, q.inline)}
+			}
+			flags |= C.RR_INLINE
+		}
+		if w.Solicited {
+			flags |= C.RR_SOLICITED
+		}
+		if w.HasImm {
+			flags |= C.RR_IMM
+		}
+		cw = append(cw, C.struct_rr_send_wr{
+			id: C.uint64_t(w.ID), addr: C.uint64_t(addr), length: C.uint32_t(w.Length),
+			lkey: C.uint32_t(lkey), imm: C.uint32_t(w.Imm), flags: flags,
+		})
+	}
+	var bad C.int
+	if rc := C.rr_post_send(q.qp, &cw[0], C.int(len(cw)), &bad); rc != 0 {
+		return &PostError{Op: "ibv_post_send", Index: int(bad), Posted: int(bad), Err: syscall.Errno(rc)}
+	}
+	return nil
+}
+
+// PostRecv posts a batch of receives in one cgo call, with the same
+// checking and error reporting as PostSend. Receives may be posted from
+// INIT on; post them before ToRTR so the peer's first Send finds one.
+func (q *QP) PostRecv(wrs []RecvWR) error {
+	if len(wrs) == 0 {
+		return nil
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		return &PostError{Op: "ibv_post_recv", Err: errQPClosed}
+	}
+	if st := QPState(q.setState.Load()); st == QPReset {
+		return &PostError{Op: "ibv_post_recv", Err: fmt.Errorf("%w: QP %d is RESET, receives need INIT or later", ErrQPState, q.num)}
+	}
+	var stack [postBatch]C.struct_rr_recv_wr
+	cw := stack[:0]
+	if len(wrs) > postBatch {
+		cw = make([]C.struct_rr_recv_wr, 0, len(wrs))
+	}
+	var mrs mrSet
+	defer mrs.exit()
+	for i := range wrs {
+		w := &wrs[i]
+		if w.MR != nil && !mrs.enter(w.MR) {
+			return &PostError{Op: "ibv_post_recv", Index: i, Err: errMRClosed}
+		}
+		addr, lkey, err := resolve(w.MR, w.Offset, w.Length)
+		if err != nil {
+			return &PostError{Op: "ibv_post_recv", Index: i, Err: err}
+		}
+		cw = append(cw, C.struct_rr_recv_wr{
+			id: C.uint64_t(w.ID), addr: C.uint64_t(addr), length: C.uint32_t(w.Length), lkey: C.uint32_t(lkey),
+		})
+	}
+	var bad C.int
+	if rc := C.rr_post_recv(q.qp, &cw[0], C.int(len(cw)), &bad); rc != 0 {
+		return &PostError{Op: "ibv_post_recv", Index: int(bad), Posted: int(bad), Err: syscall.Errno(rc)}
+	}
+	return nil
+}
+
+// Close destroys the QP (its outstanding work requests are dropped without
+// completions; for an orderly teardown move it to ERR and drain first).
+// Close is idempotent.
+func (q *QP) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil
+	}
+	if rc, errno := C.ibv_destroy_qp(q.qp); rc != 0 {
+		return rcError("ibv_destroy_qp", int(rc), errno)
+	}
+	q.closed = true
+	q.sendCQ.qps.Add(-1)
+	q.recvCQ.qps.Add(-1)
+	q.pd.children.Add(-1)
+	return nil
+}
