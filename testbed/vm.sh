@@ -281,7 +281,7 @@ check_outdir() { # outdir -> absolute path
   mkdir -p "$1"
   local out
   out=$(cd "$1" && pwd)
-  case $out in *,*) fail "outdir must not contain a comma (qemu -virtfs syntax): $out" ;; esac
+  case $out$REPO in *,*) fail "neither $out nor $REPO may contain a comma (qemu -virtfs syntax)" ;; esac
   [ -f "$out/guest.sh" ] || fail "$out/guest.sh missing: write the script the guest should run"
   echo "$out"
 }
@@ -343,7 +343,8 @@ cmd_run1() {
   local out; out=$(check_outdir "${1:-}")
   boot_env
   take_qemu_lock
-  trap cleanup EXIT INT TERM
+  trap cleanup EXIT
+  trap 'cleanup; exit 130' INT TERM
   local t0=${EPOCHREALTIME/./}
   log "run1: booting one guest (2 vCPU, 2 GiB), rxe0 over dummy0, MTU ${RXE_MTU:-1500}"
   start_guest single "$out" 2048 2 "tb_net=dummy tb_ip=10.9.9.1" -nic none
@@ -358,7 +359,8 @@ cmd_run2() {
   local out; out=$(check_outdir "${1:-}")
   boot_env
   take_qemu_lock
-  trap cleanup EXIT INT TERM
+  trap cleanup EXIT
+  trap 'cleanup; exit 130' INT TERM
   # The wire: qemu's stream netdev over a unix socket (the TCP socket backend adds ~40 ms per
   # round trip). The socket lives in a short path: sun_path holds 108 bytes.
   SOCKDIR=$(mktemp -d /tmp/rdmarpc-wire.XXXXXX)
