@@ -1,0 +1,477 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/rdmarpc/rdmarpc/internal/bufpool"
+	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
+	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/transport"
+)
+
+// ClientConn is a client's connection to one target. It is safe for
+// concurrent use: calls are multiplexed on one transport connection. When that
+// connection breaks, or the server asks to go away, the next call dials
+// again.
+type ClientConn struct {
+	target string
+	addr   string
+	tr     transport.Transport
+	opts   dialOptions
+	log    *zap.Logger
+	invoke UnaryInvoker // the interceptor chain, ending in cc.call
+
+	mu      sync.Mutex
+	cur     *clientLink          // where new calls go
+	all     map[*clientLink]bool // every live link, draining ones too
+	dialing chan struct{}        // closed when the dial in progress ends
+	closed  bool
+	wg      sync.WaitGroup // one per link: its reader goroutine
+}
+
+// Dial connects to target ("tcp://host:port", "rdma://host:port") and
+// returns once the first connection is up, or with an Unavailable error.
+func Dial(ctx context.Context, target string, opts ...DialOption) (*ClientConn, error) {
+	o := dialOptions{settings: defaultSettings()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	tr, addr, err := transport.ForTarget(target)
+	if err != nil {
+		if o.transport == nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		_, addr, err = transport.ParseTarget(target)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	if o.transport != nil {
+		tr = o.transport
+	}
+	cc := &ClientConn{
+		target: target,
+		addr:   addr,
+		tr:     tr,
+		opts:   o,
+		log:    o.log.Named("rpc.client").With(zap.String("target", target)),
+		all:    make(map[*clientLink]bool),
+	}
+	cc.invoke = chainClient(o.interceptors, cc.call)
+	if _, err := cc.link(ctx); err != nil {
+		cc.Close()
+		return nil, err
+	}
+	return cc, nil
+}
+
+// Target returns the target the connection was dialled with.
+func (cc *ClientConn) Target() string { return cc.target }
+
+// Invoke makes a unary call: it sends req to method ("/pkg.Service/Method")
+// and decodes the response into reply. Its error is a status error.
+func (cc *ClientConn) Invoke(ctx context.Context, method string, req, reply any, opts ...CallOption) error {
+	if len(cc.opts.callOptions) > 0 {
+		opts = append(append([]CallOption(nil), cc.opts.callOptions...), opts...)
+	}
+	return cc.invoke(ctx, method, req, reply, cc, opts...)
+}
+
+// Close closes every connection; calls in progress fail with Canceled.
+func (cc *ClientConn) Close() error {
+	cc.mu.Lock()
+	cc.closed = true
+	links := make([]*clientLink, 0, len(cc.all))
+	for l := range cc.all {
+		links = append(links, l)
+	}
+	cc.mu.Unlock()
+	for _, l := range links {
+		l.close(status.New(codes.Canceled, "client connection closing"))
+	}
+	cc.wg.Wait()
+	return nil
+}
+
+var errClientClosed = status.Error(codes.Canceled, "client connection closing")
+
+// link returns the connection new calls go to, dialling one if there is
+// none. Concurrent callers share one dial.
+func (cc *ClientConn) link(ctx context.Context) (*clientLink, error) {
+	for {
+		cc.mu.Lock()
+		if cc.closed {
+			cc.mu.Unlock()
+			return nil, errClientClosed
+		}
+		if l := cc.cur; l != nil {
+			cc.mu.Unlock()
+			return l, nil
+		}
+		if wait := cc.dialing; wait != nil {
+			cc.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+		}
+		done := make(chan struct{})
+		cc.dialing = done
+		cc.mu.Unlock()
+
+		tc, err := cc.tr.Dial(ctx, cc.addr)
+
+		cc.mu.Lock()
+		cc.dialing = nil
+		close(done)
+		if err != nil {
+			cc.mu.Unlock()
+			if st := status.FromContextError(ctx.Err()); st != nil {
+				return nil, st.Err()
+			}
+			cc.log.Info("dial failed", zap.Error(err))
+			return nil, status.Errorf(codes.Unavailable, "connecting to %s: %v", cc.target, err)
+		}
+		if cc.closed {
+			cc.mu.Unlock()
+			tc.Close()
+			return nil, errClientClosed
+		}
+		l := newClientLink(cc, tc)
+		cc.cur = l
+		cc.all[l] = true
+		cc.wg.Add(1)
+		cc.mu.Unlock()
+		go l.readLoop()
+		return l, nil
+	}
+}
+
+// forget stops routing new calls to l (it is draining or gone).
+func (cc *ClientConn) forget(l *clientLink, gone bool) {
+	cc.mu.Lock()
+	if cc.cur == l {
+		cc.cur = nil
+	}
+	if gone {
+		delete(cc.all, l)
+	}
+	cc.mu.Unlock()
+}
+
+// call is the end of the client interceptor chain: the network call.
+func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _ *ClientConn, opts ...CallOption) error {
+	ci := callInfo{maxRecvSize: cc.opts.maxRecvSize, maxSendSize: cc.opts.maxSendSize}
+	for _, o := range opts {
+		o.apply(&ci)
+	}
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	if err := wire.CheckMD(md); err != nil {
+		return status.Errorf(codes.Internal, "request metadata: %v", err)
+	}
+	// A call that never left (the link was draining, or closed before the
+	// transport took the request) is safely sent again on a new link.
+	for attempt := 1; ; attempt++ {
+		l, err := cc.link(ctx)
+		if err != nil {
+			return err
+		}
+		err = l.call(ctx, method, md, req, reply, &ci)
+		if err != errNotSent {
+			return err
+		}
+		cc.forget(l, false)
+		if attempt == 3 {
+			return l.closeStatus().Err()
+		}
+	}
+}
+
+// errNotSent means the call did not leave: the link takes no new calls
+// (draining after GOAWAY, or closed).
+var errNotSent = errors.New("rpc: call not sent")
+
+// clientLink is one transport connection of a ClientConn and the calls in
+// flight on it. Its reader goroutine routes responses to their calls.
+type clientLink struct {
+	*link
+	cc *ClientConn
+
+	mu       sync.Mutex
+	pending  map[uint64]*pendingCall
+	nextID   uint64
+	draining bool // GOAWAY received, or closed: no new calls
+}
+
+type pendingCall struct {
+	done chan result // capacity 1: the reader never blocks on it
+}
+
+type result struct {
+	frame transport.Buffer // the RESPONSE frame, when err is nil
+	err   error
+}
+
+var pendingPool = sync.Pool{New: func() any { return &pendingCall{done: make(chan result, 1)} }}
+
+func newClientLink(cc *ClientConn, tc transport.Conn) *clientLink {
+	return &clientLink{
+		link:    newLink(tc, cc.log, cc.opts.keepalive),
+		cc:      cc,
+		pending: make(map[uint64]*pendingCall),
+	}
+}
+
+func (l *clientLink) register() (uint64, *pendingCall, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.draining || l.ctx.Err() != nil {
+		return 0, nil, errNotSent
+	}
+	l.nextID++
+	p := pendingPool.Get().(*pendingCall)
+	l.pending[l.nextID] = p
+	return l.nextID, p, nil
+}
+
+// unregister removes a call that is giving up. It reports false when the
+// outcome was already delivered to p (and must be drained).
+func (l *clientLink) unregister(id uint64) bool {
+	l.mu.Lock()
+	_, ok := l.pending[id]
+	delete(l.pending, id)
+	retire := ok && l.idleDraining()
+	l.mu.Unlock()
+	if retire {
+		l.retire()
+	}
+	return ok
+}
+
+// idleDraining reports whether l is draining with no call left, so it can
+// close. Called with l.mu held.
+func (l *clientLink) idleDraining() bool {
+	return l.draining && len(l.pending) == 0 && l.ctx.Err() == nil
+}
+
+func (l *clientLink) retire() {
+	l.close(status.New(codes.Unavailable, "connection drained after the server's GOAWAY"))
+}
+
+func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, req, reply any, ci *callInfo) error {
+	id, p, err := l.register()
+	if err != nil {
+		return err
+	}
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(dl); timeout <= 0 {
+			l.unregister(id)
+			pendingPool.Put(p)
+			return status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
+		}
+	}
+	head := wire.AppendRequestHead(bufpool.Get(256)[:0], id, timeout, method, md)
+	err = sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize)
+	bufpool.Put(head)
+	if err != nil {
+		if !l.unregister(id) {
+			r := <-p.done
+			r.frame.Release()
+		}
+		pendingPool.Put(p)
+		if _, ok := status.FromError(err); ok {
+			return err
+		}
+		if errors.Is(err, transport.ErrClosed) && ctx.Err() == nil {
+			return errNotSent // the transport did not take the request
+		}
+		return transportStatus(err).Err()
+	}
+
+	var r result
+	select {
+	case r = <-p.done:
+	case <-ctx.Done():
+		if l.unregister(id) {
+			// A deadline needs no cancel frame: the server rebuilt it
+			// and its handler sees DeadlineExceeded on its own.
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				l.queueControl(wire.AppendCancel(nil, id))
+			}
+			pendingPool.Put(p)
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		r = <-p.done // the outcome raced the cancellation: use it
+	}
+	pendingPool.Put(p)
+	if r.err != nil {
+		return r.err
+	}
+	defer r.frame.Release()
+	return l.finish(r.frame.Bytes(), reply, ci)
+}
+
+// finish decodes a RESPONSE frame into the call's outcome.
+func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
+	_, body, err := wire.ParseHeader(frame)
+	if err == nil {
+		var resp wire.Response
+		resp, err = wire.ParseResponse(body)
+		if err == nil {
+			if ci.header != nil {
+				*ci.header = resp.Header
+			}
+			if ci.trailer != nil {
+				*ci.trailer = resp.Trailer
+			}
+			if ci.peer != nil {
+				*ci.peer = Peer{Addr: l.tc.RemoteAddr(), LocalAddr: l.tc.LocalAddr()}
+			}
+			if resp.Code != 0 {
+				return responseStatus(resp).Err()
+			}
+			if len(resp.Payload) > ci.maxRecvSize {
+				return status.Errorf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(resp.Payload), ci.maxRecvSize)
+			}
+			if err := l.cc.opts.codec.Unmarshal(resp.Payload, reply); err != nil {
+				return status.Errorf(codes.Internal, "decoding response into %T: %v", reply, err)
+			}
+			return nil
+		}
+	}
+	l.log.Warn("malformed response", zap.Error(err))
+	return status.Errorf(codes.Internal, "malformed response from %s: %v", l.tc.RemoteAddr(), err)
+}
+
+func responseStatus(r wire.Response) *status.Status {
+	var details []*anypb.Any
+	for _, d := range r.Details {
+		a := new(anypb.Any)
+		if proto.Unmarshal(d, a) == nil {
+			details = append(details, a)
+		}
+	}
+	return status.FromParts(codes.Code(r.Code), r.Message, details)
+}
+
+// readLoop reads frames until the connection fails, routing each response
+// to its call. When it ends, every call still pending fails.
+func (l *clientLink) readLoop() {
+	defer l.cc.wg.Done()
+	for {
+		b, err := l.tc.Recv(l.ctx)
+		if err != nil {
+			if l.ctx.Err() == nil {
+				l.close(transportStatus(err))
+			}
+			break
+		}
+		l.received.Add(1)
+		if !l.dispatch(b) {
+			break
+		}
+	}
+	l.cc.forget(l, true)
+	l.wait()
+	l.failAll(l.closeStatus())
+}
+
+// dispatch handles one frame; it reports false when the link is closing.
+func (l *clientLink) dispatch(b transport.Buffer) bool {
+	h, body, err := wire.ParseHeader(b.Bytes())
+	if err != nil {
+		b.Release()
+		l.protocolError(err)
+		return false
+	}
+	switch h.Kind {
+	case wire.KindResponse:
+		l.mu.Lock()
+		p, ok := l.pending[h.CallID]
+		delete(l.pending, h.CallID)
+		retire := l.idleDraining()
+		l.mu.Unlock()
+		if ok {
+			p.done <- result{frame: b}
+		} else {
+			b.Release() // the caller gave up; the server did not know yet
+		}
+		if retire {
+			l.retire()
+		}
+		return true
+	case wire.KindPing:
+		_, err = wire.ParsePing(body)
+		b.Release()
+		if err == nil {
+			l.owePong()
+			return true
+		}
+	case wire.KindPong:
+		_, err = wire.ParsePing(body)
+		b.Release()
+		if err == nil {
+			return true
+		}
+	case wire.KindGoAway:
+		var ga wire.GoAway
+		ga, err = wire.ParseGoAway(body)
+		b.Release()
+		if err == nil {
+			l.goAway(ga)
+			return true
+		}
+	default:
+		b.Release()
+		err = errors.New("server sent a " + h.Kind.String() + " frame, which only clients send")
+	}
+	l.protocolError(err)
+	return false
+}
+
+// goAway stops new calls on l; it closes once the calls in flight finish.
+func (l *clientLink) goAway(ga wire.GoAway) {
+	if ga.Code != 0 {
+		l.log.Warn("server is closing the connection", zap.Stringer("code", codes.Code(ga.Code)), zap.String("reason", ga.Message))
+		l.errMu.Lock()
+		if l.err == nil {
+			l.err = status.New(codes.Code(ga.Code), "server closed the connection: "+ga.Message)
+		}
+		l.errMu.Unlock()
+	}
+	l.cc.forget(l, false)
+	l.mu.Lock()
+	l.draining = true
+	retire := l.idleDraining()
+	l.mu.Unlock()
+	if retire {
+		l.retire()
+	}
+}
+
+// failAll fails every pending call with st, after the link closed.
+func (l *clientLink) failAll(st *status.Status) {
+	l.mu.Lock()
+	l.draining = true
+	calls := l.pending
+	l.pending = map[uint64]*pendingCall{}
+	l.mu.Unlock()
+	for _, p := range calls {
+		p.done <- result{err: st.Err()}
+	}
+}

@@ -1,0 +1,87 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
+	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+)
+
+// serverCall carries what a handler may add to its response: headers and
+// trailers. It travels in the handler's context.
+type serverCall struct {
+	method  string
+	mu      sync.Mutex
+	header  metadata.MD
+	trailer metadata.MD
+	sent    bool // SendHeader was called: the header is final
+}
+
+type serverCallKey struct{}
+
+func callFromContext(ctx context.Context) (*serverCall, error) {
+	c, ok := ctx.Value(serverCallKey{}).(*serverCall)
+	if !ok {
+		return nil, errors.New("rpc: not a server handler's context")
+	}
+	return c, nil
+}
+
+// SetHeader adds md to the response headers of the call ctx belongs to.
+// Headers travel with the response, so they can be set until the handler
+// returns, unless SendHeader made them final.
+func SetHeader(ctx context.Context, md metadata.MD) error {
+	c, err := callFromContext(ctx)
+	if err != nil {
+		return err
+	}
+	if err := wire.CheckMD(md); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sent {
+		return errors.New("rpc: SetHeader after SendHeader")
+	}
+	c.header = metadata.Join(c.header, md)
+	return nil
+}
+
+// SendHeader adds md to the response headers and makes them final. For a
+// unary call they still travel with the response.
+func SendHeader(ctx context.Context, md metadata.MD) error {
+	if err := SetHeader(ctx, md); err != nil {
+		return err
+	}
+	c, _ := callFromContext(ctx)
+	c.mu.Lock()
+	c.sent = true
+	c.mu.Unlock()
+	return nil
+}
+
+// SetTrailer adds md to the response trailers.
+func SetTrailer(ctx context.Context, md metadata.MD) error {
+	c, err := callFromContext(ctx)
+	if err != nil {
+		return err
+	}
+	if err := wire.CheckMD(md); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trailer = metadata.Join(c.trailer, md)
+	return nil
+}
+
+// Method returns the full method name of the call ctx belongs to.
+func Method(ctx context.Context) (string, bool) {
+	c, err := callFromContext(ctx)
+	if err != nil {
+		return "", false
+	}
+	return c.method, true
+}

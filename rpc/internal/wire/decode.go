@@ -1,0 +1,34 @@
+package wire
+
+// Frame is any decoded frame; which field is set depends on Header.Kind.
+type Frame struct {
+	Header   Header
+	Request  Request  // KindRequest
+	Response Response // KindResponse
+	Ping     uint64   // KindPing, KindPong
+	GoAway   GoAway   // KindGoAway
+}
+
+// Decode decodes a whole frame. The rpc layer decodes the header first and
+// the body where it is needed; Decode is the same path in one call, for
+// tests and fuzzing.
+func Decode(frame []byte) (Frame, error) {
+	h, body, err := ParseHeader(frame)
+	if err != nil {
+		return Frame{}, err
+	}
+	f := Frame{Header: h}
+	switch h.Kind {
+	case KindRequest:
+		f.Request, err = ParseRequest(body)
+	case KindResponse:
+		f.Response, err = ParseResponse(body)
+	case KindCancel:
+		err = ParseCancel(body)
+	case KindPing, KindPong:
+		f.Ping, err = ParsePing(body)
+	case KindGoAway:
+		f.GoAway, err = ParseGoAway(body)
+	}
+	return f, err
+}

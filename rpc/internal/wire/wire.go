@@ -1,0 +1,381 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+)
+
+// Version is the frame format version this package speaks.
+const Version = 1
+
+// HeaderLen is the size of the fixed frame header.
+const HeaderLen = 12
+
+// Kind says what a frame is.
+type Kind uint8
+
+const (
+	KindRequest  Kind = 1 // client → server: start a call
+	KindResponse Kind = 2 // server → client: the call's outcome
+	KindCancel   Kind = 3 // client → server: abandon a call
+	KindPing     Kind = 4 // either way: are you there?
+	KindPong     Kind = 5 // either way: the answer to a ping
+	KindGoAway   Kind = 6 // server → client: no new calls on this connection
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRequest:
+		return "REQUEST"
+	case KindResponse:
+		return "RESPONSE"
+	case KindCancel:
+		return "CANCEL"
+	case KindPing:
+		return "PING"
+	case KindPong:
+		return "PONG"
+	case KindGoAway:
+		return "GOAWAY"
+	}
+	return fmt.Sprintf("KIND(%d)", uint8(k))
+}
+
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("malformed frame")
+
+// ErrVersion is wrapped when a frame has another format version.
+var ErrVersion = errors.New("unsupported frame version")
+
+// Header is the fixed part of every frame.
+type Header struct {
+	Kind   Kind
+	Flags  uint8
+	CallID uint64
+}
+
+func malformed(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, a...))
+}
+
+// ParseHeader decodes a frame's header and returns the body after it.
+// Unknown kinds are an error: they cannot be skipped safely because a
+// peer that sends them expects something of us.
+func ParseHeader(frame []byte) (Header, []byte, error) {
+	if len(frame) < HeaderLen {
+		return Header{}, nil, malformed("%d bytes, shorter than the %d-byte header", len(frame), HeaderLen)
+	}
+	if frame[0] != Version {
+		return Header{}, nil, fmt.Errorf("%w %d (this side speaks %d)", ErrVersion, frame[0], Version)
+	}
+	h := Header{Kind: Kind(frame[1]), Flags: frame[2], CallID: binary.BigEndian.Uint64(frame[4:])}
+	if h.Kind < KindRequest || h.Kind > KindGoAway {
+		return Header{}, nil, malformed("unknown frame kind %d", frame[1])
+	}
+	if frame[2] != 0 {
+		return Header{}, nil, malformed("unknown flags %#x", frame[2])
+	}
+	if frame[3] != 0 {
+		return Header{}, nil, malformed("reserved header byte is %d, not 0", frame[3])
+	}
+	return h, frame[HeaderLen:], nil
+}
+
+// AppendHeader appends a frame header.
+func AppendHeader(b []byte, k Kind, flags uint8, callID uint64) []byte {
+	b = append(b, Version, byte(k), flags, 0)
+	return binary.BigEndian.AppendUint64(b, callID)
+}
+
+// reader consumes a body, remembering the first error.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(format string, a ...any) {
+	if r.err == nil {
+		r.err = malformed(format, a...)
+	}
+}
+
+func (r *reader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad varint for %s", what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes(what string) []byte {
+	n := r.uvarint(what + " length")
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.fail("%s of %d bytes, only %d left", what, n, len(r.b))
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) string(what string) string { return string(r.bytes(what)) }
+
+// md decodes metadata: a count of pairs, then key and value strings.
+func (r *reader) md(what string) metadata.MD {
+	n := r.uvarint(what + " count")
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	// Each pair takes at least two bytes: this bounds the map before
+	// allocating it.
+	if n > uint64(len(r.b))/2 {
+		r.fail("%s claims %d pairs in %d bytes", what, n, len(r.b))
+		return nil
+	}
+	md := make(metadata.MD, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		k := r.bytes(what + " key")
+		v := r.bytes(what + " value")
+		if r.err != nil {
+			break
+		}
+		if err := CheckKey(k); err != nil {
+			r.fail("%s: %v", what, err)
+			break
+		}
+		if err := CheckValue(k, v); err != nil {
+			r.fail("%s: %v", what, err)
+			break
+		}
+		key := string(k)
+		md[key] = append(md[key], string(v))
+	}
+	return md
+}
+
+func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendMD(b []byte, md metadata.MD) []byte {
+	n := 0
+	for _, vs := range md {
+		n += len(vs)
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	for k, vs := range md {
+		for _, v := range vs {
+			b = appendString(b, k)
+			b = appendString(b, v)
+		}
+	}
+	return b
+}
+
+// CheckKey reports whether k is a valid metadata key: non-empty, made of
+// lower-case letters, digits, '-', '_' and '.'.
+func CheckKey(k []byte) error {
+	if len(k) == 0 {
+		return errors.New("empty metadata key")
+	}
+	for _, c := range k {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("metadata key %q has character %q (allowed: a-z 0-9 - _ .)", k, c)
+		}
+	}
+	return nil
+}
+
+// CheckValue reports whether v may be the value of key k: printable ASCII,
+// unless the key ends in "-bin", whose values are arbitrary bytes.
+func CheckValue(k, v []byte) error {
+	if len(k) > 4 && string(k[len(k)-4:]) == "-bin" {
+		return nil
+	}
+	for _, c := range v {
+		if c < 0x20 || c > 0x7e {
+			return fmt.Errorf("value of metadata key %q has byte %#x; use a key ending in -bin for binary values", k, c)
+		}
+	}
+	return nil
+}
+
+// CheckMD validates outgoing metadata before it is encoded.
+func CheckMD(md metadata.MD) error {
+	for k, vs := range md {
+		if err := CheckKey([]byte(k)); err != nil {
+			return err
+		}
+		for _, v := range vs {
+			if err := CheckValue([]byte(k), []byte(v)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Request is a decoded REQUEST body.
+type Request struct {
+	Timeout time.Duration // 0: no deadline
+	Method  string        // "/package.Service/Method"
+	MD      metadata.MD
+	Payload []byte // aliases the frame
+}
+
+// AppendRequestHead appends a whole REQUEST frame except its payload,
+// which follows it directly.
+func AppendRequestHead(b []byte, callID uint64, timeout time.Duration, method string, md metadata.MD) []byte {
+	b = AppendHeader(b, KindRequest, 0, callID)
+	if timeout < 0 {
+		timeout = 0
+	}
+	b = appendUvarint(b, uint64(timeout))
+	b = appendString(b, method)
+	return appendMD(b, md)
+}
+
+// ParseRequest decodes a REQUEST body.
+func ParseRequest(body []byte) (Request, error) {
+	r := reader{b: body}
+	t := r.uvarint("timeout")
+	if t > math.MaxInt64 {
+		r.fail("timeout %d ns out of range", t)
+	}
+	m := r.string("method")
+	md := r.md("request metadata")
+	if r.err != nil {
+		return Request{}, r.err
+	}
+	return Request{Timeout: time.Duration(t), Method: m, MD: md, Payload: r.b}, nil
+}
+
+// Response is a decoded RESPONSE body.
+type Response struct {
+	Code    uint32
+	Message string
+	Details [][]byte // each a serialized google.protobuf.Any, aliasing the frame
+	Header  metadata.MD
+	Trailer metadata.MD
+	Payload []byte // aliases the frame; empty unless Code is 0
+}
+
+// AppendResponseHead appends a whole RESPONSE frame except its payload.
+func AppendResponseHead(b []byte, callID uint64, code uint32, msg string, details [][]byte, header, trailer metadata.MD) []byte {
+	b = AppendHeader(b, KindResponse, 0, callID)
+	b = appendUvarint(b, uint64(code))
+	b = appendString(b, msg)
+	b = appendUvarint(b, uint64(len(details)))
+	for _, d := range details {
+		b = appendUvarint(b, uint64(len(d)))
+		b = append(b, d...)
+	}
+	b = appendMD(b, header)
+	return appendMD(b, trailer)
+}
+
+// ParseResponse decodes a RESPONSE body.
+func ParseResponse(body []byte) (Response, error) {
+	r := reader{b: body}
+	code := r.uvarint("status code")
+	if code > math.MaxUint32 {
+		r.fail("status code %d out of range", code)
+	}
+	msg := r.string("status message")
+	nd := r.uvarint("detail count")
+	if nd > uint64(len(r.b)) {
+		r.fail("%d details in %d bytes", nd, len(r.b))
+	}
+	var details [][]byte
+	for i := uint64(0); i < nd && r.err == nil; i++ {
+		details = append(details, r.bytes("detail"))
+	}
+	h := r.md("response header")
+	tr := r.md("response trailer")
+	if r.err != nil {
+		return Response{}, r.err
+	}
+	if code != 0 && len(r.b) != 0 {
+		return Response{}, malformed("error response (code %d) carries a %d-byte payload", code, len(r.b))
+	}
+	return Response{Code: uint32(code), Message: msg, Details: details, Header: h, Trailer: tr, Payload: r.b}, nil
+}
+
+// PingLen is the size of a PING or PONG body.
+const PingLen = 8
+
+// AppendPing appends a PING (or, with pong, a PONG) frame carrying data.
+func AppendPing(b []byte, pong bool, data uint64) []byte {
+	k := KindPing
+	if pong {
+		k = KindPong
+	}
+	b = AppendHeader(b, k, 0, 0)
+	return binary.BigEndian.AppendUint64(b, data)
+}
+
+// ParsePing decodes a PING or PONG body.
+func ParsePing(body []byte) (uint64, error) {
+	if len(body) != PingLen {
+		return 0, malformed("ping body of %d bytes, want %d", len(body), PingLen)
+	}
+	return binary.BigEndian.Uint64(body), nil
+}
+
+// AppendCancel appends a CANCEL frame for callID.
+func AppendCancel(b []byte, callID uint64) []byte { return AppendHeader(b, KindCancel, 0, callID) }
+
+// ParseCancel checks a CANCEL body (empty).
+func ParseCancel(body []byte) error {
+	if len(body) != 0 {
+		return malformed("cancel frame with a %d-byte body", len(body))
+	}
+	return nil
+}
+
+// GoAway is a decoded GOAWAY body: code 0 for a graceful shutdown, another
+// code when the sender closes the connection because of an error.
+type GoAway struct {
+	Code    uint32
+	Message string
+}
+
+// AppendGoAway appends a GOAWAY frame.
+func AppendGoAway(b []byte, code uint32, msg string) []byte {
+	b = AppendHeader(b, KindGoAway, 0, 0)
+	b = appendUvarint(b, uint64(code))
+	return appendString(b, msg)
+}
+
+// ParseGoAway decodes a GOAWAY body.
+func ParseGoAway(body []byte) (GoAway, error) {
+	r := reader{b: body}
+	code := r.uvarint("goaway code")
+	if code > math.MaxUint32 {
+		r.fail("goaway code %d out of range", code)
+	}
+	msg := r.string("goaway message")
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%d trailing bytes after goaway", len(r.b))
+	}
+	if r.err != nil {
+		return GoAway{}, r.err
+	}
+	return GoAway{Code: uint32(code), Message: msg}, nil
+}

@@ -1,0 +1,108 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+)
+
+func TestRequestRoundTrip(t *testing.T) {
+	md := metadata.Pairs("a", "1", "a", "2", "trace-bin", "\x00\xff")
+	b := AppendRequestHead(nil, 42, 1500*time.Millisecond, "/pkg.S/M", md)
+	b = append(b, "payload"...)
+	h, body, err := ParseHeader(b)
+	if err != nil || h != (Header{Kind: KindRequest, CallID: 42}) {
+		t.Fatalf("header %+v, %v", h, err)
+	}
+	r, err := ParseRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Timeout != 1500*time.Millisecond || r.Method != "/pkg.S/M" || string(r.Payload) != "payload" || !reflect.DeepEqual(r.MD, md) {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestResponseRoundTrip(t *testing.T) {
+	b := AppendResponseHead(nil, 7, 5, "not found", [][]byte{[]byte("d1"), nil}, metadata.Pairs("h", "v"), metadata.Pairs("t", "w"))
+	_, body, err := ParseHeader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ParseResponse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Code != 5 || r.Message != "not found" || len(r.Details) != 2 || string(r.Details[0]) != "d1" ||
+		r.Header.Get("h")[0] != "v" || r.Trailer.Get("t")[0] != "w" || len(r.Payload) != 0 {
+		t.Fatalf("got %+v", r)
+	}
+	ok := append(AppendResponseHead(nil, 8, 0, "", nil, nil, nil), "reply"...)
+	_, body, _ = ParseHeader(ok)
+	if r, err := ParseResponse(body); err != nil || string(r.Payload) != "reply" {
+		t.Fatalf("OK response: %+v, %v", r, err)
+	}
+}
+
+func TestRejects(t *testing.T) {
+	req := AppendRequestHead(nil, 1, 0, "/a/b", nil)
+	cases := []struct {
+		name  string
+		frame []byte
+		want  string
+	}{
+		{"empty", nil, "shorter than the 12-byte header"},
+		{"short header", req[:5], "shorter than"},
+		{"version", append([]byte{2}, req[1:]...), "unsupported frame version 2"},
+		{"unknown kind", append([]byte{1, 99}, req[2:]...), "unknown frame kind 99"},
+		{"flags", append([]byte{1, 1, 4}, req[3:]...), "unknown flags"},
+		{"reserved", append([]byte{1, 1, 0, 9}, req[4:]...), "reserved header byte"},
+		{"truncated method", req[:len(req)-3], "method of 4 bytes"},
+		{"md count lie", append(AppendHeader(nil, KindRequest, 0, 1), 0, 0, 200, 1), "claims 200 pairs"},
+		{"bad md key", append(AppendHeader(nil, KindRequest, 0, 1), 0, 0, 1, 1, 'A', 1, 'v'), `metadata key "A"`},
+		{"binary value", append(AppendHeader(nil, KindRequest, 0, 1), 0, 0, 1, 1, 'k', 1, 0), "-bin"},
+		{"bad varint", append(AppendHeader(nil, KindRequest, 0, 1), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff), "bad varint"},
+		{"error with payload", append(AppendResponseHead(nil, 1, 3, "bad", nil, nil, nil), 'x'), "carries a 1-byte payload"},
+		{"ping size", append(AppendHeader(nil, KindPing, 0, 0), 1, 2), "ping body of 2 bytes"},
+		{"cancel body", append(AppendCancel(nil, 3), 1), "cancel frame with a 1-byte body"},
+		{"goaway trailing", append(AppendGoAway(nil, 0, "bye"), 1), "trailing bytes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode(tc.frame)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Decode = %v, want an error containing %q", err, tc.want)
+			}
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrVersion) {
+				t.Fatalf("error %v wraps neither ErrMalformed nor ErrVersion", err)
+			}
+		})
+	}
+}
+
+func TestPingGoAway(t *testing.T) {
+	f, err := Decode(AppendPing(nil, true, 99))
+	if err != nil || f.Header.Kind != KindPong || f.Ping != 99 {
+		t.Fatalf("%+v %v", f, err)
+	}
+	f, err = Decode(AppendGoAway(nil, 13, "protocol error"))
+	if err != nil || f.GoAway != (GoAway{13, "protocol error"}) {
+		t.Fatalf("%+v %v", f, err)
+	}
+}
+
+func TestPayloadAliasesFrame(t *testing.T) {
+	b := append(AppendRequestHead(nil, 1, 0, "/a/b", nil), "xyz"...)
+	f, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(f.Request.Payload, []byte("xyz")) || &f.Request.Payload[0] != &b[len(b)-3] {
+		t.Fatal("payload is not the frame's own bytes")
+	}
+}

@@ -1,0 +1,135 @@
+package rpc
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rdmarpc/rdmarpc/transport"
+)
+
+// Default limits, as gRPC-go's.
+const (
+	DefaultMaxRecvMsgSize = 4 << 20
+	DefaultMaxSendMsgSize = 1<<31 - 1
+)
+
+// Keepalive makes each end ping a quiet connection, and close it when the
+// peer stays silent: this is how a vanished peer is noticed.
+type Keepalive struct {
+	// Time of silence from the peer after which a ping is sent.
+	// Default 30 s; a negative value turns keepalive off.
+	Time time.Duration
+	// Timeout for any frame to arrive after the ping. Default 20 s.
+	Timeout time.Duration
+}
+
+func (k Keepalive) withDefaults() Keepalive {
+	if k.Time == 0 {
+		k.Time = 30 * time.Second
+	}
+	if k.Timeout <= 0 {
+		k.Timeout = 20 * time.Second
+	}
+	return k
+}
+
+// settings are what both ends configure alike.
+type settings struct {
+	log         *zap.Logger
+	codec       Codec
+	keepalive   Keepalive
+	maxRecvSize int
+	maxSendSize int
+}
+
+func defaultSettings() settings {
+	return settings{
+		log:         zap.NewNop(),
+		codec:       ProtoCodec{},
+		maxRecvSize: DefaultMaxRecvMsgSize,
+		maxSendSize: DefaultMaxSendMsgSize,
+	}
+}
+
+// ServerOption configures a Server.
+type ServerOption func(*serverOptions)
+
+type serverOptions struct {
+	settings
+	interceptors       []UnaryServerInterceptor
+	maxConcurrentCalls int
+}
+
+// Logger sets the server's logger. Default zap.NewNop().
+func Logger(l *zap.Logger) ServerOption { return func(o *serverOptions) { o.log = l } }
+
+// UnaryInterceptor appends interceptors to the server's chain; see the
+// package documentation for the order.
+func UnaryInterceptor(i ...UnaryServerInterceptor) ServerOption {
+	return func(o *serverOptions) { o.interceptors = append(o.interceptors, i...) }
+}
+
+// MaxRecvMsgSize caps the requests the server takes (ResourceExhausted
+// beyond). Default 4 MiB.
+func MaxRecvMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxRecvSize = n } }
+
+// MaxSendMsgSize caps the responses the server sends (ResourceExhausted
+// beyond).
+func MaxSendMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxSendSize = n } }
+
+// KeepaliveParams sets the server's keepalive.
+func KeepaliveParams(k Keepalive) ServerOption { return func(o *serverOptions) { o.keepalive = k } }
+
+// ServerCodec sets the codec. Default ProtoCodec.
+func ServerCodec(c Codec) ServerOption { return func(o *serverOptions) { o.codec = c } }
+
+// MaxConcurrentCalls caps the calls a server runs at once per connection;
+// beyond it the server stops reading from that connection, which pushes back
+// on the client. Default 1024.
+func MaxConcurrentCalls(n int) ServerOption {
+	return func(o *serverOptions) { o.maxConcurrentCalls = n }
+}
+
+// DialOption configures a ClientConn.
+type DialOption func(*dialOptions)
+
+type dialOptions struct {
+	settings
+	interceptors []UnaryClientInterceptor
+	callOptions  []CallOption
+	transport    transport.Transport
+}
+
+// WithLogger sets the client's logger. Default zap.NewNop().
+func WithLogger(l *zap.Logger) DialOption { return func(o *dialOptions) { o.log = l } }
+
+// WithUnaryInterceptor appends interceptors to the client's chain; see the
+// package documentation for the order.
+func WithUnaryInterceptor(i ...UnaryClientInterceptor) DialOption {
+	return func(o *dialOptions) { o.interceptors = append(o.interceptors, i...) }
+}
+
+// WithDefaultCallOptions applies call options to every call.
+func WithDefaultCallOptions(opts ...CallOption) DialOption {
+	return func(o *dialOptions) { o.callOptions = append(o.callOptions, opts...) }
+}
+
+// WithMaxRecvMsgSize caps the responses the client takes
+// (ResourceExhausted beyond). Default 4 MiB.
+func WithMaxRecvMsgSize(n int) DialOption { return func(o *dialOptions) { o.maxRecvSize = n } }
+
+// WithMaxSendMsgSize caps the requests the client sends.
+func WithMaxSendMsgSize(n int) DialOption { return func(o *dialOptions) { o.maxSendSize = n } }
+
+// WithKeepalive sets the client's keepalive.
+func WithKeepalive(k Keepalive) DialOption { return func(o *dialOptions) { o.keepalive = k } }
+
+// WithCodec sets the codec. Default ProtoCodec.
+func WithCodec(c Codec) DialOption { return func(o *dialOptions) { o.codec = c } }
+
+// WithTransport dials with t instead of the transport registered for the
+// target's scheme (for instance a TCP transport with TLS).
+func WithTransport(t transport.Transport) DialOption {
+	return func(o *dialOptions) { o.transport = t }
+}
