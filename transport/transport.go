@@ -93,3 +93,10 @@ type Transport interface {
 	Dial(ctx context.Context, addr string) (Conn, error)
 	Listen(addr string) (Listener, error)
 }
+
+// Counters is implemented by transports that count what they do (credits
+// waited for, receives posted, completions, errors by kind). Names are
+// snake_case; values only grow. Metrics exporters read them.
+type Counters interface {
+	Counters() map[string]uint64
+}
