@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rdmarpc/rdmarpc/transport/rdma/rdmadev"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/verbs"
+)
+
+// errNoDevices is what `devices` and `stats` fail with on a host without
+// RDMA devices.
+var errNoDevices = errors.New("no RDMA devices found (is rdma_rxe loaded? For Soft-RoCE: " +
+	"modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <netdev>; " +
+	"/sys/class/infiniband is empty or missing)")
+
+// deviceSource is where the device commands get their facts; tests replace it.
+type deviceSource struct {
+	list     func() ([]rdmadev.Device, error)
+	counters func(dev string, port uint8) (map[string]uint64, error)
+	// activeMTUs returns the exact active MTU of ports from the verbs
+	// binding; nil when it is unavailable (no cgo, device not openable).
+	activeMTUs func(dev string, ports []uint8) map[uint8]int
+}
+
+var hostDevices = deviceSource{list: rdmadev.List, counters: rdmadev.Counters, activeMTUs: verbsActiveMTUs}
+
+// verbsActiveMTUs asks the device itself: sysfs does not record the MTU,
+// rdmadev only estimates it from the netdev's.
+func verbsActiveMTUs(dev string, ports []uint8) map[uint8]int {
+	ctx, err := verbs.Open(dev)
+	if err != nil {
+		return nil
+	}
+	defer ctx.Close()
+	out := map[uint8]int{}
+	for _, p := range ports {
+		if pa, err := ctx.QueryPort(p); err == nil && pa.ActiveMTU > 0 {
+			out[p] = pa.ActiveMTU
+		}
+	}
+	return out
+}
+
+func newDevicesCmd(src deviceSource) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "devices",
+		Short: "List RDMA devices: ports, state, MTU, GIDs with their types and netdevs",
+		Long: `devices lists the RDMA devices of this host as the kernel describes them in
+/sys/class/infiniband: each port's state, link layer and active MTU, and its
+GID table (index, GID, type, netdev). A RoCE v2 GID whose value is an IP
+address of the host is what rdmarpc uses to reach that address.
+
+It fails when the host has no RDMA device.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			devs, err := src.list()
+			if err != nil {
+				return err
+			}
+			if len(devs) == 0 {
+				return errNoDevices
+			}
+			for i := range devs {
+				d := &devs[i]
+				nums := make([]uint8, len(d.Ports))
+				for j, p := range d.Ports {
+					nums[j] = p.Num
+				}
+				for port, mtu := range src.activeMTUs(d.Name, nums) {
+					for j := range d.Ports {
+						if d.Ports[j].Num == port {
+							d.Ports[j].ActiveMTU = mtu
+						}
+					}
+				}
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), devs)
+			}
+			return printDevices(cmd.OutOrStdout(), devs)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newDevicesCmd(hostDevices)) }
+
+func printDevices(w io.Writer, devs []rdmadev.Device) error {
+	for _, d := range devs {
+		fmt.Fprintf(w, "%s: type %s, node_guid %s, netdevs %s\n", d.Name, orDash(d.NodeType), orDash(d.NodeGUID), orDash(strings.Join(d.Netdevs, ",")))
+		for _, p := range d.Ports {
+			mtu := "active_mtu ?"
+			if p.ActiveMTU > 0 {
+				mtu = fmt.Sprintf("active_mtu %d", p.ActiveMTU)
+			}
+			if p.NetdevMTU > 0 {
+				mtu += fmt.Sprintf(" (netdev mtu %d)", p.NetdevMTU)
+			}
+			if p.LinkLayer == "InfiniBand" {
+				mtu += fmt.Sprintf(", lid 0x%x", p.LID)
+			}
+			fmt.Fprintf(w, "  port %d: %s (%s), %s, %s\n", p.Num, p.State, orDash(p.PhysState), orDash(p.LinkLayer), mtu)
+			if len(p.GIDs) == 0 {
+				fmt.Fprintf(w, "    no GIDs\n")
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			for _, g := range p.GIDs {
+				fmt.Fprintf(tw, "    gid %d\t%s\t%s\t%s\n", g.Index, gidString(g.GID), g.Type, orDash(g.Netdev))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// gidString writes an IPv4-mapped GID as ::ffff:a.b.c.d, which says both
+// what the GID is and which address it stands for.
+func gidString(ip net.IP) string {
+	if v4 := ip.To4(); v4 != nil {
+		return "::ffff:" + v4.String()
+	}
+	return ip.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
