@@ -1,8 +1,34 @@
-# The commands a newcomer and CI run. `make test` is what .ci/run runs.
+# The commands a newcomer and CI run. `make test` is exactly what .ci/run runs.
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: test generate check-generate
+.PHONY: demo test deps lint build unit vm-test generate check-generate fuzz
+
+# The main job: the Echo server and a client over TCP.
+demo:
+	bash scripts/echo-demo.sh
+
+# Everything, on a fresh Debian machine: installs what it needs, then lint,
+# builds (with and without cgo), unit and conformance tests with -race, the
+# generated-code check, and the RDMA suites on real verbs in the Soft-RoCE VM.
+test: deps lint build unit check-generate vm-test
+
+deps:
+	bash scripts/install-deps.sh
+
+lint:
+	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
+	go vet ./...
+
+build:
+	go build ./...
+	CGO_ENABLED=0 go build ./...
+
+unit:
+	go test -race -count=1 -timeout 20m ./...
+
+vm-test:
+	bash testbed/run-tests.sh
 
 # Regenerate every checked-in generated file (//go:generate directives).
 generate:
@@ -10,4 +36,13 @@ generate:
 
 # Fails when regenerating changes a checked-in file.
 check-generate: generate
-	git diff --exit-code -- '*.pb.go' '*_rdmarpc.pb.go' '*.golden'
+	git diff --exit-code -- '*.pb.go' '*.golden'
+
+# Runs every fuzz target for FUZZTIME each (default 60s).
+FUZZTIME ?= 60s
+fuzz:
+	@for pkg in $$(go list ./...); do \
+	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
