@@ -1,4 +1,4 @@
-package codegen_test
+package golden_test
 
 import (
 	"context"
@@ -47,10 +47,10 @@ func TestRegisterRefusesNilEmbeddedPointer(t *testing.T) {
 		{name: "pointer to by value", srv: &greeterByValue{}},
 		{name: "by pointer, set", srv: greeterByPointer{&multipb.UnimplementedGreeterServer{}}},
 		{name: "by pointer, nil", srv: greeterByPointer{},
-			wantPanic: "RegisterGreeterServer: codegen_test.greeterByPointer embeds *UnimplementedGreeterServer and that pointer is nil; " +
+			wantPanic: "RegisterGreeterServer: golden_test.greeterByPointer embeds *UnimplementedGreeterServer and that pointer is nil; " +
 				"embed UnimplementedGreeterServer by value instead (struct{ multipb.UnimplementedGreeterServer; ... })"},
 		{name: "pointer to by pointer, nil", srv: &greeterByPointer{},
-			wantPanic: "RegisterGreeterServer: *codegen_test.greeterByPointer embeds *UnimplementedGreeterServer and that pointer is nil"},
+			wantPanic: "RegisterGreeterServer: *golden_test.greeterByPointer embeds *UnimplementedGreeterServer and that pointer is nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r registrar
