@@ -42,7 +42,7 @@ func Run(req *pluginpb.CodeGeneratorRequest) *pluginpb.CodeGeneratorResponse {
 // Generate generates stubs for every file gen was asked to generate and
 // declares the features the generator supports. Files without services get
 // no stub file. If any service has a streaming method, Generate fails naming
-// every such method, and nothing should be written.
+// every such method, and the response gen makes carries no file.
 func Generate(gen *protogen.Plugin, opts Options) error {
 	gen.SupportedFeatures = uint64(pluginpb.CodeGeneratorResponse_FEATURE_PROTO3_OPTIONAL |
 		pluginpb.CodeGeneratorResponse_FEATURE_SUPPORTS_EDITIONS)
@@ -54,18 +54,11 @@ func Generate(gen *protogen.Plugin, opts Options) error {
 	var errs []error
 	for _, f := range gen.Files {
 		if f.Generate {
-			errs = append(errs, checkUnary(f))
+			_, err := GenerateFile(gen, f, opts)
+			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	for _, f := range gen.Files {
-		if f.Generate {
-			GenerateFile(gen, f, opts)
-		}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // checkUnary fails for every streaming method of f, naming it: rpc serves
@@ -85,10 +78,14 @@ func checkUnary(f *protogen.File) error {
 }
 
 // GenerateFile generates the stub file for f and returns it, or returns nil
-// when f has no services. f must have no streaming methods (Generate checks).
-func GenerateFile(gen *protogen.Plugin, f *protogen.File, opts Options) *protogen.GeneratedFile {
+// when f has no services. It fails, naming them, when f has streaming
+// methods.
+func GenerateFile(gen *protogen.Plugin, f *protogen.File, opts Options) (*protogen.GeneratedFile, error) {
+	if err := checkUnary(f); err != nil {
+		return nil, err
+	}
 	if len(f.Services) == 0 {
-		return nil
+		return nil, nil
 	}
 	g := gen.NewGeneratedFile(f.GeneratedFilenamePrefix+FileSuffix, f.GoImportPath)
 	genHeader(gen, g, f)
@@ -102,7 +99,7 @@ func GenerateFile(gen *protogen.Plugin, f *protogen.File, opts Options) *protoge
 	for _, s := range f.Services {
 		(&serviceGen{g: g, f: f, s: s, opts: opts}).generate()
 	}
-	return g
+	return g, nil
 }
 
 func genHeader(gen *protogen.Plugin, g *protogen.GeneratedFile, f *protogen.File) {
