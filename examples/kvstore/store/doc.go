@@ -1,0 +1,22 @@
+// Package store is the key-value store's storage: a sorted map from byte keys
+// to byte values on Pebble (github.com/cockroachdb/pebble/v2), persistent in a
+// data directory or held in memory.
+//
+// It adds what Pebble leaves to its users: the size limits of the service,
+// compare-and-swap (writes to a key are serialized by a striped lock, so a
+// compare and its write are atomic against every other write), and a data
+// directory that announces itself. A persistent store lives in a directory
+// holding a KVSTORE marker file and Pebble's files in pebble/; Open refuses,
+// without writing anything, a directory that is not empty and has no marker
+// (someone else's data), a marker it cannot read or from a newer version,
+// and Pebble files that do not open read-only.
+//
+// Durability: by default every write is synced to Pebble's write-ahead log
+// before the call returns, so what a call acknowledged survives a crash of
+// the process or of the machine. Options.NoSync trades that for speed: a
+// process crash may then lose the last writes still buffered in Pebble, and
+// an OS crash what the kernel had not written back.
+//
+// The package knows nothing of RPC: the service maps its errors to status
+// codes.
+package store

@@ -1,0 +1,65 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Limits of what one call may write, checked before anything is written.
+const (
+	// MaxKeySize is the longest key, in bytes. Keys are at least one byte.
+	MaxKeySize = 4096
+	// MaxValueSize is the longest value, in bytes.
+	MaxValueSize = 1 << 20
+	// MaxBatchMutations is the most mutations one Batch may hold.
+	MaxBatchMutations = 10000
+)
+
+var (
+	// ErrInvalid is wrapped by errors about arguments the store refuses
+	// (empty or oversized keys, oversized values or batches). Nothing was
+	// written.
+	ErrInvalid = errors.New("invalid argument")
+
+	// ErrClosed is returned by calls on a closed store.
+	ErrClosed = errors.New("store: closed")
+
+	// ErrForeignDir is wrapped when the data directory holds files but no
+	// KVSTORE marker: it belongs to someone else, and Open touched nothing.
+	ErrForeignDir = errors.New("not a kvstore data directory")
+
+	// ErrCorruptDir is wrapped when the data directory has a marker but
+	// the marker or Pebble's files cannot be read. Open touched nothing.
+	ErrCorruptDir = errors.New("corrupt kvstore data directory")
+)
+
+// ConflictError is returned by CompareAndSwap when the key does not hold
+// the expected value. Nothing was written.
+type ConflictError struct {
+	Found   bool   // whether the key exists
+	Current []byte // its value, when it exists
+}
+
+func (e *ConflictError) Error() string {
+	if !e.Found {
+		return "compare-and-swap conflict: the key does not exist"
+	}
+	return fmt.Sprintf("compare-and-swap conflict: the key holds another value (%d bytes)", len(e.Current))
+}
+
+func checkKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return fmt.Errorf("%w: empty key", ErrInvalid)
+	case len(key) > MaxKeySize:
+		return fmt.Errorf("%w: key of %d bytes is longer than the limit (%d)", ErrInvalid, len(key), MaxKeySize)
+	}
+	return nil
+}
+
+func checkValue(value []byte) error {
+	if len(value) > MaxValueSize {
+		return fmt.Errorf("%w: value of %d bytes is longer than the limit (%d)", ErrInvalid, len(value), MaxValueSize)
+	}
+	return nil
+}

@@ -1,0 +1,410 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
+)
+
+// Options configure a Store. The zero value with a Dir is a persistent store
+// that syncs every write.
+type Options struct {
+	// Dir is the data directory, created if missing. Ignored when InMemory.
+	Dir string
+	// InMemory keeps everything in memory: nothing survives Close.
+	InMemory bool
+	// NoSync acknowledges writes before they are synced to disk; see the
+	// package documentation for what a crash may then lose.
+	NoSync bool
+	// Logger receives Pebble's messages and the store's own. Default
+	// zap.NewNop().
+	Logger *zap.Logger
+}
+
+// Store is a sorted key-value map. Its methods are safe for concurrent use.
+type Store struct {
+	db   *pebble.DB
+	wo   *pebble.WriteOptions
+	log  *zap.Logger
+	seed maphash.Seed
+
+	// writeLocks serialize writes per key stripe, so that CompareAndSwap's
+	// read and write are atomic against every other write of the key.
+	writeLocks [256]sync.Mutex
+
+	// closeMu guards db against use after Close: calls hold it shared.
+	closeMu sync.RWMutex
+	closed  bool
+}
+
+// KV is one key and its value.
+type KV struct {
+	Key, Value []byte
+}
+
+// Mutation is one write of a Batch: a put, or a delete when Delete is set.
+type Mutation struct {
+	Key    []byte
+	Value  []byte
+	Delete bool
+}
+
+// Expectation is what CompareAndSwap requires the key to hold.
+type Expectation struct {
+	absent bool
+	value  []byte
+}
+
+// Absent expects the key not to exist.
+func Absent() Expectation { return Expectation{absent: true} }
+
+// Holds expects the key to exist with value v.
+func Holds(v []byte) Expectation { return Expectation{value: v} }
+
+// Open opens the store that o describes. A persistent store's directory is
+// checked before anything is written to it: see the package documentation.
+func Open(o Options) (*Store, error) {
+	log := o.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.Named("store")
+	popts := &pebble.Options{Logger: pebbleLogger{log.Named("pebble").Sugar()}}
+	var (
+		db  *pebble.DB
+		err error
+	)
+	if o.InMemory {
+		popts.FS = vfs.NewMem()
+		db, err = pebble.Open("", popts)
+	} else {
+		if o.Dir == "" {
+			return nil, errors.New("store: no data directory given")
+		}
+		db, err = openDir(o.Dir, popts, log)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, wo: pebble.Sync, log: log, seed: maphash.MakeSeed()}
+	if o.NoSync {
+		s.wo = pebble.NoSync
+	}
+	return s, nil
+}
+
+// openDir opens (or creates) the Pebble database of a data directory.
+func openDir(dir string, popts *pebble.Options, log *zap.Logger) (*pebble.DB, error) {
+	m, err := inspectDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	pdir := filepath.Join(dir, pebbleDirName)
+	if m != nil && m.State == stateReady {
+		if err := probe(pdir, popts); err != nil {
+			return nil, err
+		}
+		o := popts.Clone()
+		o.ErrorIfNotExists = true
+		db, err := pebble.Open(pdir, o)
+		if err != nil {
+			return nil, fmt.Errorf("opening %s: %w", pdir, err)
+		}
+		log.Info("opened data directory", zap.String("dir", dir))
+		return db, nil
+	}
+
+	// A new store, or one whose creation was cut short: nothing in it was
+	// ever acknowledged, so it is created from scratch.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating data directory: %w", err)
+	}
+	created := time.Now().UTC()
+	if m != nil {
+		created = m.Created
+		if err := os.RemoveAll(pdir); err != nil {
+			return nil, fmt.Errorf("removing a half-created store: %w", err)
+		}
+	}
+	mk := marker{Format: markerFormat, Version: markerVersion, State: stateCreating, Created: created}
+	if err := writeMarker(dir, mk); err != nil {
+		return nil, fmt.Errorf("creating data directory: %w", err)
+	}
+	o := popts.Clone()
+	o.ErrorIfExists = true
+	db, err := pebble.Open(pdir, o)
+	if err != nil {
+		return nil, fmt.Errorf("creating %s: %w", pdir, err)
+	}
+	mk.State = stateReady
+	if err := writeMarker(dir, mk); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("creating data directory: %w", err)
+	}
+	log.Info("created data directory", zap.String("dir", dir))
+	return db, nil
+}
+
+// probe opens Pebble's files read-only, so that a store that cannot be read
+// is refused before a read-write open changes anything (it would clean up
+// obsolete files, for instance).
+func probe(pdir string, popts *pebble.Options) error {
+	if fi, err := os.Stat(pdir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: %s is missing or not a directory", ErrCorruptDir, pdir)
+	}
+	// Pebble would create a missing LOCK file even read-only.
+	if _, err := os.Stat(filepath.Join(pdir, "LOCK")); err != nil {
+		return fmt.Errorf("%w: Pebble cannot read %s: it has no LOCK file, so it holds no database", ErrCorruptDir, pdir)
+	}
+	o := popts.Clone()
+	o.ReadOnly = true
+	o.ErrorIfNotExists = true
+	db, err := pebble.Open(pdir, o)
+	if err != nil {
+		return fmt.Errorf("%w: Pebble cannot read %s: %v", ErrCorruptDir, pdir, err)
+	}
+	return db.Close()
+}
+
+// Close syncs what NoSync left unsynced and closes the store. Calls made
+// after Close fail with ErrClosed.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	if s.wo == pebble.NoSync {
+		err = s.db.Flush()
+	}
+	return errors.Join(err, s.db.Close())
+}
+
+// use holds the store open for one call; the caller must call the returned
+// function when done.
+func (s *Store) use() (func(), error) {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return nil, ErrClosed
+	}
+	return s.closeMu.RUnlock, nil
+}
+
+func (s *Store) stripe(key []byte) int {
+	return int(maphash.Bytes(s.seed, key) % uint64(len(s.writeLocks)))
+}
+
+// Get returns a copy of key's value; found is false when key does not exist.
+func (s *Store) Get(key []byte) (value []byte, found bool, err error) {
+	if err := checkKey(key); err != nil {
+		return nil, false, err
+	}
+	done, err := s.use()
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
+	return s.get(key)
+}
+
+func (s *Store) get(key []byte) ([]byte, bool, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v = bytes.Clone(v)
+	if v == nil {
+		v = []byte{}
+	}
+	return v, true, closer.Close()
+}
+
+// Put sets key to value.
+func (s *Store) Put(key, value []byte) error {
+	return s.Batch([]Mutation{{Key: key, Value: value}})
+}
+
+// Delete removes key; removing a missing key is not an error.
+func (s *Store) Delete(key []byte) error {
+	return s.Batch([]Mutation{{Key: key, Delete: true}})
+}
+
+// Batch applies muts atomically and in order. Every mutation is checked
+// before anything is written.
+func (s *Store) Batch(muts []Mutation) error {
+	if len(muts) > MaxBatchMutations {
+		return fmt.Errorf("%w: batch of %d mutations is larger than the limit (%d)", ErrInvalid, len(muts), MaxBatchMutations)
+	}
+	for i, m := range muts {
+		err := checkKey(m.Key)
+		if err == nil && !m.Delete {
+			err = checkValue(m.Value)
+		}
+		if err != nil {
+			if len(muts) > 1 {
+				err = fmt.Errorf("mutation %d: %w", i, err)
+			}
+			return err
+		}
+	}
+	if len(muts) == 0 {
+		return nil
+	}
+	done, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer done()
+	unlock := s.lock(muts)
+	defer unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, m := range muts {
+		if m.Delete {
+			err = b.Delete(m.Key, nil)
+		} else {
+			err = b.Set(m.Key, m.Value, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return b.Commit(s.wo)
+}
+
+// lock takes the write locks of muts' keys, in stripe order so that two
+// batches never wait on each other, and returns their release.
+func (s *Store) lock(muts []Mutation) func() {
+	if len(muts) == 1 {
+		mu := &s.writeLocks[s.stripe(muts[0].Key)]
+		mu.Lock()
+		return mu.Unlock
+	}
+	stripes := make([]int, len(muts))
+	for i, m := range muts {
+		stripes[i] = s.stripe(m.Key)
+	}
+	slices.Sort(stripes)
+	stripes = slices.Compact(stripes)
+	for _, i := range stripes {
+		s.writeLocks[i].Lock()
+	}
+	return func() {
+		for _, i := range stripes {
+			s.writeLocks[i].Unlock()
+		}
+	}
+}
+
+// CompareAndSwap sets key to value if it meets expected. Otherwise it
+// returns a *ConflictError with what key holds and writes nothing.
+func (s *Store) CompareAndSwap(key []byte, expected Expectation, value []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if err := checkValue(value); err != nil {
+		return err
+	}
+	done, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer done()
+	mu := &s.writeLocks[s.stripe(key)]
+	mu.Lock()
+	defer mu.Unlock()
+	cur, found, err := s.get(key)
+	if err != nil {
+		return err
+	}
+	if expected.absent && found || !expected.absent && (!found || !bytes.Equal(cur, expected.value)) {
+		return &ConflictError{Found: found, Current: cur}
+	}
+	return s.db.Set(key, value, s.wo)
+}
+
+// ScanOptions select the pairs of one Scan.
+type ScanOptions struct {
+	// Lower is the first key (inclusive); nil means the first key.
+	Lower []byte
+	// Upper bounds the keys (exclusive); nil means no bound.
+	Upper []byte
+	// Limit caps the pairs returned; it must be positive.
+	Limit int
+	// MaxBytes stops the scan once the keys and values gathered would
+	// exceed it, though the first pair is always returned. 0 means no cap.
+	MaxBytes int
+	// KeysOnly leaves the values out.
+	KeysOnly bool
+}
+
+// Scan returns pairs in ascending key order from one consistent view of the
+// store; more reports that pairs beyond the last one returned exist.
+func (s *Store) Scan(o ScanOptions) (pairs []KV, more bool, err error) {
+	if o.Limit <= 0 {
+		return nil, false, fmt.Errorf("%w: scan limit %d is not positive", ErrInvalid, o.Limit)
+	}
+	done, err := s.use()
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: o.Lower, UpperBound: o.Upper})
+	if err != nil {
+		return nil, false, err
+	}
+	size := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		var v []byte
+		if !o.KeysOnly {
+			if v, err = it.ValueAndErr(); err != nil {
+				break
+			}
+		}
+		n := len(it.Key()) + len(v)
+		if len(pairs) == o.Limit || o.MaxBytes > 0 && len(pairs) > 0 && size+n > o.MaxBytes {
+			more = true
+			break
+		}
+		size += n
+		kv := KV{Key: bytes.Clone(it.Key())}
+		if !o.KeysOnly {
+			kv.Value = append([]byte{}, v...)
+		}
+		pairs = append(pairs, kv)
+	}
+	if err == nil {
+		err = it.Error()
+	}
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return pairs, more, nil
+}
+
+// pebbleLogger sends Pebble's messages to zap: its chatty informational
+// lines at debug level.
+type pebbleLogger struct{ l *zap.SugaredLogger }
+
+func (p pebbleLogger) Infof(format string, args ...any)  { p.l.Debugf(format, args...) }
+func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Errorf(format, args...) }
+func (p pebbleLogger) Fatalf(format string, args ...any) { p.l.Fatalf(format, args...) }
