@@ -69,8 +69,12 @@ func inspectDir(dir string) (*marker, error) {
 		if len(shown) > 3 {
 			shown = append(shown[:3:3], "…")
 		}
-		return nil, fmt.Errorf("%w: %s holds %d entries (%s) but no %s file; refusing to touch it: choose an empty or new directory",
-			ErrForeignDir, dir, len(others), strings.Join(shown, ", "), markerName)
+		entries := "entries"
+		if len(others) == 1 {
+			entries = "entry"
+		}
+		return nil, fmt.Errorf("%w: %s holds %d %s (%s) but no %s file; refusing to touch it: choose an empty or new directory",
+			ErrForeignDir, dir, len(others), entries, strings.Join(shown, ", "), markerName)
 	}
 	path := filepath.Join(dir, markerName)
 	b, err := os.ReadFile(path)

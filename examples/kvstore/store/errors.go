@@ -16,9 +16,9 @@ const (
 )
 
 var (
-	// ErrInvalid is wrapped by errors about arguments the store refuses
-	// (empty or oversized keys, oversized values or batches). Nothing was
-	// written.
+	// ErrInvalid matches (errors.Is) the errors about arguments the store
+	// refuses: empty or oversized keys, oversized values or batches.
+	// Nothing was written.
 	ErrInvalid = errors.New("invalid argument")
 
 	// ErrClosed is returned by calls on a closed store.
@@ -33,33 +33,48 @@ var (
 	ErrCorruptDir = errors.New("corrupt kvstore data directory")
 )
 
-// ConflictError is returned by CompareAndSwap when the key does not hold
-// the expected value. Nothing was written.
+// invalidError is an ErrInvalid whose message says what is wrong alone
+// ("empty key"), since whoever reports it names the kind already.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string        { return e.msg }
+func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(format string, a ...any) error { return &invalidError{fmt.Sprintf(format, a...)} }
+
+// ConflictError is returned by CompareAndSwap when the key does not meet
+// the expectation. Nothing was written.
 type ConflictError struct {
 	Found   bool   // whether the key exists
 	Current []byte // its value, when it exists
+
+	expectedAbsent bool
 }
 
 func (e *ConflictError) Error() string {
-	if !e.Found {
+	switch {
+	case !e.Found:
 		return "compare-and-swap conflict: the key does not exist"
+	case e.expectedAbsent:
+		return "compare-and-swap conflict: the key exists"
+	default:
+		return "compare-and-swap conflict: the key holds a different value"
 	}
-	return fmt.Sprintf("compare-and-swap conflict: the key holds another value (%d bytes)", len(e.Current))
 }
 
 func checkKey(key []byte) error {
 	switch {
 	case len(key) == 0:
-		return fmt.Errorf("%w: empty key", ErrInvalid)
+		return invalid("empty key")
 	case len(key) > MaxKeySize:
-		return fmt.Errorf("%w: key of %d bytes is longer than the limit (%d)", ErrInvalid, len(key), MaxKeySize)
+		return invalid("key of %d bytes is longer than the limit (%d)", len(key), MaxKeySize)
 	}
 	return nil
 }
 
 func checkValue(value []byte) error {
 	if len(value) > MaxValueSize {
-		return fmt.Errorf("%w: value of %d bytes is longer than the limit (%d)", ErrInvalid, len(value), MaxValueSize)
+		return invalid("value of %d bytes is longer than the limit (%d)", len(value), MaxValueSize)
 	}
 	return nil
 }

@@ -249,7 +249,7 @@ func (s *Store) Delete(key []byte) error {
 // before anything is written.
 func (s *Store) Batch(muts []Mutation) error {
 	if len(muts) > MaxBatchMutations {
-		return fmt.Errorf("%w: batch of %d mutations is larger than the limit (%d)", ErrInvalid, len(muts), MaxBatchMutations)
+		return invalid("batch of %d mutations is larger than the limit (%d)", len(muts), MaxBatchMutations)
 	}
 	for i, m := range muts {
 		err := checkKey(m.Key)
@@ -258,7 +258,7 @@ func (s *Store) Batch(muts []Mutation) error {
 		}
 		if err != nil {
 			if len(muts) > 1 {
-				err = fmt.Errorf("mutation %d: %w", i, err)
+				err = invalid("mutation %d: %v", i, err)
 			}
 			return err
 		}
@@ -334,7 +334,7 @@ func (s *Store) CompareAndSwap(key []byte, expected Expectation, value []byte) e
 		return err
 	}
 	if expected.absent && found || !expected.absent && (!found || !bytes.Equal(cur, expected.value)) {
-		return &ConflictError{Found: found, Current: cur}
+		return &ConflictError{Found: found, Current: cur, expectedAbsent: expected.absent}
 	}
 	return s.db.Set(key, value, s.wo)
 }
@@ -358,7 +358,7 @@ type ScanOptions struct {
 // store; more reports that pairs beyond the last one returned exist.
 func (s *Store) Scan(o ScanOptions) (pairs []KV, more bool, err error) {
 	if o.Limit <= 0 {
-		return nil, false, fmt.Errorf("%w: scan limit %d is not positive", ErrInvalid, o.Limit)
+		return nil, false, invalid("scan limit %d is not positive", o.Limit)
 	}
 	done, err := s.use()
 	if err != nil {

@@ -1,0 +1,23 @@
+// Command kvserver serves the key-value store of kv.proto over RDMA or TCP.
+//
+//	kvserver [--listen TARGET]... [--data-dir DIR | --mem] [--sync always|none]
+//	         [--metrics-addr HOST:PORT] [--shutdown-timeout D]
+//	         [--log-level LEVEL] [--log-format console|json]
+//
+// By default it keeps its data in ./kvdata (Pebble), syncs every write
+// before answering, and listens on auto://127.0.0.1:7070: RDMA when an RDMA
+// device serves that address, else TCP. --listen may be repeated; its
+// schemes are tcp://, rdma:// (RDMA or fail) and auto://.
+//
+// SIGINT or SIGTERM shuts it down: no new connections, calls in progress
+// get --shutdown-timeout to finish, then the remaining connections close
+// and the store is closed cleanly. A second signal skips the wait.
+//
+// It refuses to start, writing nothing, on a data directory that is not a
+// kvstore's (not empty and without a KVSTORE marker) or that it cannot
+// read. Exit status: 0 after a clean shutdown, 1 on any failure, 2 on bad
+// flags.
+//
+// This command wires flags, signals and logging to package server, and
+// links the transports in (tcp, and rdma once it exists).
+package main

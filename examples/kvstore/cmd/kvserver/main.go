@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/rdmarpc/rdmarpc/examples/kvstore/server"
+	"github.com/rdmarpc/rdmarpc/examples/kvstore/store"
+	_ "github.com/rdmarpc/rdmarpc/transport/tcp"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// flags are kvserver's command line.
+type flags struct {
+	listen          []string
+	dataDir         string
+	mem             bool
+	sync            string
+	metricsAddr     string
+	shutdownTimeout time.Duration
+	logLevel        string
+	logFormat       string
+}
+
+// run is kvserver's main, returning the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	var f flags
+	status := 0
+	cmd := &cobra.Command{
+		Use:   "kvserver",
+		Short: "Serve the rdmarpc key-value store over RDMA or TCP",
+		Long: `kvserver serves the rdmarpc key-value store (kv.proto) over RDMA or TCP.
+
+Listen targets: tcp://HOST:PORT, rdma://HOST:PORT (RDMA or fail), and
+auto://HOST:PORT (RDMA when an RDMA device serves HOST, else TCP).
+Data lives in --data-dir (Pebble); --mem keeps it in memory instead.
+--sync always (the default) syncs every write to disk before answering: an
+acknowledged write survives a crash. --sync none answers first: a crash may
+lose the last writes.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			status = serve(f, stderr)
+			return nil
+		},
+	}
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.listen, "listen", []string{"auto://127.0.0.1:7070"}, "target to serve, repeatable: tcp://, rdma:// or auto://HOST:PORT")
+	fl.StringVar(&f.dataDir, "data-dir", "kvdata", "data directory (created if missing; refused if it holds someone else's files)")
+	fl.BoolVar(&f.mem, "mem", false, "keep the data in memory: nothing survives a restart")
+	fl.StringVar(&f.sync, "sync", "always", "when writes reach the disk: always (before each answer) or none (a crash may lose the last writes)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090)")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls may drain on SIGINT/SIGTERM before connections are closed")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "console", "console or json")
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintf(stderr, "kvserver: %v\n", err)
+		return 2
+	}
+	return status
+}
+
+func serve(f flags, stderr io.Writer) int {
+	log, err := newLogger(f.logLevel, f.logFormat, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvserver: %v\n", err)
+		return 2
+	}
+	defer log.Sync()
+	cfg := server.Config{
+		Listen:          f.listen,
+		Store:           store.Options{Dir: f.dataDir, InMemory: f.mem},
+		MetricsAddr:     f.metricsAddr,
+		ShutdownTimeout: f.shutdownTimeout,
+		Logger:          log,
+	}
+	switch f.sync {
+	case "always":
+	case "none":
+		cfg.Store.NoSync = true
+	default:
+		fmt.Fprintf(stderr, "kvserver: --sync %q: want always or none\n", f.sync)
+		return 2
+	}
+	if f.mem {
+		log.Info("keeping the data in memory (--mem): it is lost when the server stops")
+	} else {
+		log.Info("storage", zap.String("data_dir", f.dataDir), zap.String("sync", f.sync))
+	}
+
+	srv, err := server.New(cfg)
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return 1
+	}
+
+	// The first SIGINT/SIGTERM starts a graceful shutdown, the second cuts
+	// it short.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for n := 0; ; n++ {
+			select {
+			case sig := <-sigs:
+				log.Info("signal received", zap.Stringer("signal", sig))
+				if n == 0 {
+					cancel()
+				} else {
+					srv.Stop()
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+
+	if err := srv.Serve(ctx); err != nil {
+		log.Error("stopped", zap.Error(err))
+		return 1
+	}
+	log.Info("stopped cleanly")
+	return 0
+}
+
+func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	ec.EncodeDuration = zapcore.StringDurationEncoder
+	var enc zapcore.Encoder
+	switch format {
+	case "console":
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	case "json":
+		enc = zapcore.NewJSONEncoder(ec)
+	default:
+		return nil, errors.New(`--log-format: want console or json`)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)), nil
+}
