@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rdmarpc/rdmarpc/examples/echo/echopb"
+)
+
+// Config is one cell of a benchmark matrix.
+type Config struct {
+	Impl        string        // what is measured, for reports: "rdmarpc", "grpc"
+	Transport   string        // "tcp", "rdma"
+	Size        int           // payload bytes per request (and response)
+	Concurrency int           // callers sharing the one connection; 0 means 1
+	Duration    time.Duration // how long to measure; 0 means 1 s
+	Warmup      time.Duration // how long to call before measuring; 0 means Duration/5
+}
+
+// Result is what Run measured.
+type Result struct {
+	Impl, Transport   string
+	Size, Concurrency int
+	Calls             int64
+	Elapsed           time.Duration
+	P50, P99, P999    time.Duration
+	AllocsPerCall     float64 // mallocs in this process per call
+	BytesPerCall      float64 // bytes allocated in this process per call
+	// MBPerSecOverride and CallsPerSecOverride, when set, replace the
+	// figures derived from Calls and Elapsed: raw-verbs rows carry the
+	// throughput perftest reported.
+	MBPerSecOverride, CallsPerSecOverride float64
+}
+
+// CallsPerSec is the throughput in calls per second.
+func (r Result) CallsPerSec() float64 {
+	if r.CallsPerSecOverride != 0 {
+		return r.CallsPerSecOverride
+	}
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Calls) / r.Elapsed.Seconds()
+}
+
+// MBPerSec is the payload throughput, counted once per call, in 10^6 B/s.
+func (r Result) MBPerSec() float64 {
+	if r.MBPerSecOverride != 0 {
+		return r.MBPerSecOverride
+	}
+	return r.CallsPerSec() * float64(r.Size) / 1e6
+}
+
+// Run drives c with cfg.Concurrency callers, each making one call after
+// another, first for cfg.Warmup (not recorded), then for cfg.Duration,
+// recording every call's latency. Allocations are read from runtime.MemStats
+// around the measured phase. The first failed call ends the run with its
+// error.
+func Run(ctx context.Context, c Client, cfg Config) (Result, error) {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 1
+	}
+	if cfg.Duration <= 0 {
+		cfg.Duration = time.Second
+	}
+	if cfg.Warmup <= 0 {
+		cfg.Warmup = cfg.Duration / 5
+	}
+	r := Result{Impl: cfg.Impl, Transport: cfg.Transport, Size: cfg.Size, Concurrency: cfg.Concurrency}
+	payload := make([]byte, cfg.Size)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+
+	// The warm-up also sizes the latency buffers, so that recording does not
+	// allocate during the measured phase.
+	warm, _, err := drive(ctx, c, payload, cfg.Concurrency, cfg.Warmup, nil)
+	if err != nil {
+		return r, err
+	}
+	perWorker := int(float64(warm)*cfg.Duration.Seconds()/cfg.Warmup.Seconds()*1.5)/cfg.Concurrency + 1024
+	lats := make([][]time.Duration, cfg.Concurrency)
+	for i := range lats {
+		lats[i] = make([]time.Duration, 0, perWorker)
+	}
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	calls, elapsed, err := drive(ctx, c, payload, cfg.Concurrency, cfg.Duration, lats)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		return r, err
+	}
+	r.Calls, r.Elapsed = calls, elapsed
+	if calls > 0 {
+		r.AllocsPerCall = float64(after.Mallocs-before.Mallocs) / float64(calls)
+		r.BytesPerCall = float64(after.TotalAlloc-before.TotalAlloc) / float64(calls)
+	}
+	all := make([]time.Duration, 0, calls)
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	r.P50, r.P99, r.P999 = Percentiles(all)
+	return r, nil
+}
+
+// drive runs conc callers for d and returns how many calls completed and
+// the wall time from start until the last caller stopped. When lats is not
+// nil, caller i appends each call's latency to lats[i].
+func drive(ctx context.Context, c Client, payload []byte, conc int, d time.Duration, lats [][]time.Duration) (int64, time.Duration, error) {
+	var (
+		wg     sync.WaitGroup
+		counts = make([]int64, conc)
+		errs   = make([]error, conc)
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for w := range conc {
+		wg.Go(func() {
+			req := &echopb.SayRequest{Payload: payload}
+			for {
+				t0 := time.Now()
+				if !t0.Before(deadline) {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[w] = err
+					return
+				}
+				resp, err := c.Say(context.Background(), req)
+				lat := time.Since(t0)
+				if err == nil && len(resp.GetPayload()) != len(payload) {
+					err = fmt.Errorf("bench: echo returned %d payload bytes, sent %d", len(resp.GetPayload()), len(payload))
+				}
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				counts[w]++
+				if lats != nil {
+					lats[w] = append(lats[w], lat)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var n int64
+	for _, k := range counts {
+		n += k
+	}
+	for _, err := range errs {
+		if err != nil {
+			return n, elapsed, err
+		}
+	}
+	return n, elapsed, nil
+}
+
+// Percentiles sorts lats in place and returns its 50th, 99th and 99.9th
+// percentiles (nearest rank). An empty slice gives zeros.
+func Percentiles(lats []time.Duration) (p50, p99, p999 time.Duration) {
+	if len(lats) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(lats)
+	return Quantile(lats, 0.50), Quantile(lats, 0.99), Quantile(lats, 0.999)
+}
+
+// Quantile returns the q-quantile (0 < q ≤ 1) of sorted by nearest rank: the
+// smallest value that at least a fraction q of the values do not exceed.
+func Quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	// ceil(q·n) − 1, with a tolerance so that 0.99·100 (99.00000000000001
+	// in floating point) is rank 99, not 100.
+	rank := int(math.Ceil(q*float64(len(sorted))-1e-9)) - 1
+	return sorted[max(0, min(rank, len(sorted)-1))]
+}
