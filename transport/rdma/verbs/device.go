@@ -25,11 +25,14 @@ import (
 )
 
 // Devices lists the RDMA devices libibverbs sees. No device is not an
-// error: the list is empty.
+// error: the list is empty, also when the kernel has no RDMA support at all.
 func Devices() ([]DeviceInfo, error) {
 	var n C.int
 	list, err := C.ibv_get_device_list(&n)
 	if list == nil {
+		if err == syscall.ENOSYS {
+			return []DeviceInfo{}, nil
+		}
 		return nil, verbError("ibv_get_device_list", err)
 	}
 	defer C.ibv_free_device_list(list)
@@ -63,6 +66,9 @@ func Open(name string) (*Context, error) {
 	var n C.int
 	list, err := C.ibv_get_device_list(&n)
 	if list == nil {
+		if err == syscall.ENOSYS {
+			return nil, fmt.Errorf("rdma: open %q: this kernel has no RDMA support (ibv_get_device_list: %w)", name, err)
+		}
 		return nil, verbError("ibv_get_device_list", err)
 	}
 	defer C.ibv_free_device_list(list)

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -27,7 +26,7 @@ import (
 // registered with the netpoller. The verbs library keeps and eventually
 // closes the original.
 type eventFile struct {
-	mu     sync.Mutex // one waiter at a time: the read deadline belongs to the file
+	turn   chan struct{} // a token: one waiter at a time, the read deadline belongs to the file
 	f      *os.File
 	rc     syscall.RawConn
 	closed atomic.Bool // close was called (the poller's "use of closed file" is not exported)
@@ -50,15 +49,19 @@ func newEventFile(fd C.int, name string) (*eventFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("rdma: %s fd: %w", name, err)
 	}
-	return &eventFile{f: f, rc: rc}, nil
+	return &eventFile{f: f, rc: rc, turn: make(chan struct{}, 1)}, nil
 }
 
 // wait calls try whenever the fd may be readable (and once at once) until
 // try reports true. It gives up with ctx's error when ctx is done and with
 // an error wrapping ErrClosed when close is called.
 func (e *eventFile) wait(ctx context.Context, try func() bool) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	select {
+	case e.turn <- struct{}{}:
+		defer func() { <-e.turn }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -95,7 +98,7 @@ func (e *eventFile) mapErr(ctx context.Context, err error) error {
 
 // close wakes a waiter (with ErrClosed) and returns once no try call is
 // running, after which the verbs object behind the fd may be destroyed.
-// It must not take e.mu: a waiter holds it.
+// It must not wait for the turn token: a waiter holds it.
 func (e *eventFile) close() error {
 	e.closed.Store(true)
 	return e.f.Close()

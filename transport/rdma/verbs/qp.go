@@ -37,7 +37,7 @@ type QP struct {
 	qp       *C.struct_ibv_qp
 	num      uint32
 	inline   uint32
-	port     uint8
+	port     atomic.Uint32 // set by ToInit, the default port of ToRTR
 	maxSend  int
 	maxRecv  int
 	setState atomic.Uint32 // QPState last set by a transition
@@ -164,7 +164,7 @@ func (q *QP) ToInit(port uint8) error {
 	if err := q.modify(QPInit, &a, C.IBV_QP_STATE|C.IBV_QP_PKEY_INDEX|C.IBV_QP_PORT|C.IBV_QP_ACCESS_FLAGS); err != nil {
 		return err
 	}
-	q.port = port
+	q.port.Store(uint32(port))
 	return nil
 }
 
@@ -183,7 +183,7 @@ func (q *QP) ToRTR(a RTRAttr) error {
 	}
 	port := a.Port
 	if port == 0 {
-		port = q.port
+		port = uint8(q.port.Load())
 	}
 	var attr C.struct_ibv_qp_attr
 	attr.path_mtu = mtu
@@ -349,7 +349,7 @@ func (q *QP) PostSend(wrs []SendWR) error {
 	}
 	var bad C.int
 	if rc := C.rr_post_send(q.qp, &cw[0], C.int(len(cw)), &bad); rc != 0 {
-		return &PostError{Op: "ibv_post_send", Index: int(bad), Posted: int(bad), Err: syscall.Errno(rc)}
+		return &PostError{Op: "ibv_post_send", Index: int(bad), Posted: int(bad), Err: postErrno(int(rc))}
 	}
 	return nil
 }
@@ -391,9 +391,18 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 	}
 	var bad C.int
 	if rc := C.rr_post_recv(q.qp, &cw[0], C.int(len(cw)), &bad); rc != 0 {
-		return &PostError{Op: "ibv_post_recv", Index: int(bad), Posted: int(bad), Err: syscall.Errno(rc)}
+		return &PostError{Op: "ibv_post_recv", Index: int(bad), Posted: int(bad), Err: postErrno(int(rc))}
 	}
 	return nil
+}
+
+// postErrno turns ibv_post_*'s return value into an errno: an errno value
+// by contract, though some providers return it negated.
+func postErrno(rc int) syscall.Errno {
+	if rc < 0 {
+		rc = -rc
+	}
+	return syscall.Errno(rc)
 }
 
 // Close destroys the QP (its outstanding work requests are dropped without
