@@ -28,6 +28,10 @@ var (
 	// KVSTORE marker: it belongs to someone else, and Open touched nothing.
 	ErrForeignDir = errors.New("not a kvstore data directory")
 
+	// ErrDirInUse is wrapped when another process (or another Store of
+	// this one) has the data directory open.
+	ErrDirInUse = errors.New("data directory in use by another process")
+
 	// ErrCorruptDir is wrapped when the data directory has a marker but
 	// the marker or Pebble's files cannot be read. Open touched nothing.
 	ErrCorruptDir = errors.New("corrupt kvstore data directory")

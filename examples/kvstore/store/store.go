@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -33,10 +35,11 @@ type Options struct {
 
 // Store is a sorted key-value map. Its methods are safe for concurrent use.
 type Store struct {
-	db   *pebble.DB
-	wo   *pebble.WriteOptions
-	log  *zap.Logger
-	seed maphash.Seed
+	db      *pebble.DB
+	dirLock *pebble.Lock // the data directory's, when we took it ourselves
+	wo      *pebble.WriteOptions
+	log     *zap.Logger
+	seed    maphash.Seed
 
 	// writeLocks serialize writes per key stripe, so that CompareAndSwap's
 	// read and write are atomic against every other write of the key.
@@ -81,8 +84,9 @@ func Open(o Options) (*Store, error) {
 	log = log.Named("store")
 	popts := &pebble.Options{Logger: pebbleLogger{log.Named("pebble").Sugar()}}
 	var (
-		db  *pebble.DB
-		err error
+		db   *pebble.DB
+		lock *pebble.Lock
+		err  error
 	)
 	if o.InMemory {
 		popts.FS = vfs.NewMem()
@@ -91,89 +95,112 @@ func Open(o Options) (*Store, error) {
 		if o.Dir == "" {
 			return nil, errors.New("store: no data directory given")
 		}
-		db, err = openDir(o.Dir, popts, log)
+		db, lock, err = openDir(o.Dir, popts, log)
 	}
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, wo: pebble.Sync, log: log, seed: maphash.MakeSeed()}
+	s := &Store{db: db, dirLock: lock, wo: pebble.Sync, log: log, seed: maphash.MakeSeed()}
 	if o.NoSync {
 		s.wo = pebble.NoSync
 	}
 	return s, nil
 }
 
-// openDir opens (or creates) the Pebble database of a data directory.
-func openDir(dir string, popts *pebble.Options, log *zap.Logger) (*pebble.DB, error) {
+// openDir opens (or creates) the Pebble database of a data directory. The
+// lock, when not nil, is to be closed after the database.
+func openDir(dir string, popts *pebble.Options, log *zap.Logger) (*pebble.DB, *pebble.Lock, error) {
 	m, err := inspectDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pdir := filepath.Join(dir, pebbleDirName)
 	if m != nil && m.State == stateReady {
-		if err := probe(pdir, popts); err != nil {
-			return nil, err
+		if err := precheck(pdir); err != nil {
+			return nil, nil, err
 		}
-		o := popts.Clone()
-		o.ErrorIfNotExists = true
-		db, err := pebble.Open(pdir, o)
+		// Lock before reading anything, so that a directory in use says
+		// so rather than looking corrupt.
+		lock, err := pebble.LockDirectory(pdir, vfs.Default)
 		if err != nil {
-			return nil, fmt.Errorf("opening %s: %w", pdir, err)
+			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "held by current process") {
+				return nil, nil, fmt.Errorf("%w: %s (%v)", ErrDirInUse, dir, err)
+			}
+			return nil, nil, fmt.Errorf("locking %s: %w", pdir, err)
+		}
+		popts.Lock = lock
+		db, err := probeAndOpen(pdir, popts)
+		if err != nil {
+			lock.Close()
+			return nil, nil, err
 		}
 		log.Info("opened data directory", zap.String("dir", dir))
-		return db, nil
+		return db, lock, nil
 	}
 
 	// A new store, or one whose creation was cut short: nothing in it was
 	// ever acknowledged, so it is created from scratch.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating data directory: %w", err)
+		return nil, nil, fmt.Errorf("creating data directory: %w", err)
 	}
 	created := time.Now().UTC()
 	if m != nil {
 		created = m.Created
 		if err := os.RemoveAll(pdir); err != nil {
-			return nil, fmt.Errorf("removing a half-created store: %w", err)
+			return nil, nil, fmt.Errorf("removing a half-created store: %w", err)
 		}
 	}
 	mk := marker{Format: markerFormat, Version: markerVersion, State: stateCreating, Created: created}
 	if err := writeMarker(dir, mk); err != nil {
-		return nil, fmt.Errorf("creating data directory: %w", err)
+		return nil, nil, fmt.Errorf("creating data directory: %w", err)
 	}
 	o := popts.Clone()
 	o.ErrorIfExists = true
 	db, err := pebble.Open(pdir, o)
 	if err != nil {
-		return nil, fmt.Errorf("creating %s: %w", pdir, err)
+		return nil, nil, fmt.Errorf("creating %s: %w", pdir, err)
 	}
 	mk.State = stateReady
 	if err := writeMarker(dir, mk); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("creating data directory: %w", err)
+		return nil, nil, fmt.Errorf("creating data directory: %w", err)
 	}
 	log.Info("created data directory", zap.String("dir", dir))
-	return db, nil
+	return db, nil, nil
 }
 
-// probe opens Pebble's files read-only, so that a store that cannot be read
-// is refused before a read-write open changes anything (it would clean up
-// obsolete files, for instance).
-func probe(pdir string, popts *pebble.Options) error {
+// precheck refuses a Pebble directory that is missing or has no LOCK file
+// (which locking would create).
+func precheck(pdir string) error {
 	if fi, err := os.Stat(pdir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("%w: %s is missing or not a directory", ErrCorruptDir, pdir)
 	}
-	// Pebble would create a missing LOCK file even read-only.
 	if _, err := os.Stat(filepath.Join(pdir, "LOCK")); err != nil {
 		return fmt.Errorf("%w: Pebble cannot read %s: it has no LOCK file, so it holds no database", ErrCorruptDir, pdir)
 	}
+	return nil
+}
+
+// probeAndOpen opens Pebble's files read-only first, so that a store that
+// cannot be read is refused before a read-write open changes anything (it
+// would clean up obsolete files, for instance), then opens them for real.
+func probeAndOpen(pdir string, popts *pebble.Options) (*pebble.DB, error) {
 	o := popts.Clone()
 	o.ReadOnly = true
 	o.ErrorIfNotExists = true
 	db, err := pebble.Open(pdir, o)
 	if err != nil {
-		return fmt.Errorf("%w: Pebble cannot read %s: %v", ErrCorruptDir, pdir, err)
+		return nil, fmt.Errorf("%w: Pebble cannot read %s: %v", ErrCorruptDir, pdir, err)
 	}
-	return db.Close()
+	if err := db.Close(); err != nil {
+		return nil, err
+	}
+	o = popts.Clone()
+	o.ErrorIfNotExists = true
+	if db, err = pebble.Open(pdir, o); err != nil {
+		return nil, fmt.Errorf("opening %s: %w", pdir, err)
+	}
+	return db, nil
 }
 
 // Close syncs what NoSync left unsynced and closes the store. Calls made
@@ -189,7 +216,11 @@ func (s *Store) Close() error {
 	if s.wo == pebble.NoSync {
 		err = s.db.Flush()
 	}
-	return errors.Join(err, s.db.Close())
+	err = errors.Join(err, s.db.Close())
+	if s.dirLock != nil {
+		err = errors.Join(err, s.dirLock.Close())
+	}
+	return err
 }
 
 // use holds the store open for one call; the caller must call the returned
