@@ -210,7 +210,11 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 		}()
 	}
-	s.log.Info("kvserver ready", zap.Strings("targets", s.targets), zap.Stringer("metrics", s.MetricsAddr()))
+	fields := []zap.Field{zap.Strings("targets", s.targets)}
+	if a := s.MetricsAddr(); a != nil {
+		fields = append(fields, zap.String("metrics", "http://"+a.String()+"/metrics"))
+	}
+	s.log.Info("kvserver ready", fields...)
 
 	var failure error
 	select {
