@@ -46,6 +46,9 @@ var ErrNoTable = errors.New("perftest: no result table in output")
 // white space.
 var multiword = regexp.MustCompile(`(BW|99%|99\.9%)\s+(peak|average|percentile)`)
 
+// gluedNumber is a number with the start of a message stuck to it.
+var gluedNumber = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)[A-Za-z]`)
+
 // table finds the result tables (a "#bytes" header and the numeric rows
 // under it; one per perftest run, so several when outputs were joined) and
 // returns each row as a map from column name to value.
@@ -70,6 +73,17 @@ func table(r io.Reader) ([]map[string]float64, error) {
 			continue
 		}
 		f := strings.Fields(line)
+		if len(f) > len(cols) {
+			// perftest ends a row without a newline, so a message printed
+			// after it ("Couldn't read remote address", "Can't produce a
+			// report" for the next size) is glued to its last number. The
+			// row itself is whole: keep it.
+			m := gluedNumber.FindStringSubmatch(f[len(cols)-1])
+			if m == nil {
+				continue
+			}
+			f = append(f[:len(cols)-1:len(cols)-1], m[1])
+		}
 		if len(f) != len(cols) {
 			continue // a warning between rows, or the table's top rule
 		}

@@ -68,9 +68,9 @@ func TestParseBW(t *testing.T) {
 	}{
 		{"send_bw_65536_client.txt", 1, BWRow{Bytes: 65536, Iterations: 1000, PeakMiBps: 49.82, AvgMiBps: 34.19, MsgRateMpps: 0.000547}},
 		{"send_bw_64_server.txt", 1, BWRow{Bytes: 64, Iterations: 1000, PeakMiBps: 0, AvgMiBps: 0.84, MsgRateMpps: 0.013731}},
-		// 20 sizes ran; the 20th row (1 MiB) is garbled by perftest's own
-		// "Correlation coefficient" complaint and must be skipped, not misread.
-		{"send_bw_all_client.txt", 19, BWRow{Bytes: 2, Iterations: 200, PeakMiBps: 0.09, AvgMiBps: 0.07, MsgRateMpps: 0.037874}},
+		// 20 sizes ran; perftest's complaint about the 21st ("Correlation
+		// coefficient … Can't produce a report") is glued to the 20th row.
+		{"send_bw_all_client.txt", 20, BWRow{Bytes: 2, Iterations: 200, PeakMiBps: 0.09, AvgMiBps: 0.07, MsgRateMpps: 0.037874}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			rows, err := ParseBW(open(t, tc.file))
@@ -84,6 +84,27 @@ func TestParseBW(t *testing.T) {
 				t.Errorf("first row\n got %+v\nwant %+v", rows[0], tc.first)
 			}
 		})
+	}
+}
+
+// TestGlued: a row with perftest's next message stuck to its last number
+// is read whole, and the message does not become a row.
+func TestGlued(t *testing.T) {
+	rows, err := ParseBW(open(t, "send_bw_all_client.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := BWRow{Bytes: 1 << 20, Iterations: 200, PeakMiBps: 14.11, AvgMiBps: 13.86, MsgRateMpps: 0.000014}
+	if last := rows[len(rows)-1]; last != want {
+		t.Errorf("last row\n got %+v\nwant %+v", last, want)
+	}
+	rows, err = ParseBW(open(t, "send_bw_64_client_teardown_failed.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = BWRow{Bytes: 64, Iterations: 500, PeakMiBps: 2.71, AvgMiBps: 1.18, MsgRateMpps: 0.019278}
+	if len(rows) != 1 || rows[0] != want {
+		t.Errorf("rows %+v, want [%+v]", rows, want)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strconv"
 	"time"
@@ -81,33 +82,38 @@ func Run(ctx context.Context, tool string, size int, o Options) ([]byte, error) 
 		<-srvDone
 	}
 	if err != nil {
-		return out, fmt.Errorf("perftest: %s -s %d: %w:\n%s", tool, size, err, out)
+		return out, fmt.Errorf("perftest: %s -s %d: %w\nclient:\n%s\nserver:\n%s", tool, size, err, out, srvOut.Bytes())
 	}
 	return out, nil
 }
 
-// RunLat runs ib_send_lat for one size and returns its row.
-func RunLat(ctx context.Context, size int, o Options) (LatRow, error) {
-	out, err := Run(ctx, "ib_send_lat", size, o)
-	if err != nil {
-		return LatRow{}, err
-	}
-	rows, err := ParseLat(bytes.NewReader(out))
-	if err != nil {
-		return LatRow{}, fmt.Errorf("%w:\n%s", err, out)
+// ErrAfterResult is wrapped by the error of RunLat and RunBW when perftest
+// printed its result and failed afterwards, as it sometimes does in the
+// closing handshake with its peer. The row returned with it is whole.
+var ErrAfterResult = errors.New("perftest failed after printing its result")
+
+// runRow runs tool and parses the first row of its result table with parse.
+func runRow[R any](ctx context.Context, tool string, size int, o Options, parse func(io.Reader) ([]R, error)) (R, error) {
+	var zero R
+	out, runErr := Run(ctx, tool, size, o)
+	rows, err := parse(bytes.NewReader(out))
+	switch {
+	case err != nil && runErr != nil:
+		return zero, runErr
+	case err != nil:
+		return zero, fmt.Errorf("%w:\n%s", err, out)
+	case runErr != nil:
+		return rows[0], fmt.Errorf("%w: %w", ErrAfterResult, runErr)
 	}
 	return rows[0], nil
 }
 
+// RunLat runs ib_send_lat for one size and returns its row.
+func RunLat(ctx context.Context, size int, o Options) (LatRow, error) {
+	return runRow(ctx, "ib_send_lat", size, o, ParseLat)
+}
+
 // RunBW runs ib_send_bw for one size and returns its row.
 func RunBW(ctx context.Context, size int, o Options) (BWRow, error) {
-	out, err := Run(ctx, "ib_send_bw", size, o)
-	if err != nil {
-		return BWRow{}, err
-	}
-	rows, err := ParseBW(bytes.NewReader(out))
-	if err != nil {
-		return BWRow{}, fmt.Errorf("%w:\n%s", err, out)
-	}
-	return rows[0], nil
+	return runRow(ctx, "ib_send_bw", size, o, ParseBW)
 }
