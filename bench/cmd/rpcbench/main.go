@@ -1,0 +1,288 @@
+// Command rpcbench serves and drives the Echo service, side by side with
+// gRPC-go and raw verbs, and writes what it measured as a table, CSV and a
+// PNG plot. See bench/README.md.
+//
+//	rpcbench --serve tcp://0.0.0.0:7000                      # serve until Ctrl-C
+//	rpcbench --target tcp://host:7000                        # drive a server
+//	rpcbench --compare-grpc --csv out.csv --png out.png      # rdmarpc-TCP vs gRPC-go, loopback
+//	rpcbench --listen rdma://10.9.9.1:0 --ib-dev rxe0        # rdmarpc-RDMA vs perftest
+//	rpcbench --plot out.csv --png out.png                    # plot an earlier run
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rdmarpc/rdmarpc/bench"
+	"github.com/rdmarpc/rdmarpc/bench/internal/grpcecho"
+	"github.com/rdmarpc/rdmarpc/bench/plot"
+	"github.com/rdmarpc/rdmarpc/transport"
+)
+
+type options struct {
+	serve, target, listen string
+	sizes                 []int
+	concs                 []int
+	duration, warmup      time.Duration
+	compareGRPC           bool
+	csvPath, pngPath      string
+	plotCSV, title        string
+
+	ibDev, ibIP    string
+	ibGID, ibIters int
+	ibLat, ibBW    string
+	ibPort         int
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "rpcbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout io.Writer) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch {
+	case o.serve != "":
+		return serve(ctx, o.serve, stdout)
+	case o.plotCSV != "":
+		return plotOnly(o)
+	}
+	return drive(ctx, o, stdout)
+}
+
+func parseFlags(args []string) (options, error) {
+	var (
+		o            options
+		sizes, concs string
+	)
+	fs := flag.NewFlagSet("rpcbench", flag.ContinueOnError)
+	fs.StringVar(&o.serve, "serve", "", "serve Echo on this `URL` (tcp://host:port, rdma://ip:port) until interrupted")
+	fs.StringVar(&o.target, "target", "", "drive the Echo server at this `URL`; empty: start one in this process on --listen")
+	fs.StringVar(&o.listen, "listen", "tcp://127.0.0.1:0", "where the in-process server listens when there is no --target")
+	fs.StringVar(&sizes, "sizes", "64,1KiB,64KiB", "payload `sizes`, comma-separated")
+	fs.StringVar(&concs, "conc", "1,16,64", "`callers` sharing the connection, comma-separated")
+	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per cell")
+	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured calls before each cell")
+	fs.BoolVar(&o.compareGRPC, "compare-grpc", false, "also run every cell against gRPC-go on loopback, in this process, and print ratios")
+	fs.StringVar(&o.csvPath, "csv", "", "write the results to this CSV `file`")
+	fs.StringVar(&o.pngPath, "png", "", "plot the results to this PNG `file`")
+	fs.StringVar(&o.plotCSV, "plot", "", "only plot this CSV `file` (from --csv) to --png")
+	fs.StringVar(&o.title, "title", "", "plot title (default: what was compared, GOMAXPROCS)")
+	fs.StringVar(&o.ibDev, "ib-dev", "", "run ib_send_lat and ib_send_bw on this RDMA `device` (rxe0) at the same sizes")
+	fs.IntVar(&o.ibGID, "ib-gid", envInt("RDMARPC_TEST_GID_INDEX", -1), "GID index for perftest's -x (default $RDMARPC_TEST_GID_INDEX; -1 leaves it out)")
+	fs.StringVar(&o.ibIP, "ib-ip", os.Getenv("RDMARPC_TEST_IP"), "this host's IP on --ib-dev, for perftest's client (default $RDMARPC_TEST_IP, else the target's host)")
+	fs.IntVar(&o.ibIters, "ib-iters", 1000, "perftest iterations (-n)")
+	fs.IntVar(&o.ibPort, "ib-port", 0, "perftest's TCP port (-p; 0: its default 18515)")
+	fs.StringVar(&o.ibLat, "ib-lat", "", "read ib_send_lat output from these `files` (comma-separated) instead of running it")
+	fs.StringVar(&o.ibBW, "ib-bw", "", "read ib_send_bw output from these `files` (comma-separated) instead of running it")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for _, s := range splitList(sizes) {
+		n, err := bench.ParseSize(s)
+		if err != nil {
+			return o, err
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	for _, s := range splitList(concs) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("bad concurrency %q", s)
+		}
+		o.concs = append(o.concs, n)
+	}
+	if o.compareGRPC && o.target != "" {
+		return o, errors.New("--compare-grpc runs both servers in this process, so that both count the same allocations; drop --target")
+	}
+	if o.plotCSV != "" && o.pngPath == "" {
+		return o, errors.New("--plot needs --png")
+	}
+	if (o.ibDev != "") && (o.ibLat != "" || o.ibBW != "") {
+		return o, errors.New("give --ib-dev (run perftest) or --ib-lat/--ib-bw (read its output), not both")
+	}
+	return o, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
+	}
+	return def
+}
+
+func serve(ctx context.Context, target string, stdout io.Writer) error {
+	srv, err := bench.StartServer(target)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "serving Echo on %s\n", srv.Target())
+	<-ctx.Done()
+	return srv.Stop()
+}
+
+func plotOnly(o options) error {
+	f, err := os.Open(o.plotCSV)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rs, err := bench.ReadCSV(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.plotCSV, err)
+	}
+	title := o.title
+	if title == "" {
+		title = "rpcbench: " + o.plotCSV
+	}
+	return writePNG(o.pngPath, title, rs)
+}
+
+// drive runs the matrix size by size: raw verbs first (when asked), then
+// for each concurrency rdmarpc and, right after it, gRPC, so that the
+// figures compared were measured minutes, not hours, apart.
+func drive(ctx context.Context, o options, stdout io.Writer) error {
+	target := o.target
+	if target == "" {
+		srv, err := bench.StartServer(o.listen)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		target = srv.Target()
+	}
+	scheme, _, err := transport.ParseTarget(target)
+	if err != nil {
+		return err
+	}
+	ours, err := bench.Dial(ctx, target)
+	if err != nil {
+		return err
+	}
+	defer ours.Close()
+
+	var theirs *grpcecho.Client
+	if o.compareGRPC {
+		gsrv, err := grpcecho.Start("127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer gsrv.Stop()
+		if theirs, err = grpcecho.Dial(gsrv.Addr()); err != nil {
+			return err
+		}
+		defer theirs.Close()
+	}
+
+	ib, err := newRawVerbs(o, target, stdout)
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(stdout, "rpcbench: %s, GOMAXPROCS=%d, %s per cell after %s warm-up\n", target, runtime.GOMAXPROCS(0), o.duration, o.warmup)
+	var ourRs, grpcRs, ibRs []bench.Result
+	for _, size := range o.sizes {
+		if ib != nil {
+			r, err := ib.result(ctx, size)
+			if err != nil {
+				return err
+			}
+			ibRs = append(ibRs, r)
+			progress(stdout, r)
+		}
+		for _, c := range o.concs {
+			cfg := bench.Config{Impl: "rdmarpc", Transport: scheme, Size: size, Concurrency: c, Duration: o.duration, Warmup: o.warmup}
+			r, err := bench.Run(ctx, ours, cfg)
+			if err != nil {
+				return fmt.Errorf("rdmarpc %s conc %d: %w", bench.SizeName(size), c, err)
+			}
+			ourRs = append(ourRs, r)
+			progress(stdout, r)
+			if theirs != nil {
+				cfg.Impl, cfg.Transport = "grpc", "tcp"
+				r, err := bench.Run(ctx, theirs, cfg)
+				if err != nil {
+					return fmt.Errorf("grpc %s conc %d: %w", bench.SizeName(size), c, err)
+				}
+				grpcRs = append(grpcRs, r)
+				progress(stdout, r)
+			}
+		}
+	}
+
+	all := append(append(append([]bench.Result(nil), ibRs...), ourRs...), grpcRs...)
+	fmt.Fprintln(stdout)
+	bench.WriteTable(stdout, all)
+	if len(grpcRs) > 0 {
+		fmt.Fprintln(stdout)
+		bench.WriteRatios(stdout, "rdmarpc-"+scheme+" / gRPC-go-tcp, same size and concurrency (latency: below 1 is faster; calls/s, MB/s: above 1 is more; allocs: below 1 is fewer)",
+			bench.Ratios(ourRs, grpcRs), true)
+	}
+	if len(ibRs) > 0 {
+		fmt.Fprintln(stdout)
+		bench.WriteRatios(stdout, "rdmarpc-"+scheme+" / raw verbs, same size (latency vs the ib_send_lat round trip, 2 × what it prints; throughput vs ib_send_bw's one-way stream, TX depth 128)",
+			bench.Ratios(ourRs, ibRs), false)
+	}
+	if o.csvPath != "" {
+		var buf bytes.Buffer
+		if err := bench.WriteCSV(&buf, all); err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.csvPath, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	if o.pngPath != "" {
+		title := o.title
+		if title == "" {
+			title = fmt.Sprintf("Echo over %s, GOMAXPROCS=%d", target, runtime.GOMAXPROCS(0))
+		}
+		return writePNG(o.pngPath, title, all)
+	}
+	return nil
+}
+
+func progress(w io.Writer, r bench.Result) {
+	fmt.Fprintf(w, "  %-8s %-4s %6s conc %-3s  p50 %8.1f µs  p99 %8.1f µs  %9.0f calls/s\n",
+		r.Impl, r.Transport, bench.SizeName(r.Size), strconv.Itoa(r.Concurrency),
+		float64(r.P50)/1e3, float64(r.P99)/1e3, r.CallsPerSec())
+}
+
+func writePNG(path, title string, rs []bench.Result) error {
+	var buf bytes.Buffer
+	if err := plot.Write(&buf, title, rs); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
