@@ -105,15 +105,18 @@ func (s *system) forIP(ip net.IP) (Endpoint, error) {
 			ip, ifc.Name, err, s.describeDevices(), transport.ErrNoDevice)
 	}
 	want := ip.To16()
+	match := func(g GIDEntry) bool {
+		return g.Type == roceV2 && g.GID.Equal(want) && (g.Netdev == "" || g.Netdev == ifc.Name)
+	}
 	var seen []string
 	for _, port := range s.sortedPorts(dev) {
-		gids, err := s.gids(dev, port)
+		gids, err := s.gidsUntil(dev, port, match)
 		if err != nil {
 			return Endpoint{}, err
 		}
 		for _, g := range gids {
 			seen = append(seen, fmt.Sprintf("port %d [%d] %v %s %s", port, g.Index, g.GID, g.Type, g.Netdev))
-			if g.Type != roceV2 || !g.GID.Equal(want) || (g.Netdev != "" && g.Netdev != ifc.Name) {
+			if !match(g) {
 				continue
 			}
 			if state := s.portState(dev, port); state != "ACTIVE" {

@@ -119,18 +119,30 @@ type GIDEntry struct {
 // entries read as the zero GID (and their type and netdev fail to read with
 // EINVAL): they are skipped.
 func (s *system) gids(dev string, port uint8) ([]GIDEntry, error) {
+	return s.gidsUntil(dev, port, nil)
+}
+
+// gidsUntil reads the populated GID entries in index order and stops after
+// the first for which stop reports true. Tables are long (rxe has 1024
+// entries) and the entry sought is usually among the first, so stopping
+// early saves a thousand sysfs reads per lookup.
+func (s *system) gidsUntil(dev string, port uint8, stop func(GIDEntry) bool) ([]GIDEntry, error) {
 	dir := s.portDir(dev, port)
 	ents, err := os.ReadDir(filepath.Join(dir, "gids"))
 	if err != nil {
 		return nil, fmt.Errorf("rdma: GID table of %s port %d: %w", dev, port, err)
 	}
-	var out []GIDEntry
+	idxs := make([]int, 0, len(ents))
 	for _, e := range ents {
-		idx, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+		if idx, err := strconv.Atoi(e.Name()); err == nil {
+			idxs = append(idxs, idx)
 		}
-		v, err := readAttr(filepath.Join(dir, "gids", e.Name()))
+	}
+	slices.Sort(idxs)
+	var out []GIDEntry
+	for _, idx := range idxs {
+		name := strconv.Itoa(idx)
+		v, err := readAttr(filepath.Join(dir, "gids", name))
 		if err != nil {
 			continue
 		}
@@ -138,14 +150,17 @@ func (s *system) gids(dev string, port uint8) ([]GIDEntry, error) {
 		if ip == nil || ip.IsUnspecified() {
 			continue
 		}
-		typ, err := readAttr(filepath.Join(dir, "gid_attrs/types", e.Name()))
+		typ, err := readAttr(filepath.Join(dir, "gid_attrs/types", name))
 		if err != nil {
 			continue // removed while we read, or not populated after all
 		}
-		ndev, _ := readAttr(filepath.Join(dir, "gid_attrs/ndevs", e.Name())) // none on InfiniBand
-		out = append(out, GIDEntry{Index: idx, GID: ip, Type: typ, Netdev: ndev})
+		ndev, _ := readAttr(filepath.Join(dir, "gid_attrs/ndevs", name)) // none on InfiniBand
+		g := GIDEntry{Index: idx, GID: ip, Type: typ, Netdev: ndev}
+		out = append(out, g)
+		if stop != nil && stop(g) {
+			break
+		}
 	}
-	slices.SortFunc(out, func(a, b GIDEntry) int { return a.Index - b.Index })
 	return out, nil
 }
 

@@ -1,0 +1,60 @@
+package rdma
+
+import (
+	"net"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/rdmarpc/rdmarpc/rpc/rpctest"
+	"github.com/rdmarpc/rdmarpc/transport/transporttest"
+)
+
+// guestIP returns the IP of the RDMA device the test bed set up, or skips
+// the test on a machine without one (testbed/README.md).
+func guestIP(t testing.TB) string {
+	t.Helper()
+	if os.Getenv("RDMARPC_TEST_DEV") == "" {
+		t.Skip("no RDMA device here (RDMARPC_TEST_DEV unset): this test runs in the Soft-RoCE guest, see testbed/README.md")
+	}
+	ip := os.Getenv("RDMARPC_TEST_IP")
+	if net.ParseIP(ip) == nil {
+		t.Fatalf("RDMARPC_TEST_IP=%q is not an IP", ip)
+	}
+	return ip
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The conformance suite with the default pools and with tiny ones (two
+// buffers, so credits run out all the time and fragments are small).
+func TestConformance(t *testing.T) {
+	ip := guestIP(t)
+	for _, tc := range []struct {
+		name string
+		o    Options
+	}{
+		{"default", Options{MaxMessageSize: 16<<20 + 64}},
+		{"tiny", Options{MaxMessageSize: 16<<20 + 64, BufferSize: 4096, RecvBuffers: 2, SendSlots: 2, RecvQueueBytes: 64 << 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := New(tc.o)
+			o := tr.o
+			transporttest.Run(t, transporttest.Config{
+				Transport:      tr,
+				Addr:           net.JoinHostPort(ip, "0"),
+				MaxMessageSize: o.MaxMessageSize,
+				// The peer's credits' worth of buffers, the reassembly
+				// queue, and one message on its way.
+				MaxBuffered: int64(o.RecvBuffers*o.BufferSize+o.RecvQueueBytes) + 2*256<<10,
+			})
+		})
+	}
+}
+
+// TestRPC runs the RPC conformance suite over rdma://.
+func TestRPC(t *testing.T) {
+	ip := guestIP(t)
+	rpctest.Run(t, rpctest.Config{Transport: New(Options{}), Addr: net.JoinHostPort(ip, "0")})
+}

@@ -1,0 +1,236 @@
+package rdma
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"time"
+
+	"github.com/rdmarpc/rdmarpc/transport"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/rdmadev"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/verbs"
+)
+
+// ErrRefused is wrapped when the peer refused the handshake; the error
+// carries the peer's reason.
+var ErrRefused = errors.New("rdma: peer refused the connection")
+
+// bounded applies the handshake timeout (and ctx) to boot's I/O and returns
+// a function that lifts it.
+func (t *Transport) bounded(ctx context.Context, boot net.Conn) (func() error, context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, t.o.HandshakeTimeout)
+	dl, _ := ctx.Deadline()
+	_ = boot.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { _ = boot.SetDeadline(time.Now()) })
+	return func() error {
+		stopped := stop()
+		cancel()
+		if !stopped {
+			return fmt.Errorf("%w: handshake not finished within %v", transport.ErrProtocol, t.o.HandshakeTimeout)
+		}
+		return boot.SetDeadline(time.Time{})
+	}, ctx
+}
+
+// ioErr says what a failed read or write of the handshake means.
+func (t *Transport) ioErr(what string, err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: %s: no answer within %v", transport.ErrProtocol, what, t.o.HandshakeTimeout)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: %s: peer closed the connection", transport.ErrProtocol, what)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// readReply reads what a peer sends where a hello (or, with n == 1, the
+// ready byte) is expected: that, or a refusal with its reason.
+func (t *Transport) readReply(r io.Reader, n int) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b[:1]); err != nil {
+		return nil, t.ioErr("reading the peer's answer", err)
+	}
+	if b[0] == refuseMagic[0] {
+		head := make([]byte, 6)
+		head[0] = b[0]
+		if _, err := io.ReadFull(r, head[1:]); err != nil {
+			return nil, t.ioErr("reading the peer's refusal", err)
+		}
+		if string(head[:4]) == refuseMagic {
+			reason := make([]byte, min(binary.BigEndian.Uint16(head[4:]), maxReasonLen))
+			if _, err := io.ReadFull(r, reason); err != nil {
+				return nil, t.ioErr("reading the peer's refusal", err)
+			}
+			return nil, fmt.Errorf("%w: %s", ErrRefused, reason)
+		}
+		if n == 1 {
+			return nil, protoErr("garbage instead of the ready byte")
+		}
+		copy(b, head)
+		if _, err := io.ReadFull(r, b[len(head):]); err != nil {
+			return nil, t.ioErr("reading the peer's hello", err)
+		}
+		return b, nil
+	}
+	if _, err := io.ReadFull(r, b[1:]); err != nil {
+		return nil, t.ioErr("reading the peer's hello", err)
+	}
+	return b, nil
+}
+
+// prepare finds the device for the bootstrap connection's local address and
+// creates the connection's queue pair (receives posted, in INIT).
+func (t *Transport) prepare(boot net.Conn) (*conn, hello, rdmadev.Endpoint, verbs.PortAttr, error) {
+	ep, err := t.endpointFor(boot.LocalAddr())
+	if err != nil {
+		return nil, hello{}, ep, verbs.PortAttr{}, err
+	}
+	dev, err := t.acquire(ep.Device)
+	if err != nil {
+		t.forgetEndpoint(boot.LocalAddr())
+		return nil, hello{}, ep, verbs.PortAttr{}, err
+	}
+	pa, err := dev.ctx.QueryPort(ep.Port)
+	if err == nil && pa.State != verbs.PortActive {
+		err = fmt.Errorf("%w: port %d of %s is %v", transport.ErrNoDevice, ep.Port, ep.Device, pa.State)
+	}
+	if err != nil {
+		t.forgetEndpoint(boot.LocalAddr())
+		t.release(dev)
+		return nil, hello{}, ep, pa, err
+	}
+	c, err := t.newConn(dev, ep.Port, boot)
+	if err != nil {
+		t.release(dev)
+		return nil, hello{}, ep, pa, err
+	}
+	local := hello{
+		qpn:        c.qp.Num(),
+		psn:        rand.Uint32() & 0xFFFFFF,
+		gid:        ep.GID,
+		lid:        pa.LID,
+		mtu:        uint16(min(pa.ActiveMTU, 4096)),
+		bufSize:    uint32(t.o.BufferSize),
+		recvs:      uint32(t.o.RecvBuffers),
+		maxMessage: uint32(t.o.MaxMessageSize),
+	}
+	return c, local, ep, pa, nil
+}
+
+// abandon frees a connection whose handshake failed.
+func (t *Transport) abandon(c *conn) {
+	c.destroy()
+	t.release(c.dev)
+}
+
+func rtrAttr(peer hello, ep rdmadev.Endpoint, pa verbs.PortAttr) verbs.RTRAttr {
+	return verbs.RTRAttr{
+		DestQPN:     peer.qpn,
+		RQPSN:       peer.psn,
+		PathMTU:     min(pa.ActiveMTU, int(peer.mtu)),
+		DGID:        peer.gid,
+		DLID:        peer.lid,
+		SGIDIndex:   uint8(ep.GIDIndex),
+		Port:        ep.Port,
+		MinRNRTimer: 12,
+	}
+}
+
+// handshakeClient: send our hello, take the server's, bring the QP up, say
+// ready.
+func (t *Transport) handshakeClient(ctx context.Context, boot net.Conn) (*conn, error) {
+	done, _ := t.bounded(ctx, boot)
+	c, local, ep, pa, err := t.prepare(boot)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	fail := func(err error) (*conn, error) {
+		done()
+		t.abandon(c)
+		return nil, err
+	}
+	if _, err := boot.Write(local.encode()); err != nil {
+		return fail(t.ioErr("sending hello", err))
+	}
+	b, err := t.readReply(boot, helloLen)
+	if err != nil {
+		return fail(err)
+	}
+	peer, err := decodeHello(b)
+	if err != nil {
+		_, _ = boot.Write(encodeRefusal(err.Error()))
+		return fail(err)
+	}
+	if err := c.connect(peer, local, rtrAttr(peer, ep, pa)); err != nil {
+		_, _ = boot.Write(encodeRefusal("client could not bring its queue pair up: " + err.Error()))
+		return fail(err)
+	}
+	if _, err := boot.Write([]byte{readyByte}); err != nil {
+		return fail(t.ioErr("sending ready", err))
+	}
+	if err := done(); err != nil {
+		t.abandon(c)
+		return nil, err
+	}
+	c.start()
+	return c, nil
+}
+
+// handshakeServer: take the client's hello, bring our QP up to RTS, answer
+// with our hello, wait until the client is ready to receive.
+func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, error) {
+	done, _ := t.bounded(ctx, boot)
+	refuse := func(err error) (*conn, error) {
+		_, _ = boot.Write(encodeRefusal(err.Error()))
+		done()
+		t.counters.refused.Add(1)
+		return nil, err
+	}
+	b := make([]byte, helloLen)
+	if n, err := io.ReadFull(boot, b); err != nil {
+		done()
+		t.counters.refused.Add(1)
+		if n > 0 {
+			return nil, protoErr("truncated hello: %d of %d bytes, then %v", n, helloLen, t.ioErr("reading hello", err))
+		}
+		return nil, t.ioErr("reading hello", err)
+	}
+	peer, err := decodeHello(b)
+	if err != nil {
+		return refuse(err)
+	}
+	c, local, ep, pa, err := t.prepare(boot)
+	if err != nil {
+		return refuse(err)
+	}
+	if err := c.connect(peer, local, rtrAttr(peer, ep, pa)); err != nil {
+		t.abandon(c)
+		return refuse(fmt.Errorf("server could not bring its queue pair up: %w", err))
+	}
+	if _, err := boot.Write(local.encode()); err != nil {
+		done()
+		t.abandon(c)
+		return nil, t.ioErr("sending hello", err)
+	}
+	r, err := t.readReply(boot, 1)
+	if err == nil && r[0] != readyByte {
+		err = protoErr("byte %#x instead of the ready byte", r[0])
+	}
+	if err != nil {
+		done()
+		t.abandon(c)
+		return nil, err
+	}
+	if err := done(); err != nil {
+		t.abandon(c)
+		return nil, err
+	}
+	c.start()
+	return c, nil
+}

@@ -1,0 +1,301 @@
+package rdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rdmarpc/rdmarpc/transport"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/rdmadev"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/verbs"
+)
+
+func init() { transport.Register("rdma", New(Options{})) }
+
+// Options configure the RDMA transport. The zero value is usable.
+type Options struct {
+	// BufferSize is the size of each receive buffer, and so of the largest
+	// message that travels whole and is handed up in place; larger messages
+	// are fragmented. Default 64 KiB.
+	BufferSize int
+	// RecvBuffers is the number of data receive buffers posted per
+	// connection: the credits the peer starts with. Default 16.
+	RecvBuffers int
+	// SendSlots is the number of registered send buffers per connection,
+	// each of the peer's BufferSize. Default 16.
+	SendSlots int
+	// MaxMessageSize is the largest message this side accepts. Default
+	// transport.DefaultMaxMessageSize (64 MiB).
+	MaxMessageSize int
+	// RecvQueueBytes bounds the reassembled (fragmented) messages that
+	// wait for Recv; beyond it their receive buffers are not re-posted,
+	// which holds the peer's credits back. Default 4 MiB. Whole messages
+	// are bounded by RecvBuffers.
+	RecvQueueBytes int
+	// PollSpin is how long the completion poller keeps polling an empty
+	// completion queue before it arms it and sleeps on the completion
+	// channel. Default 20 µs; 0 means sleep at once.
+	PollSpin time.Duration
+	// SignalEvery is the most sends posted without asking for a
+	// completion. Default 16.
+	SignalEvery int
+	// AckTimeout is the QP's local ACK timeout, encoded as the verbs do:
+	// 4.096 µs × 2^AckTimeout. Default 17 (about 0.5 s: rxe under
+	// emulation is slow). RetryCount is the transport retry count,
+	// default 7. Together they bound how long a dead peer goes unnoticed
+	// by the hardware (the bootstrap TCP connection usually tells first).
+	AckTimeout uint8
+	RetryCount uint8
+	// HandshakeTimeout bounds the bootstrap handshake. Default 10 s.
+	HandshakeTimeout time.Duration
+	// CloseGrace bounds how long Close waits for posted sends to complete
+	// and for flushed work requests. Default 2 s.
+	CloseGrace time.Duration
+	// Logger receives one line per refused peer or broken connection.
+	// Default zap.NewNop().
+	Logger *zap.Logger
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.BufferSize, 64<<10)
+	def(&o.RecvBuffers, 16)
+	def(&o.SendSlots, 16)
+	def(&o.MaxMessageSize, transport.DefaultMaxMessageSize)
+	def(&o.RecvQueueBytes, 4<<20)
+	def(&o.SignalEvery, 16)
+	o.BufferSize = min(max(o.BufferSize, minBufferSize), maxBufferSize)
+	o.RecvBuffers = min(o.RecvBuffers, maxRecvs)
+	o.MaxMessageSize = min(max(o.MaxMessageSize, minMaxMessage), maxMaxMessage)
+	o.SendSlots = max(o.SendSlots, 2) // one may be lent, one keeps messages moving
+	if o.PollSpin < 0 {
+		o.PollSpin = 0
+	} else if o.PollSpin == 0 {
+		o.PollSpin = 20 * time.Microsecond
+	}
+	if o.AckTimeout == 0 {
+		o.AckTimeout = 17
+	}
+	if o.RetryCount == 0 {
+		o.RetryCount = 7
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.CloseGrace <= 0 {
+		o.CloseGrace = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	o.Logger = o.Logger.Named("rdma")
+	return o
+}
+
+// Transport is the RDMA transport. It opens each device once and shares it
+// (context and protection domain) among its connections.
+type Transport struct {
+	o Options
+
+	mu      sync.Mutex
+	devices map[string]*device
+
+	// endpoints caches what rdmadev.ForIP found for each local IP: the
+	// lookup walks sysfs and netlink (hundreds of milliseconds on a slow
+	// machine), once per IP is enough. An entry is dropped when a
+	// connection set up from it fails.
+	endpoints sync.Map // string(IP) -> rdmadev.Endpoint
+
+	counters counters
+}
+
+// New returns an RDMA transport with options o.
+func New(o Options) *Transport {
+	return &Transport{o: o.withDefaults(), devices: make(map[string]*device)}
+}
+
+// device is an opened RDMA device shared by the connections that use it.
+type device struct {
+	name string
+	ctx  *verbs.Context
+	pd   *verbs.PD
+	refs int
+}
+
+// acquire opens the device (once) and counts a user.
+func (t *Transport) acquire(name string) (*device, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d := t.devices[name]; d != nil {
+		d.refs++
+		return d, nil
+	}
+	ctx, err := verbs.Open(name)
+	if err != nil {
+		if errors.Is(err, verbs.ErrNotSupported) {
+			// A build without cgo: no device serves any address.
+			return nil, fmt.Errorf("%w: %w", transport.ErrNoDevice, err)
+		}
+		return nil, err
+	}
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		ctx.Close()
+		return nil, err
+	}
+	d := &device{name: name, ctx: ctx, pd: pd, refs: 1}
+	t.devices[name] = d
+	return d, nil
+}
+
+// release drops a user; the last one closes the device.
+func (t *Transport) release(d *device) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d.refs--; d.refs > 0 {
+		return
+	}
+	delete(t.devices, d.name)
+	if err := d.pd.Close(); err != nil {
+		t.o.Logger.Error("closing protection domain", zap.String("device", d.name), zap.Error(err))
+		return
+	}
+	if err := d.ctx.Close(); err != nil {
+		t.o.Logger.Error("closing device", zap.String("device", d.name), zap.Error(err))
+	}
+}
+
+// endpointFor finds the device, port and GID that serve the local IP of a
+// bootstrap connection. No device is an error wrapping ErrNoDevice.
+func (t *Transport) endpointFor(addr net.Addr) (rdmadev.Endpoint, error) {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return rdmadev.Endpoint{}, fmt.Errorf("rdma: local address %v is not TCP", addr)
+	}
+	key := string(ta.IP.To16())
+	if ep, ok := t.endpoints.Load(key); ok {
+		return ep.(rdmadev.Endpoint), nil
+	}
+	ep, err := rdmadev.ForIP(ta.IP)
+	if err == nil {
+		t.endpoints.Store(key, ep)
+	}
+	return ep, err
+}
+
+// forgetEndpoint drops the cached endpoint of a local address.
+func (t *Transport) forgetEndpoint(addr net.Addr) {
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		t.endpoints.Delete(string(ta.IP.To16()))
+	}
+}
+
+// Dial connects to addr ("ip:port"): the bootstrap TCP connection first,
+// whose local address says which RDMA device to use, then the handshake.
+func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, error) {
+	var d net.Dialer
+	boot, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
+	}
+	c, err := t.handshakeClient(ctx, boot)
+	if err != nil {
+		boot.Close()
+		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+// Counters returns what the transport counted over all its connections.
+func (t *Transport) Counters() map[string]uint64 { return t.counters.snapshot() }
+
+// counters are the transport's running totals.
+type counters struct {
+	connsOpened, connsClosed atomic.Uint64
+	creditWaits              atomic.Uint64 // a send found no credit and waited
+	slotWaits                atomic.Uint64 // a send found no send slot and waited
+	creditOnlySent           atomic.Uint64
+	sendsPosted, recvsPosted atomic.Uint64
+	sendCompletions          atomic.Uint64
+	recvCompletions          atomic.Uint64
+	messagesSent, received   atomic.Uint64
+	fragmentsSent            atomic.Uint64
+	protocolErrors           atomic.Uint64
+	refused                  atomic.Uint64
+
+	mu       sync.Mutex
+	wcErrors map[string]uint64 // failed work completions by status
+}
+
+func (c *counters) wcError(s verbs.WCStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.wcErrors == nil {
+		c.wcErrors = make(map[string]uint64)
+	}
+	c.wcErrors[wcStatusName(s)]++
+}
+
+func (c *counters) snapshot() map[string]uint64 {
+	m := map[string]uint64{
+		"conns_opened":       c.connsOpened.Load(),
+		"conns_closed":       c.connsClosed.Load(),
+		"credit_waits":       c.creditWaits.Load(),
+		"slot_waits":         c.slotWaits.Load(),
+		"credit_only_sent":   c.creditOnlySent.Load(),
+		"sends_posted":       c.sendsPosted.Load(),
+		"recvs_posted":       c.recvsPosted.Load(),
+		"send_completions":   c.sendCompletions.Load(),
+		"recv_completions":   c.recvCompletions.Load(),
+		"messages_sent":      c.messagesSent.Load(),
+		"messages_received":  c.received.Load(),
+		"fragments_sent":     c.fragmentsSent.Load(),
+		"protocol_errors":    c.protocolErrors.Load(),
+		"handshakes_refused": c.refused.Load(),
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]string, 0, len(c.wcErrors))
+	for k := range c.wcErrors {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		m["wc_error_"+k] = c.wcErrors[k]
+	}
+	return m
+}
+
+// wcStatusName turns "IBV_WC_RNR_RETRY_EXC_ERR: RNR retry counter exceeded"
+// into "rnr_retry_exc_err".
+func wcStatusName(s verbs.WCStatus) string {
+	name := s.String()
+	for i, r := range name {
+		if r == ':' {
+			name = name[:i]
+			break
+		}
+	}
+	const prefix = "IBV_WC_"
+	if len(name) > len(prefix) && name[:len(prefix)] == prefix {
+		name = name[len(prefix):]
+	}
+	b := []byte(name)
+	for i, r := range b {
+		if r >= 'A' && r <= 'Z' {
+			b[i] = r + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
