@@ -207,7 +207,7 @@ func (c canvas) text(x, y int, s string, col uint8, scale int) {
 		if !ok {
 			g = glyphs['?']
 		}
-		for row := range glyphH {
+		for row := range glyphRows {
 			for bit := range glyphW {
 				if g[row]&(0x10>>bit) != 0 {
 					c.rect(x+bit*scale, y+row*scale, x+bit*scale+scale-1, y+row*scale+scale-1, col)
@@ -246,8 +246,9 @@ func (c canvas) panel(x0, y0 int, title string, lines []line) {
 	}
 	slices.Sort(sizes)
 
-	// y: a log scale with some air above and below, at least a factor 4 tall.
-	ylo, yhi := math.Log10(lo)-0.08, math.Log10(hi)+0.08
+	// y: a log scale from the 1-2-5 value below the data to the one above,
+	// so that both ends are labelled, at least a factor 4 tall.
+	ylo, yhi := math.Log10(nice(lo, false)), math.Log10(nice(hi, true))
 	if yhi-ylo < math.Log10(4) {
 		mid := (ylo + yhi) / 2
 		ylo, yhi = mid-math.Log10(2), mid+math.Log10(2)
@@ -291,6 +292,26 @@ func (c canvas) panel(x0, y0 int, title string, lines []line) {
 			c.marker(xpix(p.size), ypix(p.v), l.idx, col)
 		}
 	}
+}
+
+// nice returns the 1-2-5 value (…, 0.5, 1, 2, 5, 10, …) just below v, or
+// just above it when up.
+func nice(v float64, up bool) float64 {
+	e := math.Pow(10, math.Floor(math.Log10(v)))
+	steps := []float64{1, 2, 5, 10}
+	if up {
+		for _, m := range steps {
+			if m*e >= v*0.999 {
+				return m * e
+			}
+		}
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i]*e <= v*1.001 {
+			return steps[i] * e
+		}
+	}
+	return e
 }
 
 // yTicks returns 1-2-5 values between 10^lo and 10^hi, coarser when they

@@ -3,6 +3,7 @@ package plot
 import (
 	"bytes"
 	"image/png"
+	"math"
 	"testing"
 	"time"
 
@@ -68,6 +69,19 @@ func TestNumber(t *testing.T) {
 	for v, want := range map[float64]string{0.5: "0.5", 2: "2", 500: "500", 5000: "5000", 20000: "20k", 1e6: "1M", 2.5e6: "2.5M"} {
 		if got := number(v); got != want {
 			t.Errorf("number(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestNice(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		up   bool
+		want float64
+	}{{25, false, 20}, {25, true, 50}, {259, true, 500}, {259, false, 200}, {100, false, 100}, {100, true, 100},
+		{0.7, false, 0.5}, {0.7, true, 1}, {6, true, 10}, {1.5, false, 1}} {
+		if got := nice(tc.v, tc.up); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("nice(%v, %v) = %v, want %v", tc.v, tc.up, got, tc.want)
 		}
 	}
 }
