@@ -19,6 +19,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,6 +46,8 @@ type options struct {
 	ibGID, ibIters int
 	ibLat, ibBW    string
 	ibPort         int
+
+	cpuProfile, tracePath string
 }
 
 func main() {
@@ -59,6 +64,28 @@ func run(args []string, stdout io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if o.tracePath != "" {
+		f, err := os.Create(o.tracePath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
+	}
 	switch {
 	case o.serve != "":
 		return serve(ctx, o.serve, stdout)
@@ -93,6 +120,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.ibPort, "ib-port", 0, "perftest's TCP port (-p; 0: its default 18515)")
 	fs.StringVar(&o.ibLat, "ib-lat", "", "read ib_send_lat output from these `files` (comma-separated) instead of running it")
 	fs.StringVar(&o.ibBW, "ib-bw", "", "read ib_send_bw output from these `files` (comma-separated) instead of running it")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this `file`")
+	fs.StringVar(&o.tracePath, "trace", "", "write a runtime execution trace of the run to this `file` (go tool trace)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -186,6 +215,12 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// A transport that counts what it does (credits waited for, sends
+	// posted …) gets its counts per call printed under each cell.
+	var ctrs transport.Counters
+	if tr, _, err := transport.ForTarget(target); err == nil {
+		ctrs, _ = tr.(transport.Counters)
+	}
 	ours, err := bench.Dial(ctx, target)
 	if err != nil {
 		return err
@@ -223,12 +258,19 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 		}
 		for _, c := range o.concs {
 			cfg := bench.Config{Impl: "rdmarpc", Transport: scheme, Size: size, Concurrency: c, Duration: o.duration, Warmup: o.warmup}
+			var before map[string]uint64
+			if ctrs != nil {
+				before = ctrs.Counters()
+			}
 			r, err := bench.Run(ctx, ours, cfg)
 			if err != nil {
 				return fmt.Errorf("rdmarpc %s conc %d: %w", bench.SizeName(size), c, err)
 			}
 			ourRs = append(ourRs, r)
 			progress(stdout, r)
+			if ctrs != nil {
+				perCall(stdout, before, ctrs.Counters(), r.Calls)
+			}
 			if theirs != nil {
 				cfg.Impl, cfg.Transport = "grpc", "tcp"
 				r, err := bench.Run(ctx, theirs, cfg)
@@ -277,6 +319,29 @@ func progress(w io.Writer, r bench.Result) {
 	fmt.Fprintf(w, "  %-8s %-4s %6s conc %-3s  p50 %8.1f µs  p99 %8.1f µs  %9.0f calls/s\n",
 		r.Impl, r.Transport, bench.SizeName(r.Size), strconv.Itoa(r.Concurrency),
 		float64(r.P50)/1e3, float64(r.P99)/1e3, r.CallsPerSec())
+}
+
+// perCall prints the counters that moved during a cell, per call. They
+// include the warm-up, and both ends when the server is in this process.
+func perCall(w io.Writer, before, after map[string]uint64, calls int64) {
+	if calls <= 0 {
+		return
+	}
+	keys := make([]string, 0, len(after))
+	for k := range after {
+		if after[k] != before[k] {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%.3g", k, float64(after[k]-before[k])/float64(calls))
+	}
+	fmt.Fprintf(w, "           transport counters per call (warm-up included, both ends):%s\n", b.String())
 }
 
 func writePNG(path, title string, rs []bench.Result) error {

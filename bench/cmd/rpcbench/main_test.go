@@ -76,3 +76,17 @@ func TestFlags(t *testing.T) {
 		t.Errorf("parseFlags = %+v, %v", o, err)
 	}
 }
+
+func TestPerCall(t *testing.T) {
+	var out bytes.Buffer
+	perCall(&out, map[string]uint64{"sends_posted": 10, "credit_waits": 3, "conns_opened": 2},
+		map[string]uint64{"sends_posted": 410, "credit_waits": 3, "conns_opened": 2, "credit_only_sent": 5}, 200)
+	if got := out.String(); !strings.Contains(got, " credit_only_sent=0.025 sends_posted=2\n") || strings.Contains(got, "credit_waits") {
+		t.Errorf("perCall printed %q", got)
+	}
+	out.Reset()
+	perCall(&out, map[string]uint64{"a": 1}, map[string]uint64{"a": 1}, 10)
+	if out.Len() != 0 {
+		t.Errorf("nothing moved, yet perCall printed %q", out.String())
+	}
+}
