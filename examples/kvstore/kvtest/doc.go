@@ -4,8 +4,8 @@
 // layer. Every method, scan paging, batch atomicity, compare-and-swap,
 // limits, concurrent clients and restarts.
 //
-// kvtest's own tests run it over TCP, and over rdma:// when RDMARPC_TEST_IP
-// is set and the RDMA transport is linked in (the Soft-RoCE test bed).
+// kvtest's own tests run it over TCP, and over rdma://$RDMARPC_TEST_IP when
+// that is set (the Soft-RoCE test bed).
 //
 // It uses only the transport interfaces, rpc and the kvstore packages.
 package kvtest

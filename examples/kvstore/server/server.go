@@ -145,30 +145,30 @@ func (s *Server) listen(target string) (transport.Listener, string, transport.Tr
 		return nil, "", nil, err
 	}
 	if scheme == "auto" {
-		lis, actual, t, err := s.listen("rdma://" + addr)
-		if err == nil {
-			return lis, actual, t, nil
-		}
-		_, registered := s.transport("rdma")
-		if registered && !errors.Is(err, transport.ErrNoDevice) {
-			return nil, "", nil, err
-		}
+		t, ok := s.transport("rdma")
 		reason := "this build has no RDMA transport"
-		if registered {
+		if ok {
+			lis, err := t.Listen(addr)
+			if err == nil {
+				return lis, "rdma://" + lis.Addr().String(), t, nil
+			}
+			if !errors.Is(err, transport.ErrNoDevice) {
+				return nil, "", nil, fmt.Errorf("listening on %s: %w", target, err)
+			}
 			reason = err.Error()
 		}
 		s.log.Info("no RDMA device serves this address: serving TCP instead",
 			zap.String("target", target), zap.String("reason", reason))
-		return s.listen("tcp://" + addr)
+		scheme = "tcp"
 	}
 	t, ok := s.transport(scheme)
 	if !ok {
-		_, _, err := transport.ForTarget(target) // for its message
+		_, _, err := transport.ForTarget(scheme + "://" + addr) // for its message
 		return nil, "", nil, err
 	}
 	lis, err := t.Listen(addr)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("listening on %s: %w", target, err)
+		return nil, "", nil, fmt.Errorf("listening on %s://%s: %w", scheme, addr, err)
 	}
 	return lis, scheme + "://" + lis.Addr().String(), t, nil
 }

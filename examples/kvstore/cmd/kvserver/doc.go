@@ -19,5 +19,5 @@
 // flags.
 //
 // This command wires flags, signals and logging to package server, and
-// links the transports in (tcp, and rdma once it exists).
+// links the transports in (tcp and rdma).
 package main

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/server"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/store"
+	_ "github.com/rdmarpc/rdmarpc/transport/rdma"
 	_ "github.com/rdmarpc/rdmarpc/transport/tcp"
 )
 
