@@ -346,7 +346,9 @@ func number(v float64) string {
 	case v >= 1e4:
 		return strconv.FormatFloat(v/1e3, 'g', 3, 64) + "k"
 	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
+	// Round to 3 significant digits first: 3 × 0.1 is 0.30000000000000004.
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 3, 64), 64)
+	return strconv.FormatFloat(r, 'f', -1, 64)
 }
 
 func abs(x int) int {

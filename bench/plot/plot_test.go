@@ -66,7 +66,7 @@ func TestFontCoversLabels(t *testing.T) {
 }
 
 func TestNumber(t *testing.T) {
-	for v, want := range map[float64]string{0.5: "0.5", 2: "2", 500: "500", 5000: "5000", 20000: "20k", 1e6: "1M", 2.5e6: "2.5M"} {
+	for v, want := range map[float64]string{0.5: "0.5", 3 * 0.1: "0.3", 0.03: "0.03", 2: "2", 500: "500", 5000: "5000", 20000: "20k", 1e6: "1M", 2.5e6: "2.5M"} {
 		if got := number(v); got != want {
 			t.Errorf("number(%v) = %q, want %q", v, got, want)
 		}
