@@ -92,20 +92,18 @@ func (s *suite) start(t *testing.T, dir string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
-	stopped := false
 	t.Cleanup(func() {
-		if !stopped {
-			cancel()
-			if err := <-served; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
 		}
 	})
 	return lis.Addr().String()
 }
 
-// stop returns a function that stops the server started by start now,
-// checking that it shut down cleanly.
+// startStoppable starts a server on the data directory dir, like start,
+// and returns with its address a function that stops it at once (checking
+// that it shut down cleanly); the test's end stops it otherwise.
 func (s *suite) startStoppable(t *testing.T, dir string) (addr string, stop func()) {
 	t.Helper()
 	lis, err := s.cfg.Transport.Listen(s.cfg.Addr)
