@@ -293,7 +293,7 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 	}
 	if len(ibRs) > 0 {
 		fmt.Fprintln(stdout)
-		bench.WriteRatios(stdout, "rdmarpc-"+scheme+" / raw verbs, same size (latency vs the ib_send_lat round trip, 2 × what it prints; throughput vs ib_send_bw's one-way stream, TX depth 128)",
+		bench.WriteRatios(stdout, "rdmarpc-"+scheme+" / raw verbs, same size (latency vs the ib_send_lat round trip, 2 × what it prints, a ping-pong: above conc 1 ours includes queueing; throughput vs ib_send_bw's one-way stream, TX depth 128)",
 			bench.Ratios(ourRs, ibRs), false)
 	}
 	if o.csvPath != "" {
