@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -128,9 +129,13 @@ func (cc *ClientConn) link(ctx context.Context) (*clientLink, error) {
 		}
 		done := make(chan struct{})
 		cc.dialing = done
+		tr := cc.tr
 		cc.mu.Unlock()
 
-		tc, err := cc.tr.Dial(ctx, cc.addr)
+		tc, err := tr.Dial(ctx, cc.addr)
+		if err != nil && cc.opts.fallback != "" && errors.Is(err, transport.ErrNoDevice) {
+			tc, err = cc.fallBack(ctx, err)
+		}
 
 		cc.mu.Lock()
 		cc.dialing = nil
@@ -141,7 +146,7 @@ func (cc *ClientConn) link(ctx context.Context) (*clientLink, error) {
 				return nil, st.Err()
 			}
 			cc.log.Info("dial failed", zap.Error(err))
-			return nil, status.Errorf(codes.Unavailable, "connecting to %s: %v", cc.target, err)
+			return nil, status.ErrorWithCause(codes.Unavailable, fmt.Sprintf("connecting to %s: %v", cc.target, err), err)
 		}
 		if cc.closed {
 			cc.mu.Unlock()
@@ -156,6 +161,20 @@ func (cc *ClientConn) link(ctx context.Context) (*clientLink, error) {
 		go l.readLoop()
 		return l, nil
 	}
+}
+
+// fallBack switches the connection to the fallback transport for good and
+// dials with it. why is the error that made it fall back.
+func (cc *ClientConn) fallBack(ctx context.Context, why error) (transport.Conn, error) {
+	tr, ok := transport.Lookup(cc.opts.fallback)
+	if !ok {
+		return nil, fmt.Errorf("%w (and no transport is registered for the fallback scheme %q)", why, cc.opts.fallback)
+	}
+	cc.log.Warn("no device serves the target: falling back", zap.String("fallback", cc.opts.fallback), zap.Error(why))
+	cc.mu.Lock()
+	cc.tr = tr
+	cc.mu.Unlock()
+	return tr.Dial(ctx, cc.addr)
 }
 
 // forget stops routing new calls to l (it is draining or gone).

@@ -99,6 +99,7 @@ type dialOptions struct {
 	interceptors []UnaryClientInterceptor
 	callOptions  []CallOption
 	transport    transport.Transport
+	fallback     string
 }
 
 // WithLogger sets the client's logger. Default zap.NewNop().
@@ -127,6 +128,13 @@ func WithKeepalive(k Keepalive) DialOption { return func(o *dialOptions) { o.kee
 
 // WithCodec sets the codec. Default ProtoCodec.
 func WithCodec(c Codec) DialOption { return func(o *dialOptions) { o.codec = c } }
+
+// WithFallback makes the connection dial the same address with the
+// transport of another scheme ("tcp") when the target's own fails because no
+// device serves the address (transport.ErrNoDevice), typically rdma:// on a
+// machine without RDMA. It logs one line when it falls back, and stays on
+// the fallback for later connections.
+func WithFallback(scheme string) DialOption { return func(o *dialOptions) { o.fallback = scheme } }
 
 // WithTransport dials with t instead of the transport registered for the
 // target's scheme (for instance a TCP transport with TLS).

@@ -113,9 +113,25 @@ func (s *Status) RawDetails() []*anypb.Any {
 	return s.details
 }
 
-type statusError struct{ s *Status }
+type statusError struct {
+	s     *Status
+	cause error // what the status reports, when it came from another error
+}
 
 func (e *statusError) Error() string { return e.s.String() }
+
+// Unwrap returns the error the status was made from, if any.
+func (e *statusError) Unwrap() error { return e.cause }
+
+// ErrorWithCause is Error whose result also wraps cause, so errors.Is and
+// errors.As still find it (for instance transport.ErrNoDevice behind an
+// Unavailable). Its message is msg alone.
+func ErrorWithCause(c codes.Code, msg string, cause error) error {
+	if c == codes.OK {
+		return nil
+	}
+	return &statusError{s: New(c, msg), cause: cause}
+}
 
 // Is matches another status error with the same code and message.
 func (e *statusError) Is(target error) bool {

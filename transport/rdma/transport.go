@@ -204,7 +204,17 @@ func (t *Transport) forgetEndpoint(addr net.Addr) {
 // Dial connects to addr ("ip:port"): the bootstrap TCP connection first,
 // whose local address says which RDMA device to use, then the handshake.
 func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, error) {
+	// Learn which local address routes to addr without sending anything
+	// (a UDP socket's connect), so a machine without a device for it
+	// fails fast and leaves the server alone.
 	var d net.Dialer
+	if probe, err := d.DialContext(ctx, "udp", addr); err == nil {
+		local := probe.LocalAddr().(*net.UDPAddr)
+		probe.Close()
+		if _, err := t.endpointFor(&net.TCPAddr{IP: local.IP}); err != nil {
+			return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
+		}
+	}
 	boot, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
