@@ -26,7 +26,8 @@ type Config struct {
 type Result struct {
 	Impl, Transport   string
 	Size, Concurrency int
-	Calls             int64
+	Calls             int64 // measured calls
+	WarmupCalls       int64 // calls before measuring (not in the CSV)
 	Elapsed           time.Duration
 	P50, P99, P999    time.Duration
 	AllocsPerCall     float64 // mallocs in this process per call
@@ -97,7 +98,7 @@ func Run(ctx context.Context, c Client, cfg Config) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	r.Calls, r.Elapsed = calls, elapsed
+	r.Calls, r.WarmupCalls, r.Elapsed = calls, warm, elapsed
 	if calls > 0 {
 		r.AllocsPerCall = float64(after.Mallocs-before.Mallocs) / float64(calls)
 		r.BytesPerCall = float64(after.TotalAlloc-before.TotalAlloc) / float64(calls)

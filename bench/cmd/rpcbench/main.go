@@ -200,7 +200,7 @@ func plotOnly(o options) error {
 
 // drive runs the matrix size by size: raw verbs first (when asked), then
 // for each concurrency rdmarpc and, right after it, gRPC, so that the
-// figures compared were measured minutes, not hours, apart.
+// figures compared were measured seconds apart.
 func drive(ctx context.Context, o options, stdout io.Writer) error {
 	target := o.target
 	if target == "" {
@@ -269,7 +269,7 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 			ourRs = append(ourRs, r)
 			progress(stdout, r)
 			if ctrs != nil {
-				perCall(stdout, before, ctrs.Counters(), r.Calls)
+				perCall(stdout, before, ctrs.Counters(), r.WarmupCalls+r.Calls)
 			}
 			if theirs != nil {
 				cfg.Impl, cfg.Transport = "grpc", "tcp"
@@ -321,8 +321,9 @@ func progress(w io.Writer, r bench.Result) {
 		float64(r.P50)/1e3, float64(r.P99)/1e3, r.CallsPerSec())
 }
 
-// perCall prints the counters that moved during a cell, per call. They
-// include the warm-up, and both ends when the server is in this process.
+// perCall prints the counters that moved during a cell (warm-up and
+// measured calls), per call. They count both ends when the server is in
+// this process.
 func perCall(w io.Writer, before, after map[string]uint64, calls int64) {
 	if calls <= 0 {
 		return
@@ -341,7 +342,7 @@ func perCall(w io.Writer, before, after map[string]uint64, calls int64) {
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %s=%.3g", k, float64(after[k]-before[k])/float64(calls))
 	}
-	fmt.Fprintf(w, "           transport counters per call (warm-up included, both ends):%s\n", b.String())
+	fmt.Fprintf(w, "           transport counters per call (both ends when the server is in process):%s\n", b.String())
 }
 
 func writePNG(path, title string, rs []bench.Result) error {
