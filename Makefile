@@ -2,10 +2,15 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: demo test deps lint build unit vm-test generate check-generate fuzz
+.PHONY: demo echo-demo test deps lint build unit vm-test generate check-generate fuzz
 
-# The main job: the Echo server and a client over TCP.
+# The main job: the key-value store, served (RDMA when a device serves the
+# address, else TCP) and used from its command-line client.
 demo:
+	bash examples/kvstore/quickstart.sh
+
+# The smallest service: Echo over TCP.
+echo-demo:
 	bash scripts/echo-demo.sh
 
 # Everything, on a fresh Debian machine: installs what it needs, then lint,

@@ -1,3 +1,5 @@
+// Command echo runs the demo Echo service: "echo serve" serves it, "echo
+// call" calls it. It speaks tcp:// and rdma://.
 package main
 
 import (
@@ -15,16 +17,22 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
+	_ "github.com/rdmarpc/rdmarpc/transport/rdma"
 	_ "github.com/rdmarpc/rdmarpc/transport/tcp"
 )
 
-func init() {
-	echo := &cobra.Command{
-		Use:   "echo",
-		Short: "Run the demo Echo service: a server, and a client that calls it",
+func main() {
+	root := &cobra.Command{
+		Use:           "echo",
+		Short:         "The demo Echo service: a server, and a client that calls it",
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
-	echo.AddCommand(echoServeCmd(), echoCallCmd())
-	rootCmd.AddCommand(echo)
+	root.AddCommand(echoServeCmd(), echoCallCmd())
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "echo:", err)
+		os.Exit(1)
+	}
 }
 
 type echoServer struct{ echopb.UnimplementedEchoServer }
