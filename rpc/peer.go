@@ -11,10 +11,11 @@ type Peer struct {
 	LocalAddr net.Addr
 }
 
-type peerKey struct{}
-
 // PeerFromContext returns the client a server handler is serving.
 func PeerFromContext(ctx context.Context) (*Peer, bool) {
-	p, ok := ctx.Value(peerKey{}).(*Peer)
-	return p, ok
+	c, err := callFromContext(ctx)
+	if err != nil {
+		return nil, false
+	}
+	return c.peer, true
 }

@@ -387,9 +387,8 @@ func (l *serverLink) start(id uint64, method string, fn func(*serverCall, contex
 	}
 	l.calls[id] = cancel
 	l.mu.Unlock()
-	sc := &serverCall{method: method}
+	sc := &serverCall{method: method, peer: l.peer}
 	ctx = context.WithValue(ctx, serverCallKey{}, sc)
-	ctx = context.WithValue(ctx, peerKey{}, l.peer)
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()

@@ -214,7 +214,11 @@ func (c *conn) writeLoop() {
 				bufs = append(bufs, f.b)
 			}
 		}
-		_, err := bufs.WriteTo(c.nc)
+		// WriteTo consumes the slice it is called on: give it a copy of
+		// the header so bufs keeps its backing array for the next batch.
+		out := bufs
+		_, err := out.WriteTo(c.nc)
+		clear(bufs)
 		for i, f := range batch {
 			c.sendBudget.Release(budget(len(f.b), c.sendCap))
 			if f.pooled {

@@ -98,32 +98,47 @@ type reader struct {
 	err error
 }
 
+// The decoders label their errors with what they were reading; labels are
+// pairs of strings joined only when an error is reported, so a frame that
+// decodes cleanly costs no allocation for them.
+
 func (r *reader) fail(format string, a ...any) {
 	if r.err == nil {
 		r.err = malformed(format, a...)
 	}
 }
 
-func (r *reader) uvarint(what string) uint64 {
+func (r *reader) uvarint(what string) uint64 { return r.uvarint2(what, "") }
+
+// uvarint2 reads a varint labelled what+suffix.
+func (r *reader) uvarint2(what, suffix string) uint64 {
 	if r.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
-		r.fail("bad varint for %s", what)
+		r.fail("bad varint for %s%s", what, suffix)
 		return 0
 	}
 	r.b = r.b[n:]
 	return v
 }
 
-func (r *reader) bytes(what string) []byte {
-	n := r.uvarint(what + " length")
+func (r *reader) bytes(what string) []byte { return r.bytes2(what, "") }
+
+// bytes2 reads a length-prefixed field labelled what+suffix.
+func (r *reader) bytes2(what, suffix string) []byte {
 	if r.err != nil {
 		return nil
 	}
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 {
+		r.fail("bad varint for %s%s length", what, suffix)
+		return nil
+	}
+	r.b = r.b[k:]
 	if n > uint64(len(r.b)) {
-		r.fail("%s of %d bytes, only %d left", what, n, len(r.b))
+		r.fail("%s%s of %d bytes, only %d left", what, suffix, n, len(r.b))
 		return nil
 	}
 	v := r.b[:n:n]
@@ -135,7 +150,7 @@ func (r *reader) string(what string) string { return string(r.bytes(what)) }
 
 // md decodes metadata: a count of pairs, then key and value strings.
 func (r *reader) md(what string) metadata.MD {
-	n := r.uvarint(what + " count")
+	n := r.uvarint2(what, " count")
 	if r.err != nil || n == 0 {
 		return nil
 	}
@@ -147,8 +162,8 @@ func (r *reader) md(what string) metadata.MD {
 	}
 	md := make(metadata.MD, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
-		k := r.bytes(what + " key")
-		v := r.bytes(what + " value")
+		k := r.bytes2(what, " key")
+		v := r.bytes2(what, " value")
 		if r.err != nil {
 			break
 		}

@@ -106,3 +106,18 @@ func TestPayloadAliasesFrame(t *testing.T) {
 		t.Fatal("payload is not the frame's own bytes")
 	}
 }
+
+// TestDecodeAllocations guards the hot path: decoding a request costs one
+// allocation (its method name), a response without metadata none.
+func TestDecodeAllocations(t *testing.T) {
+	req := append(AppendRequestHead(nil, 1, time.Second, "/a.B/C", nil), 1, 2, 3)
+	_, body, _ := ParseHeader(req)
+	if n := testing.AllocsPerRun(100, func() { _, _ = ParseRequest(body) }); n > 1 {
+		t.Errorf("ParseRequest allocates %v times, want at most 1", n)
+	}
+	resp := append(AppendResponseHead(nil, 1, 0, "", nil, nil, nil), 1, 2, 3)
+	_, body, _ = ParseHeader(resp)
+	if n := testing.AllocsPerRun(100, func() { _, _ = ParseResponse(body) }); n > 0 {
+		t.Errorf("ParseResponse allocates %v times, want none", n)
+	}
+}
