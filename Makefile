@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: demo echo-demo test deps lint build unit vm-test generate check-generate fuzz
+.PHONY: demo echo-demo test deps lint build unit vm-test generate check-generate fuzz bench bench-rdma
 
 # The main job: the key-value store, served (RDMA when a device serves the
 # address, else TCP) and used from its command-line client.
@@ -51,3 +51,15 @@ fuzz:
 	    echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# Benchmarks: rdmarpc-TCP and gRPC-go in one run (go test, then the harness's
+# ratio table, CSV and PNG in .cache/); bench-rdma: rdmarpc over rdma://
+# next to ib_send_lat / ib_send_bw in the Soft-RoCE guest. See bench/README.md.
+bench:
+	mkdir -p .cache
+	go test -run '^$$' -bench Echo -benchtime 2s -count 1 ./bench/ | tee .cache/bench-echo.txt
+	go run ./bench/cmd/rpcbench --compare-grpc --sizes 64,1KiB,64KiB --conc 1,16,64 --duration 3s \
+		--csv .cache/bench.csv --png .cache/bench.png
+
+bench-rdma:
+	bash bench/softroce.sh
