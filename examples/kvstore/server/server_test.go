@@ -413,7 +413,8 @@ func (l *failingListener) Accept(context.Context) (transport.Conn, error) { retu
 func (l *failingListener) Close() error                                   { return nil }
 func (l *failingListener) Addr() net.Addr                                 { return l.addr }
 
-// notifyingListener closes closed when it is closed.
+// notifyingListener closes closed once it is closed: after the inner
+// listener's Close has returned, so the socket no longer accepts.
 type notifyingListener struct {
 	transport.Listener
 	once   sync.Once
@@ -421,6 +422,7 @@ type notifyingListener struct {
 }
 
 func (l *notifyingListener) Close() error {
+	err := l.Listener.Close()
 	l.once.Do(func() { close(l.closed) })
-	return l.Listener.Close()
+	return err
 }
