@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"strings"
@@ -71,6 +72,35 @@ func FuzzHello(f *testing.F) {
 		}
 		if again, err := decodeHello(h.encode()); err != nil || again != h {
 			t.Fatalf("round trip: %+v %v", again, err)
+		}
+	})
+}
+
+// FuzzReadReply: what a peer sends where a hello or the ready byte is
+// expected (a hello, a refusal with its reason, or garbage) never panics,
+// and fails only with a refusal, a protocol error or a read error.
+func FuzzReadReply(f *testing.F) {
+	h := validHello()
+	f.Add(h.encode(), false)
+	f.Add(encodeRefusal("no RDMA device serves 10.0.0.1"), false)
+	f.Add([]byte{readyByte}, true)
+	f.Add([]byte("RRPN\xff\xffshort"), false)
+	f.Add([]byte("RRPX garbage that starts like a refusal"), true)
+	tr := New(Options{})
+	f.Fuzz(func(t *testing.T, in []byte, ready bool) {
+		n := helloLen
+		if ready {
+			n = 1
+		}
+		b, err := tr.readReply(bytes.NewReader(in), n)
+		if err != nil {
+			if !errors.Is(err, ErrRefused) && !errors.Is(err, transport.ErrProtocol) {
+				t.Fatalf("unexpected error kind: %v", err)
+			}
+			return
+		}
+		if len(b) != n {
+			t.Fatalf("read %d bytes, want %d", len(b), n)
 		}
 	})
 }

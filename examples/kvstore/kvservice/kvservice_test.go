@@ -72,3 +72,29 @@ func TestToStatus(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseToken: page tokens come from clients, so from the network. Any
+// bytes either decode to a key within the limit or fail with
+// InvalidArgument; a token made by makeToken always decodes to its key.
+func FuzzParseToken(f *testing.F) {
+	sel := selection([]byte("user/"), nil, nil)
+	f.Add(makeToken(sel, []byte("user/42")), sel)
+	f.Add([]byte{tokenVersion, 0, 0, 0, 0}, uint32(0))
+	f.Add([]byte("garbage"), uint32(7))
+	f.Fuzz(func(t *testing.T, tok []byte, sel uint32) {
+		last, err := parseToken(tok, sel)
+		if err != nil {
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("error %v is not InvalidArgument", err)
+			}
+			return
+		}
+		if len(last) == 0 || len(last) > store.MaxKeySize {
+			t.Fatalf("decoded a %d-byte key", len(last))
+		}
+		again, err := parseToken(makeToken(sel, last), sel)
+		if err != nil || !bytes.Equal(again, last) {
+			t.Fatalf("round trip: %q, %v", again, err)
+		}
+	})
+}
