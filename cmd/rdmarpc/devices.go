@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmarpc/rdmarpc/transport/rdma/rdmadev"
-	"github.com/rdmarpc/rdmarpc/transport/rdma/verbs"
 )
 
 // errNoDevices is what `devices` and `stats` fail with on a host without
@@ -22,32 +21,17 @@ var errNoDevices = errors.New("no RDMA devices found (is rdma_rxe loaded? For So
 	"/sys/class/infiniband is empty or missing)")
 
 // deviceSource is where the device commands get their facts; tests replace it.
+//
+// Everything comes from sysfs and netlink, in pure Go: the rdmarpc command
+// links no cgo, so `go tool rdmarpc gen` builds on machines without
+// libibverbs' headers. (The active MTU is rdmadev's estimate from the
+// netdev's MTU, which is what the kernel derives it from.)
 type deviceSource struct {
 	list     func() ([]rdmadev.Device, error)
 	counters func(dev string, port uint8) (map[string]uint64, error)
-	// activeMTUs returns the exact active MTU of ports from the verbs
-	// binding; nil when it is unavailable (no cgo, device not openable).
-	activeMTUs func(dev string, ports []uint8) map[uint8]int
 }
 
-var hostDevices = deviceSource{list: rdmadev.List, counters: rdmadev.Counters, activeMTUs: verbsActiveMTUs}
-
-// verbsActiveMTUs asks the device itself: sysfs does not record the MTU,
-// rdmadev only estimates it from the netdev's.
-func verbsActiveMTUs(dev string, ports []uint8) map[uint8]int {
-	ctx, err := verbs.Open(dev)
-	if err != nil {
-		return nil
-	}
-	defer ctx.Close()
-	out := map[uint8]int{}
-	for _, p := range ports {
-		if pa, err := ctx.QueryPort(p); err == nil && pa.ActiveMTU > 0 {
-			out[p] = pa.ActiveMTU
-		}
-	}
-	return out
-}
+var hostDevices = deviceSource{list: rdmadev.List, counters: rdmadev.Counters}
 
 func newDevicesCmd(src deviceSource) *cobra.Command {
 	var asJSON bool
@@ -68,20 +52,6 @@ It fails when the host has no RDMA device.`,
 			}
 			if len(devs) == 0 {
 				return errNoDevices
-			}
-			for i := range devs {
-				d := &devs[i]
-				nums := make([]uint8, len(d.Ports))
-				for j, p := range d.Ports {
-					nums[j] = p.Num
-				}
-				for port, mtu := range src.activeMTUs(d.Name, nums) {
-					for j := range d.Ports {
-						if d.Ports[j].Num == port {
-							d.Ports[j].ActiveMTU = mtu
-						}
-					}
-				}
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), devs)

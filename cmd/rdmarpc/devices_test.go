@@ -30,7 +30,7 @@ var fakeDevs = []rdmadev.Device{{
 	Ports: []rdmadev.Port{{Num: 1, State: "DOWN", PhysState: "Polling", LinkLayer: "InfiniBand", LID: 0x1a, GIDs: []rdmadev.GIDEntry{}}},
 }}
 
-func fakeSource(devs []rdmadev.Device, mtus map[uint8]int) deviceSource {
+func fakeSource(devs []rdmadev.Device) deviceSource {
 	return deviceSource{
 		list: func() ([]rdmadev.Device, error) { return devs, nil },
 		counters: func(dev string, port uint8) (map[string]uint64, error) {
@@ -39,7 +39,6 @@ func fakeSource(devs []rdmadev.Device, mtus map[uint8]int) deviceSource {
 			}
 			return map[string]uint64{"port_xmit_data": 7}, nil
 		},
-		activeMTUs: func(string, []uint8) map[uint8]int { return mtus },
 	}
 }
 
@@ -57,11 +56,11 @@ func run(t *testing.T, cmd *cobra.Command, args ...string) (string, error) {
 
 func TestDevicesNoDevices(t *testing.T) {
 	for _, args := range [][]string{nil, {"--json"}} {
-		out, err := run(t, newDevicesCmd(fakeSource(nil, nil)), args...)
+		out, err := run(t, newDevicesCmd(fakeSource(nil)), args...)
 		if !errors.Is(err, errNoDevices) || !strings.Contains(err.Error(), "no RDMA devices found (is rdma_rxe loaded?") || out != "" {
 			t.Errorf("devices %v with no devices: %q, %v", args, out, err)
 		}
-		out, err = run(t, newStatsCmd(fakeSource(nil, nil)), args...)
+		out, err = run(t, newStatsCmd(fakeSource(nil)), args...)
 		if !errors.Is(err, errNoDevices) || out != "" {
 			t.Errorf("stats %v with no devices: %q, %v", args, out, err)
 		}
@@ -69,7 +68,7 @@ func TestDevicesNoDevices(t *testing.T) {
 }
 
 func TestDevicesText(t *testing.T) {
-	out, err := run(t, newDevicesCmd(fakeSource(fakeDevs, nil)))
+	out, err := run(t, newDevicesCmd(fakeSource(fakeDevs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +85,8 @@ func TestDevicesText(t *testing.T) {
 	}
 }
 
-func TestDevicesJSONWithVerbsMTU(t *testing.T) {
-	// The exact MTU from the device replaces rdmadev's estimate.
-	out, err := run(t, newDevicesCmd(fakeSource(fakeDevs, map[uint8]int{1: 4096})), "--json")
+func TestDevicesJSON(t *testing.T) {
+	out, err := run(t, newDevicesCmd(fakeSource(fakeDevs)), "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,14 +94,14 @@ func TestDevicesJSONWithVerbsMTU(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, out)
 	}
-	if len(got) != 2 || got[0].Name != "rxe0" || got[0].Ports[0].ActiveMTU != 4096 ||
+	if len(got) != 2 || got[0].Name != "rxe0" || got[0].Ports[0].ActiveMTU != 1024 ||
 		!got[0].Ports[0].GIDs[1].GID.Equal(net.ParseIP("10.9.9.1")) || got[0].Ports[0].GIDs[1].Type != "RoCE v2" {
 		t.Errorf("JSON round trip = %+v", got)
 	}
 }
 
 func TestStats(t *testing.T) {
-	out, err := run(t, newStatsCmd(fakeSource(fakeDevs, nil)), "rxe0")
+	out, err := run(t, newStatsCmd(fakeSource(fakeDevs)), "rxe0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +114,7 @@ func TestStats(t *testing.T) {
 		t.Error("counters are not sorted")
 	}
 
-	out, err = run(t, newStatsCmd(fakeSource(fakeDevs, nil)), "--json")
+	out, err = run(t, newStatsCmd(fakeSource(fakeDevs)), "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,11 +126,11 @@ func TestStats(t *testing.T) {
 		t.Errorf("stats --json = %+v", got)
 	}
 
-	if _, err := run(t, newStatsCmd(fakeSource(fakeDevs, nil)), "mlx5_9"); err == nil ||
+	if _, err := run(t, newStatsCmd(fakeSource(fakeDevs)), "mlx5_9"); err == nil ||
 		!strings.Contains(err.Error(), `no RDMA device "mlx5_9" (devices: [rxe0 ibp0])`) {
 		t.Errorf("stats of an unknown device: %v", err)
 	}
-	failing := fakeSource(fakeDevs, nil)
+	failing := fakeSource(fakeDevs)
 	failing.counters = func(string, uint8) (map[string]uint64, error) { return nil, fmt.Errorf("boom") }
 	if _, err := run(t, newStatsCmd(failing)); err == nil || err.Error() != "boom" {
 		t.Errorf("stats with a failing counter read: %v", err)
