@@ -418,8 +418,7 @@ func (l *clientLink) dispatch(b transport.Buffer) bool {
 		l.protocolError(err)
 		return false
 	}
-	switch h.Kind {
-	case wire.KindResponse:
+	if h.Kind == wire.KindResponse {
 		l.mu.Lock()
 		p, ok := l.pending[h.CallID]
 		delete(l.pending, h.CallID)
@@ -434,33 +433,17 @@ func (l *clientLink) dispatch(b transport.Buffer) bool {
 			l.retire()
 		}
 		return true
-	case wire.KindPing:
-		_, err = wire.ParsePing(body)
-		b.Release()
-		if err == nil {
-			l.owePong()
-			return true
-		}
-	case wire.KindPong:
-		_, err = wire.ParsePing(body)
-		b.Release()
-		if err == nil {
-			return true
-		}
-	case wire.KindGoAway:
-		var ga wire.GoAway
-		ga, err = wire.ParseGoAway(body)
-		b.Release()
-		if err == nil {
-			l.goAway(ga)
-			return true
-		}
-	default:
-		b.Release()
-		err = errors.New("server sent a " + h.Kind.String() + " frame, which only clients send")
 	}
-	l.protocolError(err)
-	return false
+	ga, err := l.control(h, body, "server", "clients")
+	b.Release()
+	if err != nil {
+		l.protocolError(err)
+		return false
+	}
+	if ga != nil {
+		l.goAway(*ga)
+	}
+	return true
 }
 
 // goAway stops new calls on l; it closes once the calls in flight finish.

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,6 +146,31 @@ func (l *link) sendControl(frame []byte) error {
 		}
 	}
 	return err
+}
+
+// control handles the frames both ends treat alike: it answers PINGs,
+// takes PONGs, and decodes a GOAWAY for the caller to act on. Any other
+// kind reaching it is one the peer's role never sends: "server sent a
+// REQUEST frame, which only clients send".
+func (l *link) control(h wire.Header, body []byte, peer, others string) (*wire.GoAway, error) {
+	switch h.Kind {
+	case wire.KindPing:
+		if _, err := wire.ParsePing(body); err != nil {
+			return nil, err
+		}
+		l.owePong()
+		return nil, nil
+	case wire.KindPong:
+		_, err := wire.ParsePing(body)
+		return nil, err
+	case wire.KindGoAway:
+		ga, err := wire.ParseGoAway(body)
+		if err != nil {
+			return nil, err
+		}
+		return &ga, nil
+	}
+	return nil, fmt.Errorf("%s sent a %v frame, which only %s send", peer, h.Kind, others)
 }
 
 // protocolError closes the link because the peer broke the protocol: one

@@ -261,30 +261,16 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 			}
 			return true
 		}
-	case wire.KindPing:
-		_, err = wire.ParsePing(body)
-		b.Release()
-		if err == nil {
-			l.owePong()
-			return true
-		}
-	case wire.KindPong:
-		_, err = wire.ParsePing(body)
-		b.Release()
-		if err == nil {
-			return true
-		}
-	case wire.KindGoAway:
-		var ga wire.GoAway
-		ga, err = wire.ParseGoAway(body)
-		b.Release()
-		if err == nil {
-			l.log.Warn("client is closing the connection", zap.Stringer("peer", l.peer.Addr), zap.Stringer("code", codes.Code(ga.Code)), zap.String("reason", ga.Message))
-			return true
-		}
 	default:
+		var ga *wire.GoAway
+		ga, err = l.control(h, body, "client", "servers")
 		b.Release()
-		err = errors.New("client sent a " + h.Kind.String() + " frame, which only servers send")
+		if err == nil {
+			if ga != nil {
+				l.log.Warn("client is closing the connection", zap.Stringer("peer", l.peer.Addr), zap.Stringer("code", codes.Code(ga.Code)), zap.String("reason", ga.Message))
+			}
+			return true
+		}
 	}
 	l.protocolError(err)
 	return false
