@@ -56,27 +56,33 @@ type conn struct {
 	// Send side, guarded by mu.
 	mu          sync.Mutex
 	win         *credit.Window
-	free        []int32 // free send slots
-	lent        int     // slots lent by NewSendBuffer
-	ring        []posted
+	free        []int32        // free send slots
+	lent        int            // slots lent by NewSendBuffer
+	ring        []posted       // queued and posted sends, in order, until completed
+	outbox      []verbs.SendWR // queued, not yet posted
+	spareOutbox []verbs.SendWR
+	posting     bool   // a flush is posting the outbox
 	seq         uint64 // id of the next send
 	sqFree      int
 	unsignaled  int
 	ctlWanted   bool          // a credit-only message waits for send-queue room
-	wake        chan struct{} // closed and replaced when credits or slots free up
+	wake        notifier      // credits, slots or send-queue entries freed
 	turn        chan struct{} // one message at a time: fragments stay contiguous
 	turnWaiters atomic.Int32
 	abortOwed   bool // a message was abandoned mid-way; its turn holder sends the abort
 
 	// Receive side, guarded by rmu.
-	rmu      sync.Mutex
-	led      *credit.Ledger
-	queue    []transport.Buffer // delivered, waiting for Recv
-	queued   int                // bytes of reassembled messages in queue
-	deferred []int32            // receive buffers whose re-post waits for queue room
-	rdone    bool               // nothing more will be delivered
-	rwake    chan struct{}
-	asm      reassembler // the poller's alone
+	rmu          sync.Mutex
+	led          *credit.Ledger
+	queue        []transport.Buffer // delivered, waiting for Recv
+	queued       int                // bytes of reassembled messages in queue
+	deferred     []int32            // receive buffers whose re-post waits for queue room
+	unposted     []int32            // released receive buffers waiting to be posted in a batch
+	spare        []int32            // a slice for taking unposted ones, reused
+	releaseBatch int
+	rdone        bool        // nothing more will be delivered
+	rwake        notifier    // a message delivered, or the end
+	asm          reassembler // the poller's alone
 
 	// Life cycle.
 	ctx       context.Context // done when the connection starts closing
@@ -105,20 +111,19 @@ type posted struct {
 func (t *Transport) newConn(dev *device, port uint8, boot net.Conn) (*conn, error) {
 	o := &t.o
 	c := &conn{
-		t:         t,
-		o:         o,
-		log:       o.Logger.With(zap.Stringer("peer", boot.RemoteAddr())),
-		dev:       dev,
-		boot:      boot,
-		recvs:     o.RecvBuffers + credit.Extra,
-		led:       credit.NewLedger(o.RecvBuffers),
-		wake:      make(chan struct{}),
-		rwake:     make(chan struct{}),
-		turn:      make(chan struct{}, 1),
-		local:     make(chan struct{}),
-		closed:    make(chan struct{}),
-		watchDone: make(chan struct{}),
-		asm:       reassembler{max: o.MaxMessageSize},
+		t:            t,
+		o:            o,
+		log:          o.Logger.With(zap.Stringer("peer", boot.RemoteAddr())),
+		dev:          dev,
+		boot:         boot,
+		recvs:        o.RecvBuffers + credit.Extra,
+		led:          credit.NewLedger(o.RecvBuffers),
+		releaseBatch: max(1, o.RecvBuffers/4),
+		turn:         make(chan struct{}, 1),
+		local:        make(chan struct{}),
+		closed:       make(chan struct{}),
+		watchDone:    make(chan struct{}),
+		asm:          reassembler{max: o.MaxMessageSize},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	sqDepth := o.SendSlots + ctlHeadroom
@@ -362,7 +367,7 @@ func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 				c.t.counters.slotWaits.Add(1)
 			}
 		}
-		w := c.wake
+		w := c.wake.wait()
 		c.mu.Unlock()
 		select {
 		case <-w:
@@ -374,11 +379,10 @@ func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 	}
 }
 
-// post posts a reserved data send of n bytes from slot, with the credits
+// post sends a reserved data message of n bytes from slot, with the credits
 // owed piggybacked.
 func (c *conn) post(slot int32, k kind, n int, last bool) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.rmu.Lock()
 	grant := c.led.Piggyback()
 	c.rmu.Unlock()
@@ -394,22 +398,49 @@ func (c *conn) post(slot int32, k kind, n int, last bool) error {
 		wr.MR, wr.Offset, wr.Length = c.sendMR, uint32(int(slot)*int(c.peer.bufSize)), uint32(n)
 		wr.Inline = n <= c.maxInline
 	}
-	return c.postLocked(wr, slot)
+	c.enqueueLocked(wr, slot)
+	c.mu.Unlock()
+	return c.flush()
 }
 
-// postLocked posts one send and records it. Called with mu held.
-func (c *conn) postLocked(wr verbs.SendWR, slot int32) error {
-	if err := c.qp.PostSend([]verbs.SendWR{wr}); err != nil {
-		err = fmt.Errorf("posting a send: %w", err)
-		go c.fail(err)
-		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
-	}
+// enqueueLocked queues one send for posting and records it in the ring, in
+// the order it will be posted. Called with mu held.
+func (c *conn) enqueueLocked(wr verbs.SendWR, slot int32) {
 	if wr.Signaled {
 		c.unsignaled = 0
 	}
+	c.outbox = append(c.outbox, wr)
 	c.ring = append(c.ring, posted{seq: wr.ID, slot: slot, signaled: wr.Signaled})
 	c.seq++
-	c.t.counters.sendsPosted.Add(1)
+}
+
+// flush posts the queued sends. Senders queue and flush; when a flush is
+// already posting, it takes theirs too, so concurrent senders share one
+// post (one doorbell, one cgo call) instead of taking turns.
+func (c *conn) flush() error {
+	c.mu.Lock()
+	if c.posting {
+		c.mu.Unlock()
+		return nil
+	}
+	c.posting = true
+	var err error
+	for len(c.outbox) > 0 && err == nil {
+		batch := c.outbox
+		c.outbox = c.spareOutbox[:0]
+		c.mu.Unlock()
+		err = c.qp.PostSend(batch)
+		c.t.counters.sendsPosted.Add(uint64(len(batch)))
+		c.mu.Lock()
+		c.spareOutbox = batch[:0]
+	}
+	c.posting = false
+	c.mu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("posting sends: %w", err)
+		c.fail(err)
+		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
+	}
 	return nil
 }
 
@@ -418,24 +449,27 @@ func (c *conn) postLocked(wr verbs.SendWR, slot int32) error {
 // (it always should) the poller tries again after the next completion.
 func (c *conn) sendCreditOnly() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.ctx.Err() != nil || c.win == nil {
+		c.mu.Unlock()
 		return
 	}
 	if c.sqFree == 0 {
 		c.ctlWanted = true
+		c.mu.Unlock()
 		return
 	}
 	c.rmu.Lock()
 	n := c.led.CreditOnly()
 	c.rmu.Unlock()
 	if n == 0 {
+		c.mu.Unlock()
 		return
 	}
 	c.ctlWanted = false
 	c.sqFree--
-	wr := verbs.SendWR{ID: c.seq, Signaled: true, Imm: encodeImm(kindCredit, n), HasImm: true}
-	if c.postLocked(wr, -1) == nil {
+	c.enqueueLocked(verbs.SendWR{ID: c.seq, Signaled: true, Imm: encodeImm(kindCredit, n), HasImm: true}, -1)
+	c.mu.Unlock()
+	if c.flush() == nil {
 		c.t.counters.creditOnlySent.Add(1)
 	}
 }
@@ -464,7 +498,7 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 			c.lentBufs.Add(1)
 			return transport.NewBuffer(c.slotBytes(s)[:n], sendSlot{c}, uint64(s)), nil
 		}
-		w := c.wake
+		w := c.wake.wait()
 		c.mu.Unlock()
 		select {
 		case <-w:
@@ -527,9 +561,26 @@ func (heapSend) ReleaseBuffer(_ uint64, b []byte) { bufpool.Put(b) }
 
 // broadcastLocked wakes everyone waiting for credits or slots. Called with
 // mu held.
-func (c *conn) broadcastLocked() {
-	close(c.wake)
-	c.wake = make(chan struct{})
+func (c *conn) broadcastLocked() { c.wake.broadcast() }
+
+// notifier wakes the goroutines waiting for a condition that a mutex, held
+// around both calls, guards. A channel is made only when somebody waits, so
+// the data path, where nobody usually does, allocates nothing.
+type notifier struct{ ch chan struct{} }
+
+// wait returns a channel closed at the next broadcast.
+func (n *notifier) wait() <-chan struct{} {
+	if n.ch == nil {
+		n.ch = make(chan struct{})
+	}
+	return n.ch
+}
+
+func (n *notifier) broadcast() {
+	if n.ch != nil {
+		close(n.ch)
+		n.ch = nil
+	}
 }
 
 // ---- receiving ----
@@ -545,8 +596,9 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 		}
 		if len(c.queue) > 0 {
 			b := c.queue[0]
-			c.queue[0] = transport.Buffer{}
-			c.queue = c.queue[1:]
+			n := copy(c.queue, c.queue[1:])
+			c.queue[n] = transport.Buffer{}
+			c.queue = c.queue[:n]
 			var repost []int32
 			if !b.Owned(recvBuffer{c}) {
 				c.queued -= b.Len()
@@ -565,7 +617,7 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 			c.rmu.Unlock()
 			return transport.Buffer{}, c.closeErr()
 		}
-		w := c.rwake
+		w := c.rwake.wait()
 		c.rmu.Unlock()
 		select {
 		case <-w:
@@ -579,31 +631,36 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 // deliver queues a received message for Recv. Called with rmu held.
 func (c *conn) deliverLocked(b transport.Buffer) {
 	c.queue = append(c.queue, b)
-	close(c.rwake)
-	c.rwake = make(chan struct{})
+	c.rwake.broadcast()
 }
 
 // repost posts data receive buffers again and owes the peer their credits.
 func (c *conn) repost(bufs []int32) {
-	if c.torndown.Load() {
+	if c.torndown.Load() || len(bufs) == 0 {
 		return
 	}
-	wrs := make([]verbs.RecvWR, len(bufs))
-	for i, b := range bufs {
-		wrs[i] = c.recvWR(b)
-	}
-	if err := c.qp.PostRecv(wrs); err != nil {
-		if c.ctx.Err() == nil {
-			go c.fail(fmt.Errorf("re-posting receives: %w", err))
+	var batch [16]verbs.RecvWR // on the stack: no allocation per message
+	for len(bufs) > 0 {
+		wrs := batch[:0]
+		for len(bufs) > 0 && len(wrs) < len(batch) {
+			wrs = append(wrs, c.recvWR(bufs[0]))
+			bufs = bufs[1:]
 		}
-		return
+		if err := c.qp.PostRecv(wrs); err != nil {
+			if c.ctx.Err() == nil {
+				go c.fail(fmt.Errorf("re-posting receives: %w", err))
+			}
+			return
+		}
+		c.recvOutstanding.Add(int32(len(wrs)))
+		c.t.counters.recvsPosted.Add(uint64(len(wrs)))
+		c.rmu.Lock()
+		for range wrs {
+			c.led.Reposted()
+		}
+		c.rmu.Unlock()
 	}
-	c.recvOutstanding.Add(int32(len(wrs)))
-	c.t.counters.recvsPosted.Add(uint64(len(wrs)))
 	c.rmu.Lock()
-	for range bufs {
-		c.led.Reposted()
-	}
 	enough := c.led.Owed() >= credit.Threshold(c.o.RecvBuffers)
 	c.rmu.Unlock()
 	if enough {
@@ -611,11 +668,62 @@ func (c *conn) repost(bufs []int32) {
 	}
 }
 
+// released takes back a whole message's receive buffer. Buffers are posted
+// again in batches of up to releaseBatch (one doorbell, one cgo call for
+// several); the poller flushes a smaller batch whenever it runs. A batch is
+// at most R/4, so the credits it holds back can never be what the peer
+// waits for: with fewer than R/4 buffers unposted, at least ceil(R/2) are
+// owed, which sends a credit-only message (see credit.Threshold).
+func (c *conn) released(buf int32) {
+	c.rmu.Lock()
+	c.unposted = append(c.unposted, buf)
+	var flush []int32
+	if len(c.unposted) >= c.releaseBatch {
+		flush = c.takeUnpostedLocked()
+	}
+	c.rmu.Unlock()
+	c.repost(flush)
+	if flush != nil {
+		c.giveBack(flush)
+	}
+}
+
+// takeUnpostedLocked takes the buffers waiting to be posted again, into a
+// slice from the pool of such slices. Called with rmu held.
+func (c *conn) takeUnpostedLocked() []int32 {
+	if len(c.unposted) == 0 {
+		return nil
+	}
+	out := c.spare
+	c.spare = nil
+	out = append(out[:0], c.unposted...)
+	c.unposted = c.unposted[:0]
+	return out
+}
+
+// giveBack returns a slice from takeUnpostedLocked for reuse.
+func (c *conn) giveBack(s []int32) {
+	c.rmu.Lock()
+	c.spare = s[:0]
+	c.rmu.Unlock()
+}
+
+// flushUnposted posts again whatever released buffers wait.
+func (c *conn) flushUnposted() {
+	c.rmu.Lock()
+	flush := c.takeUnpostedLocked()
+	c.rmu.Unlock()
+	if flush != nil {
+		c.repost(flush)
+		c.giveBack(flush)
+	}
+}
+
 // recvBuffer owns whole messages handed up in their receive buffer.
 type recvBuffer struct{ c *conn }
 
 func (o recvBuffer) ReleaseBuffer(id uint64, _ []byte) {
-	o.c.repost([]int32{int32(id)})
+	o.c.released(int32(id))
 	o.c.unlend()
 }
 
@@ -648,8 +756,10 @@ func (c *conn) poll() {
 		}
 		if n > 0 {
 			reposts = c.handle(wcs[:n], reposts[:0])
+			c.flushUnposted()
 			continue
 		}
+		c.flushUnposted()
 		if c.spin(wcs) {
 			continue
 		}
@@ -739,7 +849,8 @@ func (c *conn) sendCompleted(seq uint64) {
 		}
 		c.sqFree++
 	}
-	c.ring = c.ring[i:]
+	// Keep the ring's array: slide what is left to the front.
+	c.ring = c.ring[:copy(c.ring, c.ring[i:])]
 	c.broadcastLocked()
 }
 
@@ -939,8 +1050,7 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	c.rmu.Lock()
 	c.rdone = true
 	c.asm.reset()
-	close(c.rwake)
-	c.rwake = make(chan struct{})
+	c.rwake.broadcast()
 	if local {
 		// Nobody will Recv these: forget them (a receive buffer is not
 		// posted again now, its memory just stops being lent).

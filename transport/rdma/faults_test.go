@@ -160,14 +160,15 @@ func TestHandshakeRefusals(t *testing.T) {
 func (c *conn) postRaw(t *testing.T, k kind, grant int, payload []byte) {
 	t.Helper()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	slot := c.free[len(c.free)-1]
 	c.free = c.free[:len(c.free)-1]
 	c.sqFree--
 	copy(c.slotBytes(slot), payload)
 	wr := verbs.SendWR{ID: c.seq, MR: c.sendMR, Offset: uint32(int(slot) * int(c.peer.bufSize)),
 		Length: uint32(len(payload)), Signaled: true, Imm: encodeImm(k, grant), HasImm: true}
-	if err := c.postLocked(wr, slot); err != nil {
+	c.enqueueLocked(wr, slot)
+	c.mu.Unlock()
+	if err := c.flush(); err != nil {
 		t.Fatal(err)
 	}
 }
