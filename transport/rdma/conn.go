@@ -648,7 +648,7 @@ func (c *conn) repost(bufs []int32) {
 		}
 		if err := c.qp.PostRecv(wrs); err != nil {
 			if c.ctx.Err() == nil {
-				go c.fail(fmt.Errorf("re-posting receives: %w", err))
+				c.fail(fmt.Errorf("re-posting receives: %w", err))
 			}
 			return
 		}
