@@ -787,9 +787,9 @@ func (c *conn) spin(wcs []verbs.WorkCompletion) bool {
 	deadline := time.Now().Add(c.o.PollSpin)
 	for time.Now().Before(deadline) {
 		runtime.Gosched()
-		if n, err := c.cq.Poll(wcs[:1]); err != nil || n > 0 {
+		if n, err := c.cq.Poll(wcs); err != nil || n > 0 {
 			if n > 0 {
-				c.handle(wcs[:1], nil)
+				c.handle(wcs[:n], nil)
 			}
 			return true
 		}
@@ -800,7 +800,7 @@ func (c *conn) spin(wcs []verbs.WorkCompletion) bool {
 // handle processes a batch of completions; data receives that can be
 // posted again at once are posted in one batch at the end.
 func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
-	sendsDone := false
+	sendsDone, lastSend := false, uint64(0)
 	for i := range wcs {
 		wc := &wcs[i]
 		if wc.Status != verbs.WCSuccess {
@@ -808,9 +808,10 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 			return reposts
 		}
 		if !isRecv(wc) {
+			// Sends complete in order: the last one of the batch frees
+			// all, under one lock.
 			c.t.counters.sendCompletions.Add(1)
-			c.sendCompleted(wc.ID)
-			sendsDone = true
+			sendsDone, lastSend = true, wc.ID
 			continue
 		}
 		c.t.counters.recvCompletions.Add(1)
@@ -826,20 +827,16 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 	if len(reposts) > 0 {
 		c.repost(reposts)
 	}
-	if sendsDone {
-		c.mu.Lock()
-		want := c.ctlWanted
-		c.mu.Unlock()
-		if want {
-			c.sendCreditOnly()
-		}
+	if sendsDone && c.sendCompleted(lastSend) {
+		c.sendCreditOnly()
 	}
 	return reposts
 }
 
 // sendCompleted frees the slots and send-queue entries of every send up to
-// and including seq (sends complete in order).
-func (c *conn) sendCompleted(seq uint64) {
+// and including seq (sends complete in order). It reports whether a
+// credit-only message waits for send-queue room.
+func (c *conn) sendCompleted(seq uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := 0
@@ -852,6 +849,7 @@ func (c *conn) sendCompleted(seq uint64) {
 	// Keep the ring's array: slide what is left to the front.
 	c.ring = c.ring[:copy(c.ring, c.ring[i:])]
 	c.broadcastLocked()
+	return c.ctlWanted
 }
 
 // received handles one receive completion.
