@@ -32,8 +32,9 @@ build:
 unit:
 	go test -race -count=1 -timeout 20m ./...
 
+# The RDMA suites on real verbs in the Soft-RoCE guests, race detector on.
 vm-test:
-	bash testbed/run-tests.sh
+	GOFLAGS=-race bash testbed/run-tests.sh
 
 # Regenerate every checked-in generated file (//go:generate directives).
 generate:
