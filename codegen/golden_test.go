@@ -12,8 +12,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files with what the generators produce now")
 
-// TestGolden regenerates every golden package (and the echo example) as its
-// go:generate line says and compares the result with the checked-in files.
+// TestGolden regenerates every golden package (and the echo example) as the
+// package's go:generate line says, and compares the result with the
+// checked-in files.
 // The golden packages are part of the build, so `go build ./...` proves the
 // generated code compiles and `go vet ./...` checks it.
 func TestGolden(t *testing.T) {

@@ -147,7 +147,7 @@ func FuzzReassembly(f *testing.F) {
 			if announced > 4096 {
 				t.Fatalf("accepted a %d-byte message over the limit", announced)
 			}
-			if msg != nil && len(msg) > 4096 {
+			if len(msg) > 4096 {
 				t.Fatalf("message of %d bytes over the limit", len(msg))
 			}
 		}

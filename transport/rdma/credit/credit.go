@@ -76,7 +76,6 @@ type Ledger struct {
 	threshold  int
 	unreturned int // data messages arrived and not yet returned
 	owed       int // of those, re-posted: returnable now
-	ctlInUse   int // control messages arrived and not yet re-posted
 }
 
 // NewLedger returns the ledger of a side that posted r data receives.
