@@ -230,15 +230,17 @@ func isNil(v interface{ Close() error }) bool {
 
 // ---- sending ----
 
-func (c *conn) checkSize(n int) error {
+// checkSend refuses a send that cannot go: too large, or with a context
+// already done (nothing is posted for it).
+func (c *conn) checkSend(ctx context.Context, n int) error {
 	if n > int(c.peer.maxMessage) {
 		return fmt.Errorf("%w: %d bytes, the peer accepts at most %d", transport.ErrMessageTooLarge, n, c.peer.maxMessage)
 	}
-	return nil
+	return ctx.Err()
 }
 
 func (c *conn) Send(ctx context.Context, msg []byte) error {
-	if err := c.checkSize(len(msg)); err != nil {
+	if err := c.checkSend(ctx, len(msg)); err != nil {
 		return err
 	}
 	if err := c.takeTurn(ctx); err != nil {
@@ -250,6 +252,9 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 
 // takeTurn waits for the right to send a message.
 func (c *conn) takeTurn(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
 	case c.turn <- struct{}{}:
 	default:
@@ -475,7 +480,7 @@ func (c *conn) sendCreditOnly() {
 }
 
 func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, error) {
-	if err := c.checkSize(n); err != nil {
+	if err := c.checkSend(ctx, n); err != nil {
 		return transport.Buffer{}, err
 	}
 	if n > int(c.peer.bufSize) {

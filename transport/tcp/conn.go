@@ -99,7 +99,7 @@ func budget(n int, cp int64) int64 {
 }
 
 func (c *conn) Send(ctx context.Context, msg []byte) error {
-	if err := c.checkSend(len(msg)); err != nil {
+	if err := c.checkSend(ctx, len(msg)); err != nil {
 		return err
 	}
 	if err := c.acquireSend(ctx, len(msg)); err != nil {
@@ -111,7 +111,7 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 }
 
 func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, error) {
-	if err := c.checkSend(n); err != nil {
+	if err := c.checkSend(ctx, n); err != nil {
 		return transport.Buffer{}, err
 	}
 	return transport.NewBuffer(bufpool.Get(n), pool{}, 0), nil
@@ -123,7 +123,7 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 		return errors.New("tcp: SendBuffer takes only buffers from NewSendBuffer")
 	}
 	data := b.Bytes()
-	if err := c.checkSend(len(data)); err != nil {
+	if err := c.checkSend(ctx, len(data)); err != nil {
 		b.Release()
 		return err
 	}
@@ -134,9 +134,14 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 	return c.enqueue(frame{b: data, pooled: true})
 }
 
-func (c *conn) checkSend(n int) error {
+// checkSend refuses a send that cannot go: too large, a context already
+// done (nothing is queued for it), or a closed connection.
+func (c *conn) checkSend(ctx context.Context, n int) error {
 	if n > c.maxSend {
 		return fmt.Errorf("%w: %d bytes, the peer accepts at most %d", transport.ErrMessageTooLarge, n, c.maxSend)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	select {
 	case <-c.done:

@@ -56,6 +56,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ConcurrentReceivers", s.testConcurrentReceivers},
 		{"Backpressure", s.testBackpressure},
 		{"RecvContext", s.testRecvContext},
+		{"SendContext", s.testSendContext},
 		{"CloseLocal", s.testCloseLocal},
 		{"ClosePeer", s.testClosePeer},
 		{"CloseUnblocksSend", s.testCloseUnblocksSend},
@@ -493,6 +494,35 @@ func (s *suite) testRecvContext(t *testing.T) {
 	}
 	if msg, err := recvCopy(ctx, server); err != nil || string(msg) != "still here" {
 		t.Fatalf("after abandoned Recvs: %q, %v", msg, err)
+	}
+}
+
+// testSendContext: a send whose context is already done fails with the
+// context's error and sends nothing, whichever way it is made.
+func (s *suite) testSendContext(t *testing.T) {
+	client, server := s.pair(t)
+	ctx := s.ctx(t)
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := client.Send(done, []byte("never")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Send(canceled ctx) = %v, want context.Canceled", err)
+	}
+	if _, err := client.NewSendBuffer(done, 5); !errors.Is(err, context.Canceled) {
+		t.Fatalf("NewSendBuffer(canceled ctx) = %v, want context.Canceled", err)
+	}
+	b, err := client.NewSendBuffer(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b.Bytes(), "never")
+	if err := client.SendBuffer(done, b); !errors.Is(err, context.Canceled) {
+		t.Fatalf("SendBuffer(canceled ctx) = %v, want context.Canceled", err)
+	}
+	if err := client.Send(ctx, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := recvCopy(ctx, server); err != nil || string(msg) != "after" {
+		t.Fatalf("first message received: %q, %v; a send with a done context went out", msg, err)
 	}
 }
 
