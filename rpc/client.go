@@ -392,19 +392,7 @@ func responseStatus(r wire.Response) *status.Status {
 // to its call. When it ends, every call still pending fails.
 func (l *clientLink) readLoop() {
 	defer l.cc.wg.Done()
-	for {
-		b, err := l.tc.Recv(l.ctx)
-		if err != nil {
-			if l.ctx.Err() == nil {
-				l.close(transportStatus(err))
-			}
-			break
-		}
-		l.received.Add(1)
-		if !l.dispatch(b) {
-			break
-		}
-	}
+	l.readFrames(l.dispatch)
 	l.cc.forget(l, true)
 	l.wait()
 	l.failAll(l.closeStatus())

@@ -51,6 +51,24 @@ func newLink(tc transport.Conn, log *zap.Logger, ka Keepalive) *link {
 	return l
 }
 
+// readFrames hands every frame received to dispatch until the connection
+// fails or dispatch reports false; the link is closed when it returns.
+func (l *link) readFrames(dispatch func(transport.Buffer) bool) {
+	for {
+		b, err := l.tc.Recv(l.ctx)
+		if err != nil {
+			if l.ctx.Err() == nil {
+				l.close(transportStatus(err))
+			}
+			return
+		}
+		l.received.Add(1)
+		if !dispatch(b) {
+			return
+		}
+	}
+}
+
 // queueControl sends an encoded control frame from the control goroutine.
 func (l *link) queueControl(frame []byte) {
 	l.ctlMu.Lock()

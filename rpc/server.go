@@ -206,19 +206,7 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 // still running, waits for their handlers and forgets the connection.
 func (l *serverLink) serve() {
 	defer l.s.wg.Done()
-	for {
-		b, err := l.tc.Recv(l.ctx)
-		if err != nil {
-			if l.ctx.Err() == nil {
-				l.close(transportStatus(err))
-			}
-			break
-		}
-		l.received.Add(1)
-		if !l.dispatch(b) {
-			break
-		}
-	}
+	l.readFrames(l.dispatch)
 	l.wg.Wait()
 	l.wait()
 	s := l.s

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 )
 
@@ -99,4 +100,13 @@ type Transport interface {
 // snake_case; values only grow. Metrics exporters read them.
 type Counters interface {
 	Counters() map[string]uint64
+}
+
+// Closed returns err wrapped in ErrClosed (unless it already wraps it): the
+// reason a transport gives for a connection that closed because of err.
+func Closed(err error) error {
+	if errors.Is(err, ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrClosed, err)
 }

@@ -205,27 +205,27 @@ func (c *conn) start() {
 // destroy frees whatever newConn created, when the connection never started.
 func (c *conn) destroy() {
 	c.torndown.Store(true)
-	for _, cl := range []interface{ Close() error }{c.qp, c.cq, c.ch, c.recvMR, c.sendMR} {
-		if cl != nil && !isNil(cl) {
-			if err := cl.Close(); err != nil {
-				c.log.Error("freeing verbs resources", zap.Error(err))
-			}
+	var closers []interface{ Close() error }
+	if c.qp != nil {
+		closers = append(closers, c.qp)
+	}
+	if c.cq != nil {
+		closers = append(closers, c.cq)
+	}
+	if c.ch != nil {
+		closers = append(closers, c.ch)
+	}
+	if c.recvMR != nil {
+		closers = append(closers, c.recvMR)
+	}
+	if c.sendMR != nil {
+		closers = append(closers, c.sendMR)
+	}
+	for _, cl := range closers { // in dependency order: QP, CQ, channel, memory
+		if err := cl.Close(); err != nil {
+			c.log.Error("freeing verbs resources", zap.Error(err))
 		}
 	}
-}
-
-func isNil(v interface{ Close() error }) bool {
-	switch x := v.(type) {
-	case *verbs.QP:
-		return x == nil
-	case *verbs.CQ:
-		return x == nil
-	case *verbs.CompChannel:
-		return x == nil
-	case *verbs.MR:
-		return x == nil
-	}
-	return false
 }
 
 // ---- sending ----
@@ -990,11 +990,7 @@ func (c *conn) watch() {
 func (c *conn) fail(err error) {
 	c.closeOnce.Do(func() {
 		c.errMu.Lock()
-		if errors.Is(err, transport.ErrClosed) {
-			c.err = err
-		} else {
-			c.err = fmt.Errorf("%w: %w", transport.ErrClosed, err)
-		}
+		c.err = transport.Closed(err)
 		c.errMu.Unlock()
 		c.cancel()
 	})

@@ -341,11 +341,7 @@ func (c *conn) discard(r io.Reader) {
 func (c *conn) fail(err error) {
 	c.closeOnce.Do(func() {
 		c.errMu.Lock()
-		if errors.Is(err, transport.ErrClosed) {
-			c.err = err
-		} else {
-			c.err = fmt.Errorf("%w: %w", transport.ErrClosed, err)
-		}
+		c.err = transport.Closed(err)
 		c.errMu.Unlock()
 		c.cancel()
 		go c.teardown()
