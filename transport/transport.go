@@ -102,6 +102,16 @@ type Counters interface {
 	Counters() map[string]uint64
 }
 
+// Activity is implemented by connections that can say how many bytes have
+// arrived from the peer so far, counting the parts of messages that have not
+// yet arrived whole. A keepalive takes any growth as a sign of life, so a
+// slow but live peer sending one large message is not taken for dead.
+type Activity interface {
+	// BytesReceived is the number of bytes read from the peer since the
+	// connection opened; it only grows.
+	BytesReceived() uint64
+}
+
 // Closed returns err wrapped in ErrClosed (unless it already wraps it): the
 // reason a transport gives for a connection that closed because of err.
 func Closed(err error) error {
