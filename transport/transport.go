@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"go.uber.org/zap"
 )
 
 // DefaultMaxMessageSize is the largest message a transport accepts unless
@@ -110,6 +112,14 @@ type Activity interface {
 	// BytesReceived is the number of bytes read from the peer since the
 	// connection opened; it only grows.
 	BytesReceived() uint64
+}
+
+// Logged is implemented by listeners that log what they refuse (a failed
+// handshake, an oversized first frame, a temporary accept error). The RPC
+// server hands its own logger to the listener it serves, so those lines
+// reach the operator's log and not a transport's no-op default.
+type Logged interface {
+	SetLogger(log *zap.Logger)
 }
 
 // Closed returns err wrapped in ErrClosed (unless it already wraps it): the
