@@ -25,7 +25,10 @@ type ServiceDesc struct {
 	// implementation registered must implement it.
 	HandlerType any
 	Methods     []MethodDesc
-	Metadata    any // the .proto file the service came from
+	// Streams are the streaming methods. This version registers them but
+	// answers each with codes.Unimplemented: streams do not run yet.
+	Streams  []StreamDesc
+	Metadata any // the .proto file the service came from
 }
 
 // ServiceRegistrar registers services; *Server is one. Generated
@@ -37,7 +40,11 @@ type ServiceRegistrar interface {
 // ClientConnInterface is what generated clients call through; *ClientConn is
 // one, and tests may supply another.
 type ClientConnInterface interface {
+	// Invoke makes a unary call.
 	Invoke(ctx context.Context, method string, req, reply any, opts ...CallOption) error
+	// NewStream opens a stream for a streaming method. *ClientConn's fails
+	// with codes.Unimplemented in this version.
+	NewStream(ctx context.Context, desc *StreamDesc, method string, opts ...CallOption) (ClientStream, error)
 }
 
 // UnaryServerInfo tells a server interceptor what is being called.
