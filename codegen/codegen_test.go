@@ -27,21 +27,6 @@ func request(t *testing.T, importPath, file, param string) *pluginpb.CodeGenerat
 	return req
 }
 
-func TestStreamingMethodsAreRejectedByName(t *testing.T) {
-	resp := codegen.Run(request(t, "testdata", "streaming/streaming.proto", ""))
-	want := strings.Join([]string{
-		"streaming/streaming.proto: method rdmarpc.test.streaming.Feed.Watch is streaming; rdmarpc supports unary methods only",
-		"streaming/streaming.proto: method rdmarpc.test.streaming.Feed.Upload is streaming; rdmarpc supports unary methods only",
-		"streaming/streaming.proto: method rdmarpc.test.streaming.Feed.Chat is streaming; rdmarpc supports unary methods only",
-	}, "\n")
-	if got := resp.GetError(); got != want {
-		t.Errorf("error:\n%s\nwant:\n%s", got, want)
-	}
-	if len(resp.File) != 0 {
-		t.Errorf("generated %d files for a file with streaming methods; want none", len(resp.File))
-	}
-}
-
 func TestOptions(t *testing.T) {
 	for _, tc := range []struct {
 		param   string

@@ -96,6 +96,8 @@ import "google/protobuf/timestamp.proto";
 option go_package = "example.com/demo/demopb";
 service Clock {
   rpc Now(NowRequest) returns (google.protobuf.Timestamp);
+  rpc Ticks(NowRequest) returns (stream google.protobuf.Timestamp);
+  rpc Sync(stream google.protobuf.Timestamp) returns (stream google.protobuf.Timestamp);
 }
 message NowRequest {}
 `
@@ -204,17 +206,6 @@ message A {}
 				"\toption go_package = \"example.com/yourmodule/api/v1\";\n",
 				"Mapi/v1/nopkg.proto=IMPORT_PATH",
 			},
-		},
-		{
-			name: "streaming method",
-			files: map[string]string{"s.proto": `syntax = "proto3";
-package s;
-option go_package = "example.com/s";
-service Feed { rpc Watch(M) returns (stream M); }
-message M {}
-`},
-			args: []string{"--out", ".", "s.proto"},
-			want: []string{"--go-rdmarpc_out: s.proto: method s.Feed.Watch is streaming; rdmarpc supports unary methods only"},
 		},
 		{
 			name:  "unknown stub option",

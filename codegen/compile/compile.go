@@ -20,6 +20,7 @@ import (
 	"github.com/bufbuild/protocompile/wellknownimports"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/gofeaturespb"
 	"google.golang.org/protobuf/types/pluginpb"
 )
 
@@ -142,6 +143,16 @@ func buildRequest(names []string, files linker.Files) (*pluginpb.CodeGeneratorRe
 	return req, nil
 }
 
+// builtinDescs are built-in imports taken as the descriptors compiled into
+// the protobuf module rather than from protocompile's well-known imports:
+// go_features.proto, which those lack (the same descriptor protoc-gen-go
+// reads Go features from), and descriptor.proto, which it imports and which
+// must then be the same file for every importer.
+var builtinDescs = map[string]protoreflect.FileDescriptor{
+	gofeaturespb.File_google_protobuf_go_features_proto.Path(): gofeaturespb.File_google_protobuf_go_features_proto,
+	descriptorpb.File_google_protobuf_descriptor_proto.Path():  descriptorpb.File_google_protobuf_descriptor_proto,
+}
+
 // resolver finds files in the import paths and remembers where on disk it
 // found each, so that diagnostics can name disk paths.
 type resolver struct {
@@ -173,6 +184,9 @@ func (r *resolver) FindFileByPath(name string) (protocompile.SearchResult, error
 		}
 		r.disk.Store(name, disk)
 		return protocompile.SearchResult{Source: strings.NewReader(string(b))}, nil
+	}
+	if d, ok := builtinDescs[name]; ok {
+		return protocompile.SearchResult{Desc: d}, nil
 	}
 	return protocompile.SearchResult{}, &notFoundError{name: name, paths: r.paths}
 }
