@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"go/token"
 	"path"
-	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/compiler/protogen"
@@ -549,25 +548,23 @@ func (sg *serviceGen) genServiceDesc() {
 		g.P("},")
 	}
 	g.P("},")
-	if slices.ContainsFunc(s.Methods, streaming) {
-		g.P("Streams: []", rpcPackage.Ident("StreamDesc"), "{")
-		for _, m := range s.Methods {
-			if !streaming(m) {
-				continue
-			}
-			g.P("{")
-			g.P("StreamName: ", fmt.Sprintf("%q", m.Desc.Name()), ",")
-			g.P("Handler: ", sg.handlerName(m), ",")
-			if m.Desc.IsStreamingServer() {
-				g.P("ServerStreams: true,")
-			}
-			if m.Desc.IsStreamingClient() {
-				g.P("ClientStreams: true,")
-			}
-			g.P("},")
+	g.P("Streams: []", rpcPackage.Ident("StreamDesc"), "{")
+	for _, m := range s.Methods {
+		if !streaming(m) {
+			continue
+		}
+		g.P("{")
+		g.P("StreamName: ", fmt.Sprintf("%q", m.Desc.Name()), ",")
+		g.P("Handler: ", sg.handlerName(m), ",")
+		if m.Desc.IsStreamingServer() {
+			g.P("ServerStreams: true,")
+		}
+		if m.Desc.IsStreamingClient() {
+			g.P("ClientStreams: true,")
 		}
 		g.P("},")
 	}
+	g.P("},")
 	g.P("Metadata: ", fmt.Sprintf("%q", sg.f.Desc.Path()), ",")
 	g.P("}")
 	g.P()

@@ -124,5 +124,6 @@ var Echo_ServiceDesc = rpc.ServiceDesc{
 			Handler:    _Echo_Say_Handler,
 		},
 	},
+	Streams:  []rpc.StreamDesc{},
 	Metadata: "echo.proto",
 }

@@ -125,5 +125,6 @@ var Relay_ServiceDesc = rpc.ServiceDesc{
 			Handler:    _Relay_Forward_Handler,
 		},
 	},
+	Streams:  []rpc.StreamDesc{},
 	Metadata: "mapped/mapped.proto",
 }

@@ -241,6 +241,7 @@ var Greeter_ServiceDesc = rpc.ServiceDesc{
 			Handler:    _Greeter_LowerCase_Handler,
 		},
 	},
+	Streams:  []rpc.StreamDesc{},
 	Metadata: "multi/multi.proto",
 }
 
@@ -381,6 +382,7 @@ var Counter_ServiceDesc = rpc.ServiceDesc{
 			Handler:    _Counter_Reset_Handler,
 		},
 	},
+	Streams:  []rpc.StreamDesc{},
 	Metadata: "multi/multi.proto",
 }
 
@@ -495,6 +497,7 @@ var Legacy_ServiceDesc = rpc.ServiceDesc{
 			Handler:    _Legacy_Ping_Handler,
 		},
 	},
+	Streams:  []rpc.StreamDesc{},
 	Metadata: "multi/multi.proto",
 }
 
@@ -559,5 +562,6 @@ var Nothing_ServiceDesc = rpc.ServiceDesc{
 	ServiceName: "rdmarpc.test.multi.Nothing",
 	HandlerType: (*NothingServer)(nil),
 	Methods:     []rpc.MethodDesc{},
+	Streams:     []rpc.StreamDesc{},
 	Metadata:    "multi/multi.proto",
 }

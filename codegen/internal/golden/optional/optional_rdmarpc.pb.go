@@ -158,5 +158,6 @@ var Settings_ServiceDesc = rpc.ServiceDesc{
 			Handler:    _Settings_Put_Handler,
 		},
 	},
+	Streams:  []rpc.StreamDesc{},
 	Metadata: "optional/optional.proto",
 }

@@ -196,5 +196,6 @@ var Clock_ServiceDesc = rpc.ServiceDesc{
 			Handler:    _Clock_Wrap_Handler,
 		},
 	},
+	Streams:  []rpc.StreamDesc{},
 	Metadata: "wkt/wkt.proto",
 }

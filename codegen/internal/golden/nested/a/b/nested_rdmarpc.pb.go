@@ -160,5 +160,6 @@ var Tree_ServiceDesc = rpc.ServiceDesc{
 			Handler:    _Tree_Walk_Handler,
 		},
 	},
+	Streams:  []rpc.StreamDesc{},
 	Metadata: "nested/a/b/nested.proto",
 }
