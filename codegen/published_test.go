@@ -1,0 +1,419 @@
+package codegen_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/pluginpb"
+
+	"github.com/rdmarpc/rdmarpc/codegen"
+	"github.com/rdmarpc/rdmarpc/codegen/compile"
+)
+
+// Published .proto files, used as published: the ones gRPC-go's module
+// ships as source, and the ones it ships compiled only (health, reflection,
+// the interop test service), read back from its packages' descriptors. None
+// is copied into this repository: the tests take them from the Go module
+// cache (or the module proxy) at gRPC-go's version pinned here, and skip
+// when it cannot be had.
+
+const grpcModule, grpcModuleVersion = "google.golang.org/grpc", "v1.85.0"
+
+var (
+	grpcDirOnce sync.Once
+	grpcDir     string
+	grpcDirErr  string
+)
+
+// grpcModuleDir returns the directory of gRPC-go's module source, downloading
+// it when it is not in the module cache; it skips the test when it cannot.
+func grpcModuleDir(t *testing.T) string {
+	t.Helper()
+	grpcDirOnce.Do(func() {
+		cmd := exec.Command("go", "mod", "download", "-json", grpcModule+"@"+grpcModuleVersion)
+		cmd.Env = append(os.Environ(), "GOFLAGS=")
+		out, err := cmd.Output()
+		var info struct{ Dir, Error string }
+		if jerr := json.Unmarshal(out, &info); err != nil || jerr != nil || info.Dir == "" {
+			grpcDirErr = strings.TrimSpace(string(out) + " " + info.Error)
+			if err != nil {
+				grpcDirErr += " " + err.Error()
+			}
+			return
+		}
+		grpcDir = info.Dir
+	})
+	if grpcDir == "" {
+		t.Skipf("%s@%s is neither in the module cache nor downloadable, so its .proto files are not tried: %s",
+			grpcModule, grpcModuleVersion, grpcDirErr)
+	}
+	return grpcDir
+}
+
+// publishedSources are .proto files gRPC-go ships as source, each a
+// service with streaming methods, relative to its module root.
+var publishedSources = []string{
+	"reflection/grpc_testing/test.proto",                 // bidi streaming
+	"interop/stress/grpc_testing/metrics.proto",          // server streaming
+	"profiling/proto/service.proto",                      // unary, long comments
+	"testdata/grpc_testing_not_regenerated/testv3.proto", // bidi, nested messages
+}
+
+// TestPublishedSources generates gRPC-go's shipped .proto files, unmodified,
+// with rdmarpc gen's pipeline: the same bytes as protoc with the plugins (when
+// protoc is installed), the same API as protoc-gen-go-grpc (when it can be
+// had), and code that builds and vets.
+func TestPublishedSources(t *testing.T) {
+	dir := grpcModuleDir(t)
+	mod := newTempModule(t)
+	for _, file := range publishedSources {
+		t.Run(file, func(t *testing.T) {
+			a := genArgs{
+				importPaths: []string{dir},
+				files:       []string{filepath.Join(dir, file)},
+				outs: map[string]*compile.Output{
+					"go":         {Plugin: compile.Go, Dir: mod.dir, Params: []string{"paths=source_relative"}},
+					"go-rdmarpc": {Plugin: compile.Rdmarpc, Dir: mod.dir, Params: []string{"paths=source_relative"}},
+				},
+			}
+			files := a.generate(t)
+			if len(files) != 2 {
+				t.Fatalf("generated %d files; want the messages and the stubs", len(files))
+			}
+			if err := compile.Write(files); err != nil {
+				t.Fatal(err)
+			}
+			t.Run("same as protoc", func(t *testing.T) {
+				checkProtocRoute(t, newProtocRoute(t), a, files)
+			})
+			t.Run("same API as protoc-gen-go-grpc", func(t *testing.T) {
+				grpcGen(t)
+				checkSameAPI(t, requestFor(t, a))
+			})
+		})
+	}
+	mod.build(t, "./...")
+}
+
+// checkProtocRoute runs protoc as a asks and compares what it writes with
+// files, but for the line naming protoc's version.
+func checkProtocRoute(t *testing.T, r protocRoute, a genArgs, files []compile.File) {
+	t.Helper()
+	out := t.TempDir()
+	var args []string
+	for _, ip := range a.importPaths {
+		args = append(args, "-I", ip)
+	}
+	for _, name := range []string{"go", "go-rdmarpc"} {
+		args = append(args, "--"+name+"_out="+out)
+		for _, p := range a.outs[name].Params {
+			args = append(args, "--"+name+"_opt="+p)
+		}
+	}
+	args = append(args, a.files...)
+	if stderr, err := r.run(args...); err != nil {
+		t.Fatalf("protoc %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	for _, f := range files {
+		rel, err := filepath.Rel(a.outs["go"].Dir, f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(out, rel))
+		if err != nil {
+			t.Errorf("protoc did not write %s: %v", rel, err)
+			continue
+		}
+		if d := lineDiff("protoc", got, "rdmarpc gen", f.Content, sameButVersion); d != "" {
+			t.Errorf("%s: protoc's and rdmarpc gen's outputs differ:\n%s", rel, d)
+		}
+	}
+}
+
+// tempModule is a Go module outside the repository that requires rdmarpc
+// (replaced by this checkout) and gRPC-go, to build generated code in.
+type tempModule struct {
+	dir string
+	env []string
+}
+
+func newTempModule(t *testing.T) tempModule {
+	t.Helper()
+	root := abs(t, "..")
+	dir := t.TempDir()
+	gomod := "module example.com/published\n\ngo 1.26.0\n\n" +
+		"require (\n\tgithub.com/rdmarpc/rdmarpc v0.0.0\n\t" + grpcModule + " " + grpcModuleVersion + "\n)\n\n" +
+		"replace github.com/rdmarpc/rdmarpc => " + root + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := os.ReadFile(filepath.Join(root, "go.sum")); err == nil {
+		if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// -mod=mod completes go.mod and go.sum from the module cache or the
+	// proxy; the checksum database is not reachable from every machine, and
+	// this module is thrown away.
+	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GONOSUMDB=*", "GOSUMDB=off")
+	return tempModule{dir: dir, env: env}
+}
+
+// build runs go vet (which type-checks everything, tests included) and go
+// build on pkgs.
+func (m tempModule) build(t *testing.T, pkgs ...string) {
+	t.Helper()
+	for _, verb := range []string{"vet", "build"} {
+		cmd := exec.Command("go", append([]string{verb}, pkgs...)...)
+		cmd.Dir, cmd.Env = m.dir, m.env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s %s in the generated module: %v\n%s", verb, strings.Join(pkgs, " "), err, out)
+		}
+	}
+}
+
+// run runs go run pkg in the module and returns its output.
+func (m tempModule) run(t *testing.T, pkg string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", "run", pkg)
+	cmd.Dir, cmd.Env = m.dir, m.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go run %s: %v\n%s%s", pkg, err, out, stderr.String())
+	}
+	return out
+}
+
+func (m tempModule) write(t *testing.T, name, content string) {
+	t.Helper()
+	p := filepath.Join(m.dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o666); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The files gRPC-go ships compiled only, read back from its packages.
+const (
+	healthProto     = "grpc/health/v1/health.proto"
+	reflectionProto = "grpc/reflection/v1/reflection.proto"
+	interopProto    = "grpc/testing/test.proto"
+)
+
+// dumpProgram prints the descriptors of gRPC-go's health, reflection and
+// interop test packages, with everything they import, as a
+// FileDescriptorSet, imports first.
+const dumpProgram = `package main
+
+import (
+	"os"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+)
+
+func main() {
+	set := &descriptorpb.FileDescriptorSet{}
+	seen := map[string]bool{}
+	var add func(fd protoreflect.FileDescriptor)
+	add = func(fd protoreflect.FileDescriptor) {
+		if seen[fd.Path()] {
+			return
+		}
+		seen[fd.Path()] = true
+		for i := 0; i < fd.Imports().Len(); i++ {
+			add(fd.Imports().Get(i).FileDescriptor)
+		}
+		set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
+	}
+	add(healthpb.File_grpc_health_v1_health_proto)
+	add(reflectionpb.File_grpc_reflection_v1_reflection_proto)
+	add(testpb.File_grpc_testing_test_proto)
+	b, err := proto.Marshal(set)
+	if err != nil {
+		panic(err)
+	}
+	os.Stdout.Write(b)
+}
+`
+
+// publishedDescriptors returns gRPC-go's compiled-only files as a
+// FileDescriptorSet, by running dumpProgram in mod.
+func publishedDescriptors(t *testing.T, mod tempModule) *descriptorpb.FileDescriptorSet {
+	t.Helper()
+	grpcModuleDir(t) // skips when gRPC-go cannot be had
+	mod.write(t, "dump/main.go", dumpProgram)
+	var set descriptorpb.FileDescriptorSet
+	if err := proto.Unmarshal(mod.run(t, "./dump"), &set); err != nil {
+		t.Fatal(err)
+	}
+	return &set
+}
+
+// descriptorRequest is what protoc --descriptor_set_in sends a plugin for
+// file: no source, so no comments.
+func descriptorRequest(set *descriptorpb.FileDescriptorSet, param string, files ...string) *pluginpb.CodeGeneratorRequest {
+	req := &pluginpb.CodeGeneratorRequest{FileToGenerate: files, ProtoFile: set.File}
+	if param != "" {
+		req.Parameter = proto.String(param)
+	}
+	return req
+}
+
+// TestPublishedDescriptors generates stubs for health, reflection v1 and the
+// interop test service from the descriptors gRPC-go compiled them to: the
+// same API as protoc-gen-go-grpc's (when it can be had), and code that builds
+// next to freshly generated messages.
+func TestPublishedDescriptors(t *testing.T) {
+	mod := newTempModule(t)
+	set := publishedDescriptors(t, mod)
+	// grpc/testing/*.proto have no go_package: gRPC-go maps them, as its
+	// users must.
+	interopMap := "Mgrpc/testing/test.proto=google.golang.org/grpc/interop/grpc_testing," +
+		"Mgrpc/testing/messages.proto=google.golang.org/grpc/interop/grpc_testing," +
+		"Mgrpc/testing/empty.proto=google.golang.org/grpc/interop/grpc_testing"
+	for _, file := range []string{healthProto, reflectionProto, interopProto} {
+		t.Run(file, func(t *testing.T) {
+			t.Run("same API as protoc-gen-go-grpc", func(t *testing.T) {
+				grpcGen(t)
+				checkSameAPI(t, descriptorRequest(set, interopMap, file))
+			})
+		})
+	}
+	// Messages and stubs, regenerated under this module's own import paths
+	// (the interop file imports its messages by their Go import path).
+	var params []string
+	for _, f := range set.File {
+		if !strings.HasPrefix(f.GetName(), "google/protobuf/") {
+			dir := filepath.ToSlash(filepath.Dir(f.GetName()))
+			params = append(params, "M"+f.GetName()+"=example.com/published/"+dir)
+		}
+	}
+	params = append(params, "paths=source_relative")
+	req := descriptorRequest(set, "", healthProto, reflectionProto, interopProto,
+		"grpc/testing/messages.proto", "grpc/testing/empty.proto")
+	files, err := compile.Generate(req, []compile.Output{
+		{Plugin: compile.Go, Dir: mod.dir, Params: params},
+		{Plugin: compile.Rdmarpc, Dir: mod.dir, Params: params},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := compile.Write(files); err != nil {
+		t.Fatal(err)
+	}
+	mod.build(t, "./grpc/...")
+}
+
+// healthProgram serves grpc.health.v1.Health through stubs generated with
+// package_suffix into their own package, with the messages of gRPC-go's
+// grpc_health_v1, which the binary links (and registers) too.
+const healthProgram = `package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/rdmarpc/rdmarpc/rpc"
+	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/transport"
+	_ "github.com/rdmarpc/rdmarpc/transport/tcp"
+
+	"example.com/published/grpc/health/v1/grpc_health_v1rdmarpc"
+)
+
+type health struct {
+	grpc_health_v1rdmarpc.UnimplementedHealthServer
+}
+
+func (health) Check(_ context.Context, in *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	if in.GetService() != "" {
+		return nil, status.Error(codes.NotFound, "unknown service")
+	}
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+func main() {
+	_ = grpchealth.NewServer() // gRPC-go's own health server links too
+	lis, err := transport.Listen("tcp://127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	s := rpc.NewServer()
+	grpc_health_v1rdmarpc.RegisterHealthServer(s, health{})
+	go s.Serve(lis)
+	defer s.Stop()
+	cc, err := rpc.Dial(context.Background(), "tcp://"+lis.Addr().String())
+	if err != nil {
+		panic(err)
+	}
+	defer cc.Close()
+	c := grpc_health_v1rdmarpc.NewHealthClient(cc)
+	resp, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	_, err = c.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "nope"})
+	_, werr := c.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	var w grpc_health_v1rdmarpc.Health_WatchClient = nil
+	_ = w
+	fmt.Println(resp.GetStatus(), status.Code(err), status.Code(werr))
+}
+`
+
+// TestPackageSuffixReusesPublishedMessages generates stubs for health.proto
+// into a package of their own against gRPC-go's grpc_health_v1, and runs a
+// binary that links both and calls the service: a regenerated copy of the
+// messages would panic at startup, "already registered".
+func TestPackageSuffixReusesPublishedMessages(t *testing.T) {
+	mod := newTempModule(t)
+	set := publishedDescriptors(t, mod)
+	resp := codegen.Run(descriptorRequest(set, "paths=source_relative,package_suffix=rdmarpc", healthProto))
+	if resp.Error != nil {
+		t.Fatal(resp.GetError())
+	}
+	if len(resp.File) != 1 || resp.File[0].GetName() != "grpc/health/v1/grpc_health_v1rdmarpc/health_rdmarpc.pb.go" {
+		t.Fatalf("generated %v; want grpc/health/v1/grpc_health_v1rdmarpc/health_rdmarpc.pb.go", resp.File)
+	}
+	content := resp.File[0].GetContent()
+	for _, want := range []string{
+		"package grpc_health_v1rdmarpc\n",
+		`grpc_health_v1 "google.golang.org/grpc/health/grpc_health_v1"`,
+		"Check(ctx context.Context, in *grpc_health_v1.HealthCheckRequest, opts ...rpc.CallOption) (*grpc_health_v1.HealthCheckResponse, error)",
+		"type Health_WatchClient = rpc.ServerStreamingClient[grpc_health_v1.HealthCheckResponse]",
+		"(struct{ grpc_health_v1rdmarpc.UnimplementedHealthServer; ... })",
+	} {
+		if !strings.Contains(content, want) {
+			t.Errorf("the stubs lack %q", want)
+		}
+	}
+	mod.write(t, resp.File[0].GetName(), content)
+	mod.write(t, "healthcheck/main.go", healthProgram)
+	mod.build(t, "./grpc/...", "./healthcheck")
+	if got, want := strings.TrimSpace(string(mod.run(t, "./healthcheck"))), "SERVING NotFound Unimplemented"; got != want {
+		t.Errorf("the health check printed %q; want %q", got, want)
+	}
+}
