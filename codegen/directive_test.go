@@ -111,7 +111,13 @@ func (c genCase) parse(t *testing.T) genArgs {
 		if o.Dir == "" {
 			o.Dir = out
 		}
-		o.Params = append(append([]string(nil), opts...), o.Params...)
+		var common []string
+		for _, opt := range opts {
+			if p.Takes(opt) { // as rdmarpc gen routes --opt
+				common = append(common, opt)
+			}
+		}
+		o.Params = append(common, o.Params...)
 	}
 	return a
 }

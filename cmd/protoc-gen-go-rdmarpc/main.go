@@ -12,7 +12,7 @@ import (
 func main() {
 	if len(os.Args) == 2 {
 		switch os.Args[1] {
-		case "--version":
+		case "--version", "-version":
 			fmt.Println(codegen.PluginName, codegen.Version)
 			os.Exit(0)
 		case "--help", "-h":

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/rdmarpc/rdmarpc/codegen"
 )
 
 var (
@@ -255,5 +257,45 @@ message A {}
 	}
 	if files := pbFiles(t, dir); len(files) != 1 || files[0] != "w.pb.go" {
 		t.Errorf("wrote %q; want w.pb.go only (no services, no stubs)", files)
+	}
+}
+
+// TestGenOptRoutesOptions checks that --opt gives each generator only the
+// options it takes: protoc-gen-go would refuse the stubs' own.
+func TestGenOptRoutesOptions(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"proto/demo/v1/demo.proto": okProto})
+	stderr, code := runGenIn(t, dir, "-I", "proto", "--out", "gen", "--opt", "paths=source_relative",
+		"--opt", "require_unimplemented_servers=false", "--opt", "package_suffix=rdmarpc", "proto/demo/v1/demo.proto")
+	if code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, stderr)
+	}
+	want := []string{"gen/demo/v1/demo.pb.go", "gen/demo/v1/demopbrdmarpc/demo_rdmarpc.pb.go"}
+	if got := pbFiles(t, dir); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("wrote %q; want %q", got, want)
+	}
+	stubs, err := os.ReadFile(filepath.Join(dir, "gen/demo/v1/demopbrdmarpc/demo_rdmarpc.pb.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(stubs); !strings.Contains(s, "package demopbrdmarpc\n") || strings.Contains(s, "mustEmbedUnimplemented") {
+		t.Errorf("the stubs ignored an --opt option: package_suffix or require_unimplemented_servers=false")
+	}
+
+	stderr, code = runGenIn(t, dir, "--out", "gen2", "--opt", "fast=yes", "proto/demo/v1/demo.proto")
+	if want := `--opt fast=yes: neither protoc-gen-go nor protoc-gen-go-rdmarpc takes the option "fast"`; code == 0 || !strings.Contains(stderr, want) {
+		t.Errorf("exit code %d, stderr:\n%s\nwant a failure saying %s", code, stderr, want)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	cmd := exec.Command(rdmarpcBinary(t), "--version")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "rdmarpc ") ||
+		lines[1] != codegen.PluginName+" "+codegen.Version || !strings.HasPrefix(lines[2], "protoc-gen-go v1.") {
+		t.Errorf("rdmarpc --version printed:\n%s", out)
 	}
 }
