@@ -299,3 +299,16 @@ func TestVersion(t *testing.T) {
 		t.Errorf("rdmarpc --version printed:\n%s", out)
 	}
 }
+
+// TestGenEdition2024 says plainly what rdmarpc gen cannot compile yet.
+func TestGenEdition2024(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"e.proto": `edition = "2024";
+package e;
+option go_package = "example.com/e";
+message R { string a = 1; }
+`})
+	stderr, code := runGenIn(t, dir, "--out", ".", "e.proto")
+	if want := "stops at edition 2023: generate newer editions with protoc 30 or later and protoc-gen-go-rdmarpc"; code == 0 || !strings.Contains(stderr, want) {
+		t.Errorf("exit code %d, stderr:\n%s\nwant a failure saying %s", code, stderr, want)
+	}
+}

@@ -266,6 +266,10 @@ func (r *resolver) format(err reporter.ErrorWithPos, kind string) string {
 	if errors.As(err, &nf) {
 		msg = kind + "import " + nf.Error()
 	}
+	if strings.Contains(msg, "edition value") && strings.Contains(msg, "not recognized") {
+		msg += "; rdmarpc gen's compiler (protocompile) stops at edition 2023: " +
+			"generate newer editions with protoc 30 or later and protoc-gen-go-rdmarpc, which takes them"
+	}
 	if pos.Line == 0 {
 		return file + ": " + msg
 	}

@@ -18,6 +18,7 @@ import (
 	common "github.com/rdmarpc/rdmarpc/codegen/internal/golden/common"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	descriptorpb "google.golang.org/protobuf/types/descriptorpb"
 	emptypb "google.golang.org/protobuf/types/known/emptypb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -84,23 +85,41 @@ func (x *Item) GetBody() []byte {
 	return nil
 }
 
+var file_streams_streams_proto_extTypes = []protoimpl.ExtensionInfo{
+	{
+		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
+		ExtensionType: (*string)(nil),
+		Field:         50001,
+		Name:          "rdmarpc.test.streams.v1.route",
+		Tag:           "bytes,50001,opt,name=route",
+		Filename:      "streams/streams.proto",
+	},
+}
+
+// Extension fields to descriptorpb.MethodOptions.
+var (
+	// optional string route = 50001;
+	E_Route = &file_streams_streams_proto_extTypes[0]
+)
+
 var File_streams_streams_proto protoreflect.FileDescriptor
 
 const file_streams_streams_proto_rawDesc = "" +
 	"\n" +
-	"\x15streams/streams.proto\x12\x17rdmarpc.test.streams.v1\x1a\x13common/common.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"*\n" +
+	"\x15streams/streams.proto\x12\x17rdmarpc.test.streams.v1\x1a\x13common/common.proto\x1a google/protobuf/descriptor.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"*\n" +
 	"\x04Item\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
-	"\x04body\x18\x02 \x01(\fR\x04body2\xa3\x03\n" +
+	"\x04body\x18\x02 \x01(\fR\x04body2\xae\x03\n" +
 	"\x04Feed\x12C\n" +
 	"\x03Get\x12\x1d.rdmarpc.test.streams.v1.Item\x1a\x1d.rdmarpc.test.streams.v1.Item\x12D\n" +
 	"\x05Watch\x12\x1a.google.protobuf.Timestamp\x1a\x1d.rdmarpc.test.streams.v1.Item0\x01\x12D\n" +
-	"\x06Upload\x12\x1d.rdmarpc.test.streams.v1.Item\x1a\x19.rdmarpc.test.common.Page(\x01\x12H\n" +
-	"\x04Chat\x12\x1d.rdmarpc.test.streams.v1.Item\x1a\x1d.rdmarpc.test.streams.v1.Item(\x010\x01\x12D\n" +
+	"\x06Upload\x12\x1d.rdmarpc.test.streams.v1.Item\x1a\x19.rdmarpc.test.common.Page(\x01\x12S\n" +
+	"\x04Chat\x12\x1d.rdmarpc.test.streams.v1.Item\x1a\x1d.rdmarpc.test.streams.v1.Item\"\t\x8a\xb5\x18\x05/chat(\x010\x01\x12D\n" +
 	"\x04Tail\x12\x16.google.protobuf.Empty\x1a\x1d.rdmarpc.test.streams.v1.Item\"\x03\x88\x02\x010\x01\x12:\n" +
 	"\x05Count\x12\x16.google.protobuf.Empty\x1a\x19.rdmarpc.test.common.Page2C\n" +
 	"\x04Sink\x12;\n" +
-	"\x05Drain\x12\x16.google.protobuf.Empty\x1a\x16.google.protobuf.Empty(\x010\x01BFZDgithub.com/rdmarpc/rdmarpc/codegen/internal/golden/streams;streamspbb\x06proto3"
+	"\x05Drain\x12\x16.google.protobuf.Empty\x1a\x16.google.protobuf.Empty(\x010\x01:6\n" +
+	"\x05route\x12\x1e.google.protobuf.MethodOptions\x18ц\x03 \x01(\tR\x05routeBFZDgithub.com/rdmarpc/rdmarpc/codegen/internal/golden/streams;streamspbb\x06proto3"
 
 var (
 	file_streams_streams_proto_rawDescOnce sync.Once
@@ -116,30 +135,32 @@ func file_streams_streams_proto_rawDescGZIP() []byte {
 
 var file_streams_streams_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_streams_streams_proto_goTypes = []any{
-	(*Item)(nil),                  // 0: rdmarpc.test.streams.v1.Item
-	(*timestamppb.Timestamp)(nil), // 1: google.protobuf.Timestamp
-	(*emptypb.Empty)(nil),         // 2: google.protobuf.Empty
-	(*common.Page)(nil),           // 3: rdmarpc.test.common.Page
+	(*Item)(nil),                       // 0: rdmarpc.test.streams.v1.Item
+	(*descriptorpb.MethodOptions)(nil), // 1: google.protobuf.MethodOptions
+	(*timestamppb.Timestamp)(nil),      // 2: google.protobuf.Timestamp
+	(*emptypb.Empty)(nil),              // 3: google.protobuf.Empty
+	(*common.Page)(nil),                // 4: rdmarpc.test.common.Page
 }
 var file_streams_streams_proto_depIdxs = []int32{
-	0, // 0: rdmarpc.test.streams.v1.Feed.Get:input_type -> rdmarpc.test.streams.v1.Item
-	1, // 1: rdmarpc.test.streams.v1.Feed.Watch:input_type -> google.protobuf.Timestamp
-	0, // 2: rdmarpc.test.streams.v1.Feed.Upload:input_type -> rdmarpc.test.streams.v1.Item
-	0, // 3: rdmarpc.test.streams.v1.Feed.Chat:input_type -> rdmarpc.test.streams.v1.Item
-	2, // 4: rdmarpc.test.streams.v1.Feed.Tail:input_type -> google.protobuf.Empty
-	2, // 5: rdmarpc.test.streams.v1.Feed.Count:input_type -> google.protobuf.Empty
-	2, // 6: rdmarpc.test.streams.v1.Sink.Drain:input_type -> google.protobuf.Empty
-	0, // 7: rdmarpc.test.streams.v1.Feed.Get:output_type -> rdmarpc.test.streams.v1.Item
-	0, // 8: rdmarpc.test.streams.v1.Feed.Watch:output_type -> rdmarpc.test.streams.v1.Item
-	3, // 9: rdmarpc.test.streams.v1.Feed.Upload:output_type -> rdmarpc.test.common.Page
-	0, // 10: rdmarpc.test.streams.v1.Feed.Chat:output_type -> rdmarpc.test.streams.v1.Item
-	0, // 11: rdmarpc.test.streams.v1.Feed.Tail:output_type -> rdmarpc.test.streams.v1.Item
-	3, // 12: rdmarpc.test.streams.v1.Feed.Count:output_type -> rdmarpc.test.common.Page
-	2, // 13: rdmarpc.test.streams.v1.Sink.Drain:output_type -> google.protobuf.Empty
-	7, // [7:14] is the sub-list for method output_type
-	0, // [0:7] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
+	1, // 0: rdmarpc.test.streams.v1.route:extendee -> google.protobuf.MethodOptions
+	0, // 1: rdmarpc.test.streams.v1.Feed.Get:input_type -> rdmarpc.test.streams.v1.Item
+	2, // 2: rdmarpc.test.streams.v1.Feed.Watch:input_type -> google.protobuf.Timestamp
+	0, // 3: rdmarpc.test.streams.v1.Feed.Upload:input_type -> rdmarpc.test.streams.v1.Item
+	0, // 4: rdmarpc.test.streams.v1.Feed.Chat:input_type -> rdmarpc.test.streams.v1.Item
+	3, // 5: rdmarpc.test.streams.v1.Feed.Tail:input_type -> google.protobuf.Empty
+	3, // 6: rdmarpc.test.streams.v1.Feed.Count:input_type -> google.protobuf.Empty
+	3, // 7: rdmarpc.test.streams.v1.Sink.Drain:input_type -> google.protobuf.Empty
+	0, // 8: rdmarpc.test.streams.v1.Feed.Get:output_type -> rdmarpc.test.streams.v1.Item
+	0, // 9: rdmarpc.test.streams.v1.Feed.Watch:output_type -> rdmarpc.test.streams.v1.Item
+	4, // 10: rdmarpc.test.streams.v1.Feed.Upload:output_type -> rdmarpc.test.common.Page
+	0, // 11: rdmarpc.test.streams.v1.Feed.Chat:output_type -> rdmarpc.test.streams.v1.Item
+	0, // 12: rdmarpc.test.streams.v1.Feed.Tail:output_type -> rdmarpc.test.streams.v1.Item
+	4, // 13: rdmarpc.test.streams.v1.Feed.Count:output_type -> rdmarpc.test.common.Page
+	3, // 14: rdmarpc.test.streams.v1.Sink.Drain:output_type -> google.protobuf.Empty
+	8, // [8:15] is the sub-list for method output_type
+	1, // [1:8] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	0, // [0:1] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
 }
 
@@ -155,12 +176,13 @@ func file_streams_streams_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_streams_streams_proto_rawDesc), len(file_streams_streams_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   1,
-			NumExtensions: 0,
+			NumExtensions: 1,
 			NumServices:   2,
 		},
 		GoTypes:           file_streams_streams_proto_goTypes,
 		DependencyIndexes: file_streams_streams_proto_depIdxs,
 		MessageInfos:      file_streams_streams_proto_msgTypes,
+		ExtensionInfos:    file_streams_streams_proto_extTypes,
 	}.Build()
 	File_streams_streams_proto = out.File
 	file_streams_streams_proto_goTypes = nil
