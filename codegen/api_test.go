@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/types/pluginpb"
 
 	"github.com/rdmarpc/rdmarpc/codegen"
-	"github.com/rdmarpc/rdmarpc/codegen/compile"
+	"github.com/rdmarpc/rdmarpc/internal/compile"
 )
 
 // grpcGenVersion is the protoc-gen-go-grpc whose output rdmarpc's stubs must

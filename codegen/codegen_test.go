@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/pluginpb"
 
 	"github.com/rdmarpc/rdmarpc/codegen"
-	"github.com/rdmarpc/rdmarpc/codegen/compile"
+	"github.com/rdmarpc/rdmarpc/internal/compile"
 )
 
 func request(t *testing.T, importPath, file, param string) *pluginpb.CodeGeneratorRequest {

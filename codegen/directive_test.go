@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmarpc/rdmarpc/codegen/compile"
+	"github.com/rdmarpc/rdmarpc/internal/compile"
 )
 
 // genDirective prefixes the go:generate lines of checked-in generated code.

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/pluginpb"
 
 	"github.com/rdmarpc/rdmarpc/codegen"
-	"github.com/rdmarpc/rdmarpc/codegen/compile"
+	"github.com/rdmarpc/rdmarpc/internal/compile"
 )
 
 // Published .proto files, used as published: the ones gRPC-go's module

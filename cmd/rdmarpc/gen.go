@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmarpc/rdmarpc/codegen"
-	"github.com/rdmarpc/rdmarpc/codegen/compile"
+	"github.com/rdmarpc/rdmarpc/internal/compile"
 )
 
 // genFlags are the flags of `rdmarpc gen`, named as protoc's.
