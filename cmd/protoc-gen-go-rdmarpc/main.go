@@ -18,7 +18,8 @@ func main() {
 		case "--help", "-h":
 			fmt.Println("protoc-gen-go-rdmarpc is a protoc plugin: run it through protoc --go-rdmarpc_out=DIR or buf generate,")
 			fmt.Println("or use `rdmarpc gen`, which needs no protoc. Options (--go-rdmarpc_opt): paths=import|source_relative,")
-			fmt.Println("module=PREFIX, M<file.proto>=<Go import path>, annotate_code, require_unimplemented_servers=true|false.")
+			fmt.Println("module=PREFIX, M<file.proto>=<Go import path>, annotate_code, require_unimplemented_servers=true|false,")
+			fmt.Println("package_suffix=SUFFIX (the stubs in a package of their own, importing the messages' package).")
 			os.Exit(0)
 		}
 	}
