@@ -29,17 +29,24 @@ var (
 	grpcGenOnce sync.Once
 	grpcGenPath string
 	grpcGenErr  string
+	// grpcGenInstalled is grpcGenPath when the tests installed it.
+	grpcGenInstalled string
 )
 
-// grpcGen finds protoc-gen-go-grpc: on PATH, else installed at
-// grpcGenVersion from the module cache or proxy into a temporary directory.
+// grpcGen finds protoc-gen-go-grpc at grpcGenVersion: on PATH, else
+// installed from the module cache or proxy into a temporary directory.
 // It skips the test when neither works.
 func grpcGen(t *testing.T) string {
 	t.Helper()
 	grpcGenOnce.Do(func() {
+		// Another version on PATH would make other stubs: take it only
+		// when it is the pinned one.
 		if p, err := exec.LookPath("protoc-gen-go-grpc"); err == nil {
-			grpcGenPath = p
-			return
+			if out, err := exec.Command(p, "--version").Output(); err == nil &&
+				strings.TrimSpace(string(out)) == "protoc-gen-go-grpc "+strings.TrimPrefix(grpcGenVersion, "v") {
+				grpcGenPath = p
+				return
+			}
 		}
 		dir, err := os.MkdirTemp("", "protoc-gen-go-grpc")
 		if err != nil {
@@ -50,9 +57,11 @@ func grpcGen(t *testing.T) string {
 		cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			grpcGenErr = err.Error() + "\n" + string(out)
+			os.RemoveAll(dir)
 			return
 		}
 		grpcGenPath = filepath.Join(dir, "protoc-gen-go-grpc")
+		grpcGenInstalled = grpcGenPath
 	})
 	if grpcGenPath == "" {
 		t.Skipf("protoc-gen-go-grpc is not on PATH and go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@%s failed, "+
