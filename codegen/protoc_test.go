@@ -2,12 +2,14 @@ package codegen_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -19,31 +21,56 @@ type protocRoute struct {
 	editions bool     // protoc compiles edition files (protoc 27 and later)
 }
 
+var (
+	protocOnce  sync.Once
+	protocR     protocRoute
+	protocErr   string
+	protocSkips bool // protoc is not installed
+)
+
 func newProtocRoute(t *testing.T) protocRoute {
 	t.Helper()
-	protoc, err := exec.LookPath("protoc")
-	if err != nil {
+	protocOnce.Do(func() {
+		protoc, err := exec.LookPath("protoc")
+		if err != nil {
+			protocSkips = true
+			return
+		}
+		// Built once for the whole test binary; TestMain removes them.
+		bin, err := os.MkdirTemp("", "codegen-plugins")
+		if err != nil {
+			protocErr = err.Error()
+			return
+		}
+		tempDirs = append(tempDirs, bin)
+		var plugins []string
+		for _, pkg := range []string{
+			"google.golang.org/protobuf/cmd/protoc-gen-go",
+			"github.com/rdmarpc/rdmarpc/cmd/protoc-gen-go-rdmarpc",
+		} {
+			exe := filepath.Join(bin, filepath.Base(pkg))
+			out, err := exec.Command("go", "build", "-o", exe, pkg).CombinedOutput()
+			if err != nil {
+				protocErr = fmt.Sprintf("go build %s: %v\n%s", pkg, err, out)
+				return
+			}
+			plugins = append(plugins, "--plugin="+filepath.Base(pkg)+"="+exe)
+		}
+		out, err := exec.Command(protoc, "--version").Output()
+		if err != nil {
+			protocErr = fmt.Sprintf("protoc --version: %v", err)
+			return
+		}
+		protocR = protocRoute{protoc: protoc, plugins: plugins, editions: protocMajor(string(out)) >= 27}
+	})
+	if protocSkips {
 		t.Skip("protoc is not on PATH, so rdmarpc gen is not compared with the protoc route; " +
 			"install protoc (Debian: apt-get install protobuf-compiler) to run this check")
 	}
-	bin := t.TempDir()
-	var plugins []string
-	for _, pkg := range []string{
-		"google.golang.org/protobuf/cmd/protoc-gen-go",
-		"github.com/rdmarpc/rdmarpc/cmd/protoc-gen-go-rdmarpc",
-	} {
-		exe := filepath.Join(bin, filepath.Base(pkg))
-		out, err := exec.Command("go", "build", "-o", exe, pkg).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-		}
-		plugins = append(plugins, "--plugin="+filepath.Base(pkg)+"="+exe)
+	if protocErr != "" {
+		t.Fatal(protocErr)
 	}
-	out, err := exec.Command(protoc, "--version").Output()
-	if err != nil {
-		t.Fatalf("protoc --version: %v", err)
-	}
-	return protocRoute{protoc: protoc, plugins: plugins, editions: protocMajor(string(out)) >= 27}
+	return protocR
 }
 
 // protocMajor reads the major version from protoc --version's "libprotoc
