@@ -3,9 +3,16 @@ package codegen_test
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -434,4 +441,98 @@ func TestPackageSuffixReusesPublishedMessages(t *testing.T) {
 	if got, want := strings.TrimSpace(string(mod.run(t, "./healthcheck"))), "SERVING NotFound Unimplemented"; got != want {
 		t.Errorf("the health check printed %q; want %q", got, want)
 	}
+}
+
+// TestGRPCExampleCodeCompiles ports gRPC-go's route_guide server and client
+// to rdmarpc as a user would, changing imports and nothing else, against
+// stubs generated from its route_guide.proto: the code that implements and
+// calls every kind of streaming method compiles and vets. Their main
+// functions are left out: they set up gRPC-go's TLS credentials, which
+// rdmarpc configures otherwise.
+func TestGRPCExampleCodeCompiles(t *testing.T) {
+	dir := moduleDir(t, grpcExamples)
+	mod := newTempModule(t)
+	a := genArgs{
+		importPaths: []string{dir},
+		files:       []string{filepath.Join(dir, "route_guide/routeguide/route_guide.proto")},
+		outs: map[string]*compile.Output{
+			"go":         {Plugin: compile.Go, Dir: mod.dir, Params: []string{"paths=source_relative"}},
+			"go-rdmarpc": {Plugin: compile.Rdmarpc, Dir: mod.dir, Params: []string{"paths=source_relative"}},
+		},
+	}
+	if err := compile.Write(a.generate(t)); err != nil {
+		t.Fatal(err)
+	}
+	imports := map[string]string{
+		"google.golang.org/grpc":                                 "github.com/rdmarpc/rdmarpc/rpc",
+		"google.golang.org/grpc/codes":                           "github.com/rdmarpc/rdmarpc/rpc/codes",
+		"google.golang.org/grpc/status":                          "github.com/rdmarpc/rdmarpc/rpc/status",
+		"google.golang.org/grpc/metadata":                        "github.com/rdmarpc/rdmarpc/rpc/metadata",
+		"google.golang.org/grpc/examples/route_guide/routeguide": "example.com/published/route_guide/routeguide",
+	}
+	for _, prog := range []string{"server", "client"} {
+		src, err := os.ReadFile(filepath.Join(dir, "route_guide", prog, prog+".go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod.write(t, "route_guide/"+prog+"/"+prog+".go", portGRPCCode(t, src, prog, imports))
+	}
+	mod.build(t, "./route_guide/...")
+}
+
+// portGRPCCode rewrites the imports of a gRPC-go program by imports (keeping
+// the names the code uses them by), drops its main function and the imports
+// only main used, and renames its package to pkg.
+func portGRPCCode(t *testing.T, src []byte, pkg string, imports map[string]string) string {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "prog.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Name.Name = pkg
+	f.Decls = slices.DeleteFunc(f.Decls, func(d ast.Decl) bool {
+		fd, ok := d.(*ast.FuncDecl)
+		return ok && fd.Recv == nil && fd.Name.Name == "main"
+	})
+	used := make(map[string]bool)
+	ast.Inspect(f, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := sel.X.(*ast.Ident); ok {
+				used[id.Name] = true
+			}
+		}
+		return true
+	})
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.IMPORT {
+			continue
+		}
+		gd.Specs = slices.DeleteFunc(gd.Specs, func(s ast.Spec) bool {
+			is := s.(*ast.ImportSpec)
+			p, _ := strconv.Unquote(is.Path.Value)
+			name := path.Base(p)
+			if is.Name != nil {
+				name = is.Name.Name
+			}
+			if !used[name] {
+				return true
+			}
+			if to, ok := imports[p]; ok {
+				is.Path.Value = strconv.Quote(to)
+				if is.Name == nil && path.Base(to) != name {
+					is.Name = ast.NewIdent(name)
+				}
+			} else if strings.HasPrefix(p, "google.golang.org/grpc") {
+				t.Fatalf("the program uses %s, which has no rdmarpc counterpart here", p)
+			}
+			return false
+		})
+	}
+	var b bytes.Buffer
+	if err := format.Node(&b, fset, f); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
