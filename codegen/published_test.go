@@ -536,3 +536,131 @@ func portGRPCCode(t *testing.T, src []byte, pkg string, imports map[string]strin
 	}
 	return b.String()
 }
+
+// etcd's API, and the modules that ship what its rpc.proto imports: google/api
+// (in grpc-gateway v1's third_party) and the OpenAPI options (grpc-gateway v2).
+const (
+	etcdAPI      = "go.etcd.io/etcd/api/v3@v3.7.3"
+	gatewayV1    = "github.com/grpc-ecosystem/grpc-gateway@v1.16.0"
+	gatewayV2    = "github.com/grpc-ecosystem/grpc-gateway/v2@v2.29.0"
+	etcdRPCProto = "etcd/api/etcdserverpb/rpc.proto"
+)
+
+// TestEtcdRPC generates etcd's rpc.proto (KV, Watch, Lease with
+// LeaseKeepAlive, Maintenance with Snapshot, ...) unmodified, with what it
+// imports, laid out as etcd's own build lays it out: both routes write the
+// same bytes, the stubs have protoc-gen-go-grpc's API, and everything builds.
+func TestEtcdRPC(t *testing.T) {
+	etcd, v1, v2 := moduleDir(t, etcdAPI), moduleDir(t, gatewayV1), moduleDir(t, gatewayV2)
+	// etcd imports its files as etcd/api/...: a directory holding etcd/api.
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etcd"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(etcd, filepath.Join(root, "etcd", "api")); err != nil {
+		t.Fatal(err)
+	}
+	mod := newTempModule(t)
+	files := []string{
+		etcdRPCProto, "etcd/api/mvccpb/kv.proto", "etcd/api/authpb/auth.proto", "etcd/api/versionpb/version.proto",
+	}
+	deps := []string{
+		"google/api/annotations.proto", "google/api/http.proto",
+		"protoc-gen-openapiv2/options/annotations.proto", "protoc-gen-openapiv2/options/openapiv2.proto",
+	}
+	// Every file's messages regenerated under this module's import paths.
+	params := []string{"paths=source_relative"}
+	for _, f := range append(files, deps...) {
+		params = append(params, "M"+f+"=example.com/published/"+path.Dir(f))
+	}
+	a := genArgs{
+		importPaths: []string{root, filepath.Join(v1, "third_party", "googleapis"), v2},
+		outs: map[string]*compile.Output{
+			"go":         {Plugin: compile.Go, Dir: mod.dir, Params: params},
+			"go-rdmarpc": {Plugin: compile.Rdmarpc, Dir: mod.dir, Params: params},
+		},
+	}
+	for _, f := range append(files, deps...) {
+		a.files = append(a.files, f) // names inside the import paths, as protoc takes them
+	}
+	generated := a.generate(t)
+	var stubs []string
+	for _, f := range generated {
+		if strings.HasSuffix(f.Path, codegen.FileSuffix) {
+			stubs = append(stubs, filepath.ToSlash(strings.TrimPrefix(f.Path, mod.dir)))
+		}
+	}
+	if want := "/etcd/api/etcdserverpb/rpc" + codegen.FileSuffix; len(stubs) != 1 || stubs[0] != want {
+		t.Fatalf("stub files %q; want %s alone", stubs, want)
+	}
+	if err := compile.Write(generated); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("same as protoc", func(t *testing.T) {
+		r := newProtocRoute(t)
+		// protoc takes input files by their path on disk.
+		b := a
+		b.files = nil
+		for _, f := range a.files {
+			for _, ip := range a.importPaths {
+				if _, err := os.Stat(filepath.Join(ip, f)); err == nil {
+					b.files = append(b.files, filepath.Join(ip, f))
+					break
+				}
+			}
+		}
+		checkProtocRoute(t, r, b, generated)
+	})
+	t.Run("same API as protoc-gen-go-grpc", func(t *testing.T) {
+		grpcGen(t)
+		req := requestFor(t, a)
+		req.FileToGenerate = []string{etcdRPCProto}
+		checkSameAPI(t, req)
+	})
+	mod.write(t, "etcdcheck/main.go", etcdProgram)
+	mod.build(t, "./...")
+}
+
+// etcdProgram uses the stubs as etcd's clientv3 uses etcdserverpb's, every
+// streaming kind through the names code written for gRPC-go uses. It is
+// built, not run.
+const etcdProgram = `package main
+
+import (
+	"context"
+
+	"github.com/rdmarpc/rdmarpc/rpc"
+
+	pb "example.com/published/etcd/api/etcdserverpb"
+)
+
+type watch struct{ pb.UnimplementedWatchServer }
+
+func (watch) Watch(s pb.Watch_WatchServer) error {
+	req, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	return s.Send(&pb.WatchResponse{WatchId: req.GetCreateRequest().GetStartRevision()})
+}
+
+func clients(ctx context.Context, cc rpc.ClientConnInterface) (pb.Watch_WatchClient, pb.Lease_LeaseKeepAliveClient, pb.Maintenance_SnapshotClient, error) {
+	w, err := pb.NewWatchClient(cc).Watch(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	keep, err := pb.NewLeaseClient(cc).LeaseKeepAlive(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	snap, err := pb.NewMaintenanceClient(cc).Snapshot(ctx, &pb.SnapshotRequest{})
+	return w, keep, snap, err
+}
+
+func main() {
+	s := rpc.NewServer()
+	pb.RegisterWatchServer(s, watch{})
+	pb.RegisterKVServer(s, pb.UnimplementedKVServer{})
+	_ = clients
+}
+`
