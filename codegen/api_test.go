@@ -249,7 +249,7 @@ func TestSameAPIAsGRPC(t *testing.T) {
 // generator's parameters.
 func requestFor(t *testing.T, a genArgs) *pluginpb.CodeGeneratorRequest {
 	t.Helper()
-	req, err := compile.Request(t.Context(), compile.Config{ImportPaths: a.importPaths, Files: a.files})
+	req, err := compile.Request(t.Context(), compile.Config{ImportPaths: a.importPaths, DescriptorSets: a.descSets, Files: a.files})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,7 @@ func genCases(t *testing.T) []genCase {
 // genArgs is what a go:generate line asks rdmarpc gen for.
 type genArgs struct {
 	importPaths []string
+	descSets    []string // --descriptor_set_in
 	files       []string
 	outs        map[string]*compile.Output // by plugin name
 }
@@ -125,7 +126,7 @@ func (c genCase) parse(t *testing.T) genArgs {
 // generate runs rdmarpc gen's pipeline in process.
 func (a genArgs) generate(t *testing.T) []compile.File {
 	t.Helper()
-	req, err := compile.Request(t.Context(), compile.Config{ImportPaths: a.importPaths, Files: a.files})
+	req, err := compile.Request(t.Context(), compile.Config{ImportPaths: a.importPaths, DescriptorSets: a.descSets, Files: a.files})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,13 +129,16 @@ func TestPublishedSources(t *testing.T) {
 // files, but for the line naming protoc's version.
 func checkProtocRoute(t *testing.T, r protocRoute, a genArgs, files []compile.File) {
 	t.Helper()
-	if !r.editions && usesEditions(t, a.files) {
+	if !r.editions && len(a.descSets) == 0 && usesEditions(t, a.files) {
 		t.Skip("this protoc predates editions (protoc 27)")
 	}
 	out := t.TempDir()
 	var args []string
 	for _, ip := range a.importPaths {
 		args = append(args, "-I", ip)
+	}
+	if len(a.descSets) > 0 {
+		args = append(args, "--descriptor_set_in="+strings.Join(a.descSets, string(filepath.ListSeparator)))
 	}
 	for _, name := range []string{"go", "go-rdmarpc"} {
 		args = append(args, "--"+name+"_out="+out)
@@ -323,7 +326,16 @@ func TestPublishedDescriptors(t *testing.T) {
 		})
 	}
 	// Messages and stubs, regenerated under this module's own import paths
-	// (the interop file imports its messages by their Go import path).
+	// (the interop file imports its messages by their Go import path), by
+	// rdmarpc gen --descriptor_set_in and by protoc alike.
+	setFile := filepath.Join(t.TempDir(), "grpc.binpb")
+	b, err := proto.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(setFile, b, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	var params []string
 	for _, f := range set.File {
 		if !strings.HasPrefix(f.GetName(), "google/protobuf/") {
@@ -332,18 +344,21 @@ func TestPublishedDescriptors(t *testing.T) {
 		}
 	}
 	params = append(params, "paths=source_relative")
-	req := descriptorRequest(set, "", healthProto, reflectionProto, interopProto,
-		"grpc/testing/messages.proto", "grpc/testing/empty.proto")
-	files, err := compile.Generate(req, []compile.Output{
-		{Plugin: compile.Go, Dir: mod.dir, Params: params},
-		{Plugin: compile.Rdmarpc, Dir: mod.dir, Params: params},
-	})
-	if err != nil {
-		t.Fatal(err)
+	a := genArgs{
+		descSets: []string{setFile},
+		files:    []string{healthProto, reflectionProto, interopProto, "grpc/testing/messages.proto", "grpc/testing/empty.proto"},
+		outs: map[string]*compile.Output{
+			"go":         {Plugin: compile.Go, Dir: mod.dir, Params: params},
+			"go-rdmarpc": {Plugin: compile.Rdmarpc, Dir: mod.dir, Params: params},
+		},
 	}
+	files := a.generate(t)
 	if err := compile.Write(files); err != nil {
 		t.Fatal(err)
 	}
+	t.Run("same as protoc", func(t *testing.T) {
+		checkProtocRoute(t, newProtocRoute(t), a, files)
+	})
 	mod.build(t, "./grpc/...")
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 // genFlags are the flags of `rdmarpc gen`, named as protoc's.
 type genFlags struct {
 	importPaths []string
+	descSets    string
 	out         string
 	opts        []string
 	goOut       string
@@ -42,9 +44,13 @@ directories, in order ("." when none is given); google/protobuf/*.proto are
 built in. Every file needs a go_package option, or an M<file>=<import path>
 option. With paths=source_relative, files are written next to their .proto
 (relative to the output directory); by default (paths=import) under their Go
-import path, from which module=<prefix> strips a prefix. --opt gives an option to
-each generator that takes it: protoc-gen-go-rdmarpc's own
-(require_unimplemented_servers=false, package_suffix=SUFFIX) go to it alone.`,
+import path, from which module=<prefix> strips a prefix.
+
+With --descriptor_set_in, files are taken already compiled from
+FileDescriptorSets (protoc -o --include_imports, buf build -o), named as in
+the sets. --opt gives an option to each generator that takes it:
+protoc-gen-go-rdmarpc's own (require_unimplemented_servers=false,
+package_suffix=SUFFIX) go to it alone.`,
 		Example: `  # messages and stubs next to echo.proto:
   rdmarpc gen --out . --opt paths=source_relative echo.proto
 
@@ -58,6 +64,7 @@ each generator that takes it: protoc-gen-go-rdmarpc's own
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVarP(&f.importPaths, "proto_path", "I", nil, "directory to search for imports and input files (repeatable; default .)")
+	fl.StringVar(&f.descSets, "descriptor_set_in", "", "FileDescriptorSet files (protoc -o, buf build -o) to take the files from instead of .proto sources, separated by "+string(filepath.ListSeparator))
 	fl.StringVar(&f.out, "out", "", "output directory for both the messages and the stubs")
 	fl.StringArrayVar(&f.opts, "opt", nil, "option for the generators that take it: both for paths=source_relative, only the stubs' for package_suffix=rdmarpc (repeatable)")
 	fl.StringVar(&f.goOut, "go_out", "", "output directory for the messages (foo.pb.go); [OPTIONS:]DIR as with protoc")
@@ -74,10 +81,15 @@ func runGen(cmd *cobra.Command, f genFlags, files []string) error {
 	if err != nil {
 		return err
 	}
+	var sets []string
+	if f.descSets != "" {
+		sets = filepath.SplitList(f.descSets)
+	}
 	req, err := compile.Request(cmd.Context(), compile.Config{
-		ImportPaths: f.importPaths,
-		Files:       files,
-		Warn:        func(w string) { fmt.Fprintln(cmd.ErrOrStderr(), w) },
+		ImportPaths:    f.importPaths,
+		DescriptorSets: sets,
+		Files:          files,
+		Warn:           func(w string) { fmt.Fprintln(cmd.ErrOrStderr(), w) },
 	})
 	if err != nil {
 		return fmt.Errorf("gen:\n%w", err)

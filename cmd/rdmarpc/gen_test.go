@@ -10,7 +10,11 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
+
 	"github.com/rdmarpc/rdmarpc/codegen"
+	"github.com/rdmarpc/rdmarpc/internal/compile"
 )
 
 var (
@@ -310,5 +314,49 @@ message R { string a = 1; }
 	stderr, code := runGenIn(t, dir, "--out", ".", "e.proto")
 	if want := "stops at edition 2023: generate newer editions with protoc 30 or later and protoc-gen-go-rdmarpc"; code == 0 || !strings.Contains(stderr, want) {
 		t.Errorf("exit code %d, stderr:\n%s\nwant a failure saying %s", code, stderr, want)
+	}
+}
+
+// TestGenDescriptorSetIn generates from a FileDescriptorSet, as protoc
+// --descriptor_set_in does, and says what is missing from an incomplete one.
+func TestGenDescriptorSetIn(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"proto/demo/v1/demo.proto": okProto})
+	req, err := compile.Request(t.Context(), compile.Config{
+		ImportPaths: []string{filepath.Join(dir, "proto")},
+		Files:       []string{filepath.Join(dir, "proto/demo/v1/demo.proto")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSet := func(name string, files []*descriptorpb.FileDescriptorProto) {
+		b, err := proto.Marshal(&descriptorpb.FileDescriptorSet{File: files})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeSet("full.binpb", req.ProtoFile)
+	writeSet("partial.binpb", req.ProtoFile[len(req.ProtoFile)-1:]) // demo.proto without its import
+
+	stderr, code := runGenIn(t, dir, "--descriptor_set_in=full.binpb", "--out", "gen", "--opt", "paths=source_relative", "demo/v1/demo.proto")
+	if code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, stderr)
+	}
+	want := []string{"gen/demo/v1/demo.pb.go", "gen/demo/v1/demo_rdmarpc.pb.go"}
+	if got := pbFiles(t, dir); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("wrote %q; want %q", got, want)
+	}
+
+	for _, tc := range []struct{ set, file, want string }{
+		{"partial.binpb", "demo/v1/demo.proto", `demo/v1/demo.proto: import "google/protobuf/timestamp.proto" is not in the descriptor sets (--descriptor_set_in) "partial.binpb"; build them with --include_imports`},
+		{"full.binpb", "demo/v1/other.proto", `demo/v1/other.proto: not in the descriptor sets (--descriptor_set_in) "full.binpb"`},
+		{"proto/demo/v1/demo.proto", "demo/v1/demo.proto", "proto/demo/v1/demo.proto: not a FileDescriptorSet"},
+	} {
+		stderr, code := runGenIn(t, dir, "--descriptor_set_in="+tc.set, "--out", "gen2", tc.file)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("--descriptor_set_in=%s %s: exit code %d, stderr:\n%s\nwant a failure saying %s", tc.set, tc.file, code, stderr, tc.want)
+		}
 	}
 }

@@ -31,8 +31,15 @@ type Config struct {
 	ImportPaths []string
 
 	// Files are the .proto files to generate code for, as paths on disk
-	// inside one of ImportPaths, or as names relative to one of them.
+	// inside one of ImportPaths, or as names relative to one of them; with
+	// DescriptorSets, as names in the sets.
 	Files []string
+
+	// DescriptorSets, as protoc's --descriptor_set_in, are files holding
+	// FileDescriptorSets (protoc -o, buf build -o) that the files and their
+	// imports are taken from, already compiled, instead of from .proto
+	// sources; ImportPaths are then not searched.
+	DescriptorSets []string
 
 	// Warn, when set, receives warnings, such as unused imports, formatted
 	// as file:line:col: warning: message.
@@ -44,6 +51,9 @@ type Config struct {
 // version. Errors list every problem found, one file:line:col: message per
 // line.
 func Request(ctx context.Context, cfg Config) (*pluginpb.CodeGeneratorRequest, error) {
+	if len(cfg.DescriptorSets) > 0 {
+		return requestFromSets(cfg.DescriptorSets, cfg.Files)
+	}
 	paths := cfg.ImportPaths
 	if len(paths) == 0 {
 		paths = []string{"."}
