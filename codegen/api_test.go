@@ -145,8 +145,8 @@ func checkSameAPI(t *testing.T, req *pluginpb.CodeGeneratorRequest) {
 // per declaration, without comments, with the package rpcPkg written as
 // "rpc": exported constants and their values, types (an interface with all
 // its methods, the unexported one that forces embedding included), aliases,
-// functions and exported methods of exported types, and the ServiceDesc
-// variables with their whole value.
+// functions (the _X_Y_Handler ones too) and exported methods of exported
+// types, and the ServiceDesc variables with their whole value.
 func exportedAPI(t *testing.T, name, src, rpcPkg string) []string {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -176,7 +176,10 @@ func exportedAPI(t *testing.T, name, src, rpcPkg string) []string {
 	for _, decl := range f.Decls {
 		switch d := decl.(type) {
 		case *ast.FuncDecl:
-			if !d.Name.IsExported() {
+			// The handlers are unexported, but the service descriptor
+			// names them, and their signatures are part of the contract
+			// with the rpc package.
+			if !d.Name.IsExported() && !(d.Recv == nil && strings.HasPrefix(d.Name.Name, "_")) {
 				continue
 			}
 			if d.Recv != nil {
