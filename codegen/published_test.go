@@ -595,9 +595,7 @@ func TestEtcdRPC(t *testing.T) {
 			"go-rdmarpc": {Plugin: compile.Rdmarpc, Dir: mod.dir, Params: params},
 		},
 	}
-	for _, f := range append(files, deps...) {
-		a.files = append(a.files, f) // names inside the import paths, as protoc takes them
-	}
+	a.files = append(append(a.files, files...), deps...) // names inside the import paths
 	generated := a.generate(t)
 	var stubs []string
 	for _, f := range generated {
