@@ -85,7 +85,7 @@ func GenerateFile(gen *protogen.Plugin, f *protogen.File, opts Options) (*protog
 	g.P("// This guard fails to compile when the rpc package in the build is not")
 	g.P("// the one this file was generated for; regenerate the file with the")
 	g.P("// ", PluginName, " (or rdmarpc gen) that comes with that rpc package.")
-	g.P("const _ = ", rpcPackage.Ident("SupportPackageIsVersion1"))
+	g.P("const _ = ", rpcPackage.Ident("SupportPackageIsVersion2"))
 	g.P()
 	for _, s := range f.Services {
 		(&serviceGen{g: g, f: f, s: s, pkgName: pkg.name, opts: opts}).generate()

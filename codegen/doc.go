@@ -13,7 +13,7 @@
 // The generated code targets the rpc package: it fills rpc.ServiceDesc
 // (Methods and Streams), calls rpc.ClientConnInterface.Invoke and NewStream,
 // and it pins the rpc API it was generated for with a reference to
-// rpc.SupportPackageIsVersion1. Its API is protoc-gen-go-grpc's (v1.6, with
+// rpc.SupportPackageIsVersion2. Its API is protoc-gen-go-grpc's (v1.6, with
 // generic streams), read with package grpc as rpc: the same names,
 // signatures and X_YClient / X_YServer stream aliases, so code written
 // against gRPC-go's stubs compiles against these. (rpc does not run streams

@@ -2,9 +2,14 @@ package rpc
 
 import "context"
 
-// SupportPackageIsVersion1 is referenced by generated code. Code generated for
-// another version of this package fails to compile instead of misbehaving.
-const SupportPackageIsVersion1 = true
+// SupportPackageIsVersionN is referenced by code generated for version N of
+// this package's API: code generated for a newer version fails to compile,
+// naming the constant, instead of failing obscurely or misbehaving. Older
+// versions stay defined, so older generated code keeps compiling.
+const (
+	SupportPackageIsVersion1 = true // unary methods
+	SupportPackageIsVersion2 = true // streaming methods: ServiceDesc.Streams, NewStream
+)
 
 // MethodHandler runs one unary method: it decodes the request with dec, then
 // calls the service implementation srv, through interceptor when it is not nil.

@@ -28,7 +28,7 @@ import (
 // This guard fails to compile when the rpc package in the build is not
 // the one this file was generated for; regenerate the file with the
 // protoc-gen-go-rdmarpc (or rdmarpc gen) that comes with that rpc package.
-const _ = rpc.SupportPackageIsVersion1
+const _ = rpc.SupportPackageIsVersion2
 
 // Full names of the methods of rdmarpc.test.streams.v1.Feed, as calls and
 // interceptors see them.
