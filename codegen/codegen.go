@@ -384,8 +384,8 @@ func (sg *serviceGen) genClient() {
 		g.P("}")
 		g.P()
 		alias := sg.s.GoName + "_" + m.GoName + "Client"
-		g.P("// ", alias, " is the client's stream of ", m.GoName, ", by the name code")
-		g.P("// written for gRPC-go's stubs before they were generic uses.")
+		g.P("// ", alias, " names the client's stream of ", m.GoName, " as gRPC-go's")
+		g.P("// stubs did before they were generic, for code that uses that name.")
 		g.P("type ", alias, " = ", sg.clientStreamType(m))
 		g.P()
 	}
@@ -523,8 +523,8 @@ func (sg *serviceGen) genStreamHandler(m *protogen.Method) {
 	g.P("}")
 	g.P()
 	alias := sg.s.GoName + "_" + m.GoName + "Server"
-	g.P("// ", alias, " is the server's stream of ", m.GoName, ", by the name code")
-	g.P("// written for gRPC-go's stubs before they were generic uses.")
+	g.P("// ", alias, " names the server's stream of ", m.GoName, " as gRPC-go's")
+	g.P("// stubs did before they were generic, for code that uses that name.")
 	g.P("type ", alias, " = ", sg.serverStreamType(m))
 	g.P()
 }

@@ -76,8 +76,8 @@ func (c *tickerClient) Every(ctx context.Context, in *durationpb.Duration, opts 
 	return x, nil
 }
 
-// Ticker_EveryClient is the client's stream of Every, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Ticker_EveryClient names the client's stream of Every as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Ticker_EveryClient = rpc.ServerStreamingClient[Tick]
 
 func (c *tickerClient) Sum(ctx context.Context, opts ...rpc.CallOption) (rpc.ClientStreamingClient[Tick, Tick], error) {
@@ -89,8 +89,8 @@ func (c *tickerClient) Sum(ctx context.Context, opts ...rpc.CallOption) (rpc.Cli
 	return x, nil
 }
 
-// Ticker_SumClient is the client's stream of Sum, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Ticker_SumClient names the client's stream of Sum as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Ticker_SumClient = rpc.ClientStreamingClient[Tick, Tick]
 
 func (c *tickerClient) Echo(ctx context.Context, opts ...rpc.CallOption) (rpc.BidiStreamingClient[Tick, Tick], error) {
@@ -102,8 +102,8 @@ func (c *tickerClient) Echo(ctx context.Context, opts ...rpc.CallOption) (rpc.Bi
 	return x, nil
 }
 
-// Ticker_EchoClient is the client's stream of Echo, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Ticker_EchoClient names the client's stream of Echo as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Ticker_EchoClient = rpc.BidiStreamingClient[Tick, Tick]
 
 // TickerServer is the server API for the rdmarpc.test.editions.v1alpha.inner.Ticker service.
@@ -187,24 +187,24 @@ func _Ticker_Every_Handler(srv any, stream rpc.ServerStream) error {
 	return srv.(TickerServer).Every(in, &rpc.GenericServerStream[durationpb.Duration, Tick]{ServerStream: stream})
 }
 
-// Ticker_EveryServer is the server's stream of Every, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Ticker_EveryServer names the server's stream of Every as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Ticker_EveryServer = rpc.ServerStreamingServer[Tick]
 
 func _Ticker_Sum_Handler(srv any, stream rpc.ServerStream) error {
 	return srv.(TickerServer).Sum(&rpc.GenericServerStream[Tick, Tick]{ServerStream: stream})
 }
 
-// Ticker_SumServer is the server's stream of Sum, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Ticker_SumServer names the server's stream of Sum as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Ticker_SumServer = rpc.ClientStreamingServer[Tick, Tick]
 
 func _Ticker_Echo_Handler(srv any, stream rpc.ServerStream) error {
 	return srv.(TickerServer).Echo(&rpc.GenericServerStream[Tick, Tick]{ServerStream: stream})
 }
 
-// Ticker_EchoServer is the server's stream of Echo, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Ticker_EchoServer names the server's stream of Echo as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Ticker_EchoServer = rpc.BidiStreamingServer[Tick, Tick]
 
 // Ticker_ServiceDesc describes the rdmarpc.test.editions.v1alpha.inner.Ticker service to

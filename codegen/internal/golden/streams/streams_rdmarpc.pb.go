@@ -92,8 +92,8 @@ func (c *feedClient) Watch(ctx context.Context, in *timestamppb.Timestamp, opts 
 	return x, nil
 }
 
-// Feed_WatchClient is the client's stream of Watch, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Feed_WatchClient names the client's stream of Watch as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Feed_WatchClient = rpc.ServerStreamingClient[Item]
 
 func (c *feedClient) Upload(ctx context.Context, opts ...rpc.CallOption) (rpc.ClientStreamingClient[Item, common.Page], error) {
@@ -105,8 +105,8 @@ func (c *feedClient) Upload(ctx context.Context, opts ...rpc.CallOption) (rpc.Cl
 	return x, nil
 }
 
-// Feed_UploadClient is the client's stream of Upload, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Feed_UploadClient names the client's stream of Upload as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Feed_UploadClient = rpc.ClientStreamingClient[Item, common.Page]
 
 func (c *feedClient) Chat(ctx context.Context, opts ...rpc.CallOption) (rpc.BidiStreamingClient[Item, Item], error) {
@@ -118,8 +118,8 @@ func (c *feedClient) Chat(ctx context.Context, opts ...rpc.CallOption) (rpc.Bidi
 	return x, nil
 }
 
-// Feed_ChatClient is the client's stream of Chat, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Feed_ChatClient names the client's stream of Chat as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Feed_ChatClient = rpc.BidiStreamingClient[Item, Item]
 
 // Deprecated: Marked as deprecated in streams/streams.proto.
@@ -138,8 +138,8 @@ func (c *feedClient) Tail(ctx context.Context, in *emptypb.Empty, opts ...rpc.Ca
 	return x, nil
 }
 
-// Feed_TailClient is the client's stream of Tail, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Feed_TailClient names the client's stream of Tail as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Feed_TailClient = rpc.ServerStreamingClient[Item]
 
 func (c *feedClient) Count(ctx context.Context, in *emptypb.Empty, opts ...rpc.CallOption) (*common.Page, error) {
@@ -241,24 +241,24 @@ func _Feed_Watch_Handler(srv any, stream rpc.ServerStream) error {
 	return srv.(FeedServer).Watch(in, &rpc.GenericServerStream[timestamppb.Timestamp, Item]{ServerStream: stream})
 }
 
-// Feed_WatchServer is the server's stream of Watch, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Feed_WatchServer names the server's stream of Watch as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Feed_WatchServer = rpc.ServerStreamingServer[Item]
 
 func _Feed_Upload_Handler(srv any, stream rpc.ServerStream) error {
 	return srv.(FeedServer).Upload(&rpc.GenericServerStream[Item, common.Page]{ServerStream: stream})
 }
 
-// Feed_UploadServer is the server's stream of Upload, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Feed_UploadServer names the server's stream of Upload as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Feed_UploadServer = rpc.ClientStreamingServer[Item, common.Page]
 
 func _Feed_Chat_Handler(srv any, stream rpc.ServerStream) error {
 	return srv.(FeedServer).Chat(&rpc.GenericServerStream[Item, Item]{ServerStream: stream})
 }
 
-// Feed_ChatServer is the server's stream of Chat, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Feed_ChatServer names the server's stream of Chat as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Feed_ChatServer = rpc.BidiStreamingServer[Item, Item]
 
 func _Feed_Tail_Handler(srv any, stream rpc.ServerStream) error {
@@ -269,8 +269,8 @@ func _Feed_Tail_Handler(srv any, stream rpc.ServerStream) error {
 	return srv.(FeedServer).Tail(in, &rpc.GenericServerStream[emptypb.Empty, Item]{ServerStream: stream})
 }
 
-// Feed_TailServer is the server's stream of Tail, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Feed_TailServer names the server's stream of Tail as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Feed_TailServer = rpc.ServerStreamingServer[Item]
 
 func _Feed_Count_Handler(srv any, ctx context.Context, dec func(any) error, interceptor rpc.UnaryServerInterceptor) (any, error) {
@@ -362,8 +362,8 @@ func (c *sinkClient) Drain(ctx context.Context, opts ...rpc.CallOption) (rpc.Bid
 	return x, nil
 }
 
-// Sink_DrainClient is the client's stream of Drain, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Sink_DrainClient names the client's stream of Drain as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Sink_DrainClient = rpc.BidiStreamingClient[emptypb.Empty, emptypb.Empty]
 
 // SinkServer is the server API for the rdmarpc.test.streams.v1.Sink service.
@@ -412,8 +412,8 @@ func _Sink_Drain_Handler(srv any, stream rpc.ServerStream) error {
 	return srv.(SinkServer).Drain(&rpc.GenericServerStream[emptypb.Empty, emptypb.Empty]{ServerStream: stream})
 }
 
-// Sink_DrainServer is the server's stream of Drain, by the name code
-// written for gRPC-go's stubs before they were generic uses.
+// Sink_DrainServer names the server's stream of Drain as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
 type Sink_DrainServer = rpc.BidiStreamingServer[emptypb.Empty, emptypb.Empty]
 
 // Sink_ServiceDesc describes the rdmarpc.test.streams.v1.Sink service to
