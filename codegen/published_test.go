@@ -191,7 +191,9 @@ func newTempModule(t *testing.T) tempModule {
 	// -mod=mod completes go.mod and go.sum from the module cache or the
 	// proxy; the checksum database is not reachable from every machine, and
 	// this module is thrown away.
-	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GONOSUMDB=*", "GOSUMDB=off")
+	// A second registration of a .proto file panics, whatever the
+	// environment says.
+	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOSUMDB=off", "GOLANG_PROTOBUF_REGISTRATION_CONFLICT=panic")
 	return tempModule{dir: dir, env: env}
 }
 
@@ -211,15 +213,21 @@ func (m tempModule) build(t *testing.T, pkgs ...string) {
 // run runs go run pkg in the module and returns its output.
 func (m tempModule) run(t *testing.T, pkg string) []byte {
 	t.Helper()
-	cmd := exec.Command("go", "run", pkg)
-	cmd.Dir, cmd.Env = m.dir, m.env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, stderr, err := m.tryRun(pkg)
 	if err != nil {
-		t.Fatalf("go run %s: %v\n%s%s", pkg, err, out, stderr.String())
+		t.Fatalf("go run %s: %v\n%s%s", pkg, err, out, stderr)
 	}
 	return out
+}
+
+// tryRun runs go run pkg in the module.
+func (m tempModule) tryRun(pkg string) (stdout []byte, stderr string, err error) {
+	cmd := exec.Command("go", "run", pkg)
+	cmd.Dir, cmd.Env = m.dir, m.env
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	out, err := cmd.Output()
+	return out, e.String(), err
 }
 
 func (m tempModule) write(t *testing.T, name, content string) {
@@ -455,6 +463,45 @@ func TestPackageSuffixReusesPublishedMessages(t *testing.T) {
 	mod.build(t, "./grpc/...", "./healthcheck")
 	if got, want := strings.TrimSpace(string(mod.run(t, "./healthcheck"))), "SERVING NotFound Unimplemented"; got != want {
 		t.Errorf("the health check printed %q; want %q", got, want)
+	}
+
+	// The control: messages regenerated next to the stubs, in a binary that
+	// also links grpc_health_v1, panic at startup.
+	setFile := filepath.Join(t.TempDir(), "grpc.binpb")
+	b, err := proto.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(setFile, b, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	req, err := compile.Request(t.Context(), compile.Config{DescriptorSets: []string{setFile}, Files: []string{healthProto}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := compile.Generate(req, []compile.Output{{
+		Plugin: compile.Go, Dir: mod.dir,
+		Params: []string{"paths=source_relative", "M" + healthProto + "=example.com/published/regen/grpc/health/v1"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		rel, _ := filepath.Rel(mod.dir, f.Path)
+		mod.write(t, filepath.ToSlash(filepath.Join("regen", rel)), string(f.Content))
+	}
+	mod.write(t, "conflict/main.go", `package main
+
+import (
+	_ "example.com/published/regen/grpc/health/v1"
+	_ "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+func main() {}
+`)
+	_, stderr, err := mod.tryRun("./conflict")
+	if err == nil || !strings.Contains(stderr, "already registered") {
+		t.Errorf("a binary with two copies of %s ran: %v\n%s\nwant a registration panic", healthProto, err, stderr)
 	}
 }
 
