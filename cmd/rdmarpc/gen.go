@@ -83,6 +83,9 @@ func runGen(cmd *cobra.Command, f genFlags, files []string) error {
 	}
 	var sets []string
 	if f.descSets != "" {
+		if len(f.importPaths) > 0 {
+			return errors.New("gen: --descriptor_set_in takes every file from the sets; -I would not be searched, so give one or the other")
+		}
 		sets = filepath.SplitList(f.descSets)
 	}
 	req, err := compile.Request(cmd.Context(), compile.Config{

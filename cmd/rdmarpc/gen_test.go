@@ -353,8 +353,11 @@ func TestGenDescriptorSetIn(t *testing.T) {
 		{"partial.binpb", "demo/v1/demo.proto", `demo/v1/demo.proto: import "google/protobuf/timestamp.proto" is not in the descriptor sets (--descriptor_set_in) "partial.binpb"; build them with --include_imports`},
 		{"full.binpb", "demo/v1/other.proto", `demo/v1/other.proto: not in the descriptor sets (--descriptor_set_in) "full.binpb"`},
 		{"proto/demo/v1/demo.proto", "demo/v1/demo.proto", "proto/demo/v1/demo.proto: not a FileDescriptorSet"},
+		{"full.binpb -I proto", "demo/v1/demo.proto", "--descriptor_set_in takes every file from the sets; -I would not be searched"},
 	} {
-		stderr, code := runGenIn(t, dir, "--descriptor_set_in="+tc.set, "--out", "gen2", tc.file)
+		set, rest, _ := strings.Cut(tc.set, " ")
+		args := append([]string{"--descriptor_set_in=" + set}, strings.Fields(rest)...)
+		stderr, code := runGenIn(t, dir, append(args, "--out", "gen2", tc.file)...)
 		if code == 0 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("--descriptor_set_in=%s %s: exit code %d, stderr:\n%s\nwant a failure saying %s", tc.set, tc.file, code, stderr, tc.want)
 		}
