@@ -363,3 +363,47 @@ func TestGenDescriptorSetIn(t *testing.T) {
 		}
 	}
 }
+
+// TestGenDescriptorSetIn2024 generates an edition 2024 file that protoc 30 or
+// buf compiled: rdmarpc gen cannot compile 2024 sources, but generates from
+// their descriptors, as protoc-gen-go does.
+func TestGenDescriptorSetIn2024(t *testing.T) {
+	file := &descriptorpb.FileDescriptorProto{
+		Name:    proto.String("e/v1/e.proto"),
+		Package: proto.String("e.v1"),
+		Syntax:  proto.String("editions"),
+		Edition: descriptorpb.Edition_EDITION_2024.Enum(),
+		Options: &descriptorpb.FileOptions{GoPackage: proto.String("example.com/e/v1;epb")},
+		MessageType: []*descriptorpb.DescriptorProto{{
+			Name: proto.String("R"),
+			Field: []*descriptorpb.FieldDescriptorProto{{
+				Name: proto.String("a"), JsonName: proto.String("a"), Number: proto.Int32(1),
+				Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
+				Type:  descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(),
+			}},
+		}},
+		Service: []*descriptorpb.ServiceDescriptorProto{{
+			Name: proto.String("S"),
+			Method: []*descriptorpb.MethodDescriptorProto{{
+				Name: proto.String("M"), InputType: proto.String(".e.v1.R"), OutputType: proto.String(".e.v1.R"),
+				ClientStreaming: proto.Bool(true), ServerStreaming: proto.Bool(true),
+			}},
+		}},
+	}
+	dir := t.TempDir()
+	b, err := proto.Marshal(&descriptorpb.FileDescriptorSet{File: []*descriptorpb.FileDescriptorProto{file}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "e.binpb"), b, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	stderr, code := runGenIn(t, dir, "--descriptor_set_in=e.binpb", "--out", ".", "--opt", "paths=source_relative", "e/v1/e.proto")
+	if code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, stderr)
+	}
+	want := []string{"e/v1/e.pb.go", "e/v1/e_rdmarpc.pb.go"}
+	if got := pbFiles(t, dir); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("wrote %q; want %q", got, want)
+	}
+}

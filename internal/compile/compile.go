@@ -278,7 +278,8 @@ func (r *resolver) format(err reporter.ErrorWithPos, kind string) string {
 	}
 	if strings.Contains(msg, "edition value") && strings.Contains(msg, "not recognized") {
 		msg += "; rdmarpc gen's compiler (protocompile) stops at edition 2023: " +
-			"generate newer editions with protoc 30 or later and protoc-gen-go-rdmarpc, which takes them"
+			"generate newer editions with protoc 30 or later and protoc-gen-go-rdmarpc, which takes them, " +
+			"or from their descriptors (protoc -o or buf build -o) with rdmarpc gen --descriptor_set_in"
 	}
 	if pos.Line == 0 {
 		return file + ": " + msg
