@@ -25,12 +25,13 @@ import (
 	"github.com/rdmarpc/rdmarpc/internal/compile"
 )
 
-// Published .proto files, used as published: the ones gRPC-go's module
-// ships as source, and the ones it ships compiled only (health, reflection,
-// the interop test service), read back from its packages' descriptors. None
-// is copied into this repository: the tests take them from the Go module
-// cache (or the module proxy) at gRPC-go's version pinned here, and skip
-// when it cannot be had.
+// Published .proto files, used as published: the ones gRPC-go's modules
+// (the library and its examples) and etcd's API module ship as source, and
+// the ones gRPC-go ships compiled only (health, reflection v1, the interop
+// test service), read back from its packages' descriptors. None is copied
+// into this repository: the tests take them from the Go module cache (or the
+// module proxy) at the versions pinned here, and skip when a module cannot
+// be had.
 
 const grpcModule, grpcModuleVersion = "google.golang.org/grpc", "v1.85.0"
 
