@@ -1,0 +1,8 @@
+// Package dnstest is a tiny authoritative DNS server on loopback UDP for
+// tests: it answers A and AAAA questions from a table the test edits while
+// it runs, so a test can point a "dns://127.0.0.1:port/name:port" target at
+// it and add or remove backends.
+//
+// It answers what the Go resolver asks (one question, over UDP) and nothing
+// more: no TCP, no CNAMEs, no truncation; answers are capped at MaxRecords.
+package dnstest
