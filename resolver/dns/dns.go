@@ -208,6 +208,11 @@ func (r *dnsResolver) watch() {
 	defer r.wg.Done()
 	failures := 0
 	for {
+		// This lookup serves any ResolveNow made before it starts.
+		select {
+		case <-r.now:
+		default:
+		}
 		started := r.clock.Now()
 		err := r.resolve()
 		if err != nil {

@@ -71,10 +71,11 @@ func (c *chanCC) UpdateState(s resolver.State) error { c.states <- s; return c.r
 func (c *chanCC) ReportError(err error)              { c.errs <- err }
 
 type fixture struct {
-	srv *dnstest.Server
-	clk *fakeClock
-	cc  *chanCC
-	r   resolver.Resolver
+	interval time.Duration
+	srv      *dnstest.Server
+	clk      *fakeClock
+	cc       *chanCC
+	r        resolver.Resolver
 }
 
 // start builds a resolver for target (with %s for the DNS server's address)
@@ -93,6 +94,7 @@ func startWith(t *testing.T, target string, o Options, setup func(*dnstest.Serve
 	setup(srv)
 	f := &fixture{srv: srv, clk: newFakeClock(), cc: cc}
 	b := &builder{o: o.withDefaults(), clock: f.clk}
+	f.interval = b.o.ResolveInterval
 	tg, _, err := resolver.ParseTarget(strings.ReplaceAll(target, "%s", srv.Addr()))
 	if err != nil {
 		t.Fatal(err)
@@ -223,12 +225,41 @@ func TestResolveNowIsRateLimited(t *testing.T) {
 	}
 	w.Fire()
 	wantAddrs(t, <-f.cc.states, "10.0.0.2:7070")
-	// The ten calls were one request: the next lookup waits for the
-	// interval again (or one more ResolveNow), and is rate-limited too.
-	w = <-f.clk.waits
-	if w.d != 30*time.Second && w.d != time.Hour {
-		t.Fatalf("after the lookup: waits %v", w.d)
+	// The ten calls were served by that one lookup: nothing is pending.
+	wantNothingPending(t, f)
+}
+
+// wantNothingPending checks that the resolver, having just reported, waits
+// for its interval with no ResolveNow pending. The fake clock records the
+// interval's wait even when a pending ResolveNow wins the select, so the
+// test ends that wait: with nothing pending, it causes a lookup and the next
+// wait is the interval again; with a request pending, the resolver was
+// already on its way to a rate-limited lookup, whose wait is shorter.
+func wantNothingPending(t *testing.T, f *fixture) {
+	t.Helper()
+	w := <-f.clk.waits
+	if w.d != f.interval {
+		t.Fatalf("after the lookup: waits %v, want the interval", w.d)
 	}
+	w.Fire()
+	if w = <-f.clk.waits; w.d != f.interval {
+		t.Fatalf("after the interval: waits %v, want the interval again (a ResolveNow was still pending)", w.d)
+	}
+	<-f.cc.states
+}
+
+// A ResolveNow made while a lookup is due anyway (during a backoff) is served
+// by that lookup, and does not cause another.
+func TestResolveNowServedByTheNextLookup(t *testing.T) {
+	o := Options{ResolveInterval: time.Hour, MinResolveInterval: 30 * time.Second}
+	f := start(t, "dns://%s/kv.test:7070", o, func(s *dnstest.Server) { s.Set("kv.test") })
+	<-f.cc.errs
+	w := <-f.clk.waits // the backoff
+	f.r.ResolveNow(resolver.ResolveNowOptions{})
+	f.srv.Set("kv.test", ip1)
+	w.Fire()
+	wantAddrs(t, <-f.cc.states, "10.0.0.1:7070")
+	wantNothingPending(t, f)
 }
 
 // A state the client rejects is retried with backoff, like a failure.
