@@ -26,6 +26,7 @@ const (
 	DefaultResolveInterval    = 30 * time.Second
 	DefaultMinResolveInterval = 30 * time.Second // gRPC's rate limit
 	DefaultLookupTimeout      = 30 * time.Second
+	DefaultMaxAddresses       = 512
 )
 
 // Options configure the resolvers a builder makes. The zero value is the
@@ -39,6 +40,10 @@ type Options struct {
 	MinResolveInterval time.Duration
 	// LookupTimeout bounds one lookup.
 	LookupTimeout time.Duration
+	// MaxAddresses caps the addresses reported from one answer (the first
+	// ones, in the answer's order), so a DNS server cannot make a client
+	// open a connection to each of thousands of records. Default 512.
+	MaxAddresses int
 	// Dial reaches a DNS server: the target's authority, or one of the
 	// system's. Nil is a net.Dialer.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
@@ -53,6 +58,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LookupTimeout <= 0 {
 		o.LookupTimeout = DefaultLookupTimeout
+	}
+	if o.MaxAddresses <= 0 {
+		o.MaxAddresses = DefaultMaxAddresses
 	}
 	return o
 }
@@ -262,12 +270,16 @@ func (r *dnsResolver) resolve() error {
 		r.cc.ReportError(err)
 		return err
 	}
-	st := resolver.State{Addresses: make([]resolver.Address, 0, len(ips))}
-	seen := make(map[netip.Addr]bool, len(ips))
+	n := min(len(ips), r.o.MaxAddresses)
+	st := resolver.State{Addresses: make([]resolver.Address, 0, n)}
+	seen := make(map[netip.Addr]bool, n)
 	for _, ip := range ips {
 		ip = ip.Unmap()
 		if seen[ip] {
 			continue
+		}
+		if len(st.Addresses) == n {
+			break
 		}
 		seen[ip] = true
 		st.Addresses = append(st.Addresses, resolver.Address{

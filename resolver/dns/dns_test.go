@@ -311,3 +311,16 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// One answer yields at most MaxAddresses addresses, however many records it
+// has.
+func TestMaxAddresses(t *testing.T) {
+	many := make([]netip.Addr, 20)
+	for i := range many {
+		many[i] = netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)})
+	}
+	f := start(t, "dns://%s/kv.test:7070", Options{MaxAddresses: 5}, func(s *dnstest.Server) { s.Set("kv.test", many...) })
+	if st := <-f.cc.states; len(st.Addresses) != 5 {
+		t.Fatalf("%d addresses, want the cap of 5", len(st.Addresses))
+	}
+}

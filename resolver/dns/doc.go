@@ -10,8 +10,10 @@
 // asks (a connection failed), but never twice within MinResolveInterval, so
 // a fleet of failing connections does not flood the DNS servers. A failed
 // lookup, or an answer with no addresses, is reported with ReportError and
-// retried with exponential backoff. A host that is an IP address is reported
-// once, without a lookup or a goroutine.
+// retried with exponential backoff. An answer yields at most MaxAddresses
+// addresses, so no DNS server decides how many connections a client opens.
+// A host that is an IP address is reported once, without a lookup or a
+// goroutine.
 //
 // This is what a Kubernetes headless Service gives: one A record per ready
 // pod behind the Service's name.
