@@ -116,10 +116,13 @@ func ParseTarget(target string) (Target, Builder, error) {
 			return Target{}, nil, unknownScheme(u.Scheme, target)
 		}
 	}
+	if err != nil && strings.Contains(target, "://") {
+		return Target{}, nil, fmt.Errorf("resolver: bad target %q: %w", target, err)
+	}
 	def := GetDefaultScheme()
 	b := Get(def)
 	if b == nil {
-		return Target{}, nil, fmt.Errorf("resolver: target %q has no scheme, and the default scheme %q: %w", target, def, unknownScheme(def, target))
+		return Target{}, nil, noDefault(def, target)
 	}
 	u, err = url.Parse(def + ":///" + target)
 	if err != nil {
@@ -161,6 +164,16 @@ var packages = map[string]string{
 }
 
 func unknownScheme(scheme, target string) error {
+	return registeredError(fmt.Sprintf("resolver: %s %q in target %q", ErrUnknownScheme, scheme, target), scheme)
+}
+
+func noDefault(scheme, target string) error {
+	return registeredError(fmt.Sprintf("resolver: target %q has no scheme, and the default scheme %q is not registered", target, scheme), scheme)
+}
+
+// registeredError is lead, then what is registered, then which package
+// would register scheme if rdmarpc has one.
+func registeredError(lead, scheme string) error {
 	var ts []string
 	if _, ok := transport.Lookup("tcp"); ok {
 		ts = append(ts, "tcp")
@@ -171,8 +184,7 @@ func unknownScheme(scheme, target string) error {
 		}
 	}
 	rs := schemes()
-	msg := fmt.Sprintf("resolver: %s %q in target %q; registered resolvers: %s; registered transports: %s",
-		ErrUnknownScheme, scheme, target, list(rs), list(ts))
+	msg := fmt.Sprintf("%s; registered resolvers: %s; registered transports: %s", lead, list(rs), list(ts))
 	if pkg, ok := packages[scheme]; ok {
 		msg += fmt.Sprintf(" (%q registers when %s is imported)", scheme, pkg)
 	}

@@ -133,6 +133,10 @@ func TestParseTargetUnknownScheme(t *testing.T) {
 func TestHintedPackagesExist(t *testing.T) {
 	resolver.SetDefaultScheme("nodns")
 	defer resolver.SetDefaultScheme("dns")
+	_, _, err := resolver.ParseTarget("kv.test:7070")
+	if err == nil || !strings.Contains(err.Error(), `default scheme "nodns" is not registered`) {
+		t.Errorf("with an unregistered default scheme: %v", err)
+	}
 	for _, target := range []string{"quic://h:1", "x+dns2:///h", "kv.test:7070"} {
 		_, _, err := resolver.ParseTarget(target)
 		if err == nil {
