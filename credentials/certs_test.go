@@ -23,7 +23,7 @@ type ca struct {
 	pem  []byte
 }
 
-func newCA(t *testing.T, name string) *ca {
+func newCA(t testing.TB, name string) *ca {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -70,7 +70,7 @@ type leafOpts struct {
 	expired  bool
 }
 
-func (c *ca) issue(t *testing.T, o leafOpts) *leaf {
+func (c *ca) issue(t testing.TB, o leafOpts) *leaf {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -293,3 +293,16 @@ func FuzzParseTarget(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParseTarget(b *testing.B) {
+	for _, target := range []string{"rdma+dns:///kv.test:7070", "tcp://10.0.0.1:7070", "10.0.0.1:7070"} {
+		b.Run(target, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := resolver.ParseTarget(target); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -324,3 +324,51 @@ func TestMaxAddresses(t *testing.T) {
 		t.Fatalf("%d addresses, want the cap of 5", len(st.Addresses))
 	}
 }
+
+// FuzzParseEndpoint: any endpoint parses or fails without a panic; what
+// parses is an IP or a host name, with a port.
+func FuzzParseEndpoint(f *testing.F) {
+	for _, s := range []string{"kv.test:7070", "kv.test", "[::1]:1", "::1", "[::1]", ":80", "a:b:c", "kv..test:1", "[fe80::1%eth0]:7"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ep string) {
+		host, port, err := parseEndpoint(ep)
+		if err != nil {
+			return
+		}
+		if _, ipErr := netip.ParseAddr(host); ipErr != nil && !isDomainName(host) {
+			t.Fatalf("%q: host %q", ep, host)
+		}
+		if port == 0 {
+			t.Fatalf("%q: port 0", ep)
+		}
+	})
+}
+
+// BenchmarkFirstState is a resolver's start-up cost: Build, the A and AAAA
+// lookups against a loopback server, the first state, Close.
+func BenchmarkFirstState(b *testing.B) {
+	srv, err := dnstest.NewServer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	srv.Set("kv.test", ip1, ip2, ip3)
+	tg, _, err := resolver.ParseTarget("dns://" + srv.Addr() + "/kv.test:7070")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bld := NewBuilder(Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		cc := newChanCC()
+		r, err := bld.Build(tg, cc, resolver.BuildOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st := <-cc.states; len(st.Addresses) != 3 {
+			b.Fatalf("state %v", st)
+		}
+		r.Close()
+	}
+}
