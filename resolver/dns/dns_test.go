@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -370,5 +371,26 @@ func BenchmarkFirstState(b *testing.B) {
 			b.Fatalf("state %v", st)
 		}
 		r.Close()
+	}
+}
+
+// Without an authority, Options.Dial reaches the DNS servers: a program (or
+// a test) can send the system resolver's questions where it wants.
+func TestDialReachesTheServer(t *testing.T) {
+	var srv *dnstest.Server
+	var mu sync.Mutex
+	dialed := 0
+	o := Options{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		mu.Lock()
+		dialed++
+		mu.Unlock()
+		return (&net.Dialer{}).DialContext(ctx, network, srv.Addr())
+	}}
+	f := start(t, "dns:///kv.test:7070", o, func(s *dnstest.Server) { srv = s; s.Set("kv.test", ip1) })
+	wantAddrs(t, <-f.cc.states, "10.0.0.1:7070")
+	mu.Lock()
+	defer mu.Unlock()
+	if dialed == 0 {
+		t.Fatal("Options.Dial was not used")
 	}
 }

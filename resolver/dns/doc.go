@@ -8,7 +8,8 @@
 //
 // It resolves when built, again every ResolveInterval, and when ResolveNow
 // asks (a connection failed), but never twice within MinResolveInterval, so
-// a fleet of failing connections does not flood the DNS servers. A failed
+// a fleet of failing connections does not flood the DNS servers. Every
+// lookup's result is reported, changed or not. A failed
 // lookup, or an answer with no addresses, is reported with ReportError and
 // retried with exponential backoff. An answer yields at most MaxAddresses
 // addresses, so no DNS server decides how many connections a client opens.
