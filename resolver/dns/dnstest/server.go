@@ -1,7 +1,9 @@
 package dnstest
 
 import (
+	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -14,26 +16,47 @@ import (
 // the 1232-byte UDP payload the Go resolver offers.
 const MaxRecords = 32
 
+// maxQuery bounds a query read over TCP; real ones are well under it.
+const maxQuery = 4096
+
 // Server answers DNS questions on 127.0.0.1 until Close.
 type Server struct {
 	conn net.PacketConn
+	lis  net.Listener // TCP on the same port, for resolvers configured to use it
 	wg   sync.WaitGroup
 
 	mu      sync.Mutex
 	names   map[string][]netip.Addr // canonical name ("kv.test.") to addresses
 	queries map[string]int
+	streams map[net.Conn]struct{}
+	closed  bool
 }
 
-// NewServer starts a server on a free UDP port of 127.0.0.1.
+// NewServer starts a server on a free port of 127.0.0.1, UDP and TCP.
 func NewServer() (*Server, error) {
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	var err error
+	for range 10 { // the TCP port may be taken where the UDP one was free
+		var conn net.PacketConn
+		conn, err = net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		var lis net.Listener
+		lis, err = net.Listen("tcp", conn.LocalAddr().String())
+		if err != nil {
+			conn.Close()
+			continue
+		}
+		s := &Server{
+			conn: conn, lis: lis,
+			names: make(map[string][]netip.Addr), queries: make(map[string]int), streams: make(map[net.Conn]struct{}),
+		}
+		s.wg.Add(2)
+		go s.serve()
+		go s.serveTCP()
+		return s, nil
 	}
-	s := &Server{conn: conn, names: make(map[string][]netip.Addr), queries: make(map[string]int)}
-	s.wg.Add(1)
-	go s.serve()
-	return s, nil
+	return nil, err
 }
 
 // Addr is the server's "ip:port", the authority of a dns target.
@@ -64,8 +87,68 @@ func (s *Server) Queries(name string) int {
 // Close stops the server and waits for it.
 func (s *Server) Close() error {
 	err := s.conn.Close()
+	s.lis.Close()
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.streams {
+		c.Close()
+	}
+	s.mu.Unlock()
 	s.wg.Wait()
 	return err
+}
+
+func (s *Server) serveTCP() {
+	defer s.wg.Done()
+	for {
+		c, err := s.lis.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.streams[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.serveStream(c)
+	}
+}
+
+// serveStream answers the length-prefixed queries of one TCP connection.
+func (s *Server) serveStream(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.streams, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	var hdr [2]byte
+	buf := make([]byte, maxQuery)
+	for {
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint16(hdr[:]))
+		if n > maxQuery {
+			return // not a query this server sends answers to
+		}
+		if _, err := io.ReadFull(c, buf[:n]); err != nil {
+			return
+		}
+		resp, err := Answer(buf[:n], s.lookup)
+		if err != nil {
+			return
+		}
+		out := binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(resp)), uint16(len(resp)))
+		if _, err := c.Write(append(out, resp...)); err != nil {
+			return
+		}
+	}
 }
 
 func (s *Server) serve() {

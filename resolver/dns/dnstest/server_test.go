@@ -101,3 +101,46 @@ func FuzzAnswer(f *testing.F) {
 		}
 	})
 }
+
+// A resolver that asks over TCP gets the same answers.
+func TestServerAnswersOverTCP(t *testing.T) {
+	s, err := NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Set("kv.test", netip.MustParseAddr("10.0.0.1"))
+	tcp := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", s.Addr())
+	}}
+	got, err := tcp.LookupNetIP(context.Background(), "ip4", "kv.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != netip.MustParseAddr("10.0.0.1") {
+		t.Fatalf("got %v", got)
+	}
+}
+
+// Close ends TCP connections still open; goleak (TestMain) checks their
+// goroutines are gone.
+func TestCloseEndsStreams(t *testing.T) {
+	s, err := NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte{0}); err != nil { // half a length
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the connection is still open")
+	}
+}
