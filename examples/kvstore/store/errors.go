@@ -35,6 +35,12 @@ var (
 	// ErrCorruptDir is wrapped when the data directory has a marker but
 	// the marker or Pebble's files cannot be read. Open touched nothing.
 	ErrCorruptDir = errors.New("corrupt kvstore data directory")
+
+	// ErrFailed is wrapped by the errors of writes after a fatal storage
+	// error (a write-ahead log that could not be written or synced): the
+	// store serves reads but refuses writes until it is opened again. A
+	// write that fails this way may or may not have been applied.
+	ErrFailed = errors.New("storage failed")
 )
 
 // invalidError is an ErrInvalid whose message says what is wrong alone

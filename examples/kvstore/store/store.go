@@ -31,6 +31,9 @@ type Options struct {
 	// Logger receives Pebble's messages and the store's own. Default
 	// zap.NewNop().
 	Logger *zap.Logger
+
+	// fs replaces vfs.NewMem() for an InMemory store: tests inject errors.
+	fs vfs.FS
 }
 
 // Store is a sorted key-value map. Its methods are safe for concurrent use.
@@ -40,6 +43,7 @@ type Store struct {
 	wo      *pebble.WriteOptions
 	log     *zap.Logger
 	seed    maphash.Seed
+	failure *failure // Pebble's fatal error, if any
 
 	// writeLocks serialize writes per key stripe, so that CompareAndSwap's
 	// read and write are atomic against every other write of the key.
@@ -82,14 +86,18 @@ func Open(o Options) (*Store, error) {
 		log = zap.NewNop()
 	}
 	log = log.Named("store")
-	popts := &pebble.Options{Logger: pebbleLogger{log.Named("pebble").Sugar()}}
+	f := &failure{}
+	popts := &pebble.Options{Logger: newPebbleLogger(log.Named("pebble"), f)}
 	var (
 		db   *pebble.DB
 		lock *pebble.Lock
 		err  error
 	)
 	if o.InMemory {
-		popts.FS = vfs.NewMem()
+		popts.FS = o.fs
+		if popts.FS == nil {
+			popts.FS = vfs.NewMem()
+		}
 		db, err = pebble.Open("", popts)
 	} else {
 		if o.Dir == "" {
@@ -100,7 +108,7 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, dirLock: lock, wo: pebble.Sync, log: log, seed: maphash.MakeSeed()}
+	s := &Store{db: db, dirLock: lock, wo: pebble.Sync, log: log, seed: maphash.MakeSeed(), failure: f}
 	if o.NoSync {
 		s.wo = pebble.NoSync
 	}
@@ -302,6 +310,9 @@ func (s *Store) Batch(muts []Mutation) error {
 		return err
 	}
 	defer done()
+	if err := s.failure.Err(); err != nil {
+		return err
+	}
 	unlock := s.lock(muts)
 	defer unlock()
 	b := s.db.NewBatch()
@@ -316,7 +327,17 @@ func (s *Store) Batch(muts []Mutation) error {
 			return err
 		}
 	}
-	return b.Commit(s.wo)
+	return s.committed(b.Commit(s.wo))
+}
+
+// committed returns the error of a commit: its own, or the fatal error
+// Pebble reported through its logger while committing and then carried on
+// from as if the commit had worked.
+func (s *Store) committed(err error) error {
+	if err != nil {
+		return err
+	}
+	return s.failure.Err()
 }
 
 // lock takes the write locks of muts' keys, in stripe order so that two
@@ -357,6 +378,9 @@ func (s *Store) CompareAndSwap(key []byte, expected Expectation, value []byte) e
 		return err
 	}
 	defer done()
+	if err := s.failure.Err(); err != nil {
+		return err
+	}
 	mu := &s.writeLocks[s.stripe(key)]
 	mu.Lock()
 	defer mu.Unlock()
@@ -367,7 +391,7 @@ func (s *Store) CompareAndSwap(key []byte, expected Expectation, value []byte) e
 	if expected.absent && found || !expected.absent && (!found || !bytes.Equal(cur, expected.value)) {
 		return &ConflictError{Found: found, Current: cur, expectedAbsent: expected.absent}
 	}
-	return s.db.Set(key, value, s.wo)
+	return s.committed(s.db.Set(key, value, s.wo))
 }
 
 // ScanOptions select the pairs of one Scan.
@@ -431,11 +455,3 @@ func (s *Store) Scan(o ScanOptions) (pairs []KV, more bool, err error) {
 	}
 	return pairs, more, nil
 }
-
-// pebbleLogger sends Pebble's messages to zap: its chatty informational
-// lines at debug level.
-type pebbleLogger struct{ l *zap.SugaredLogger }
-
-func (p pebbleLogger) Infof(format string, args ...any)  { p.l.Debugf(format, args...) }
-func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Errorf(format, args...) }
-func (p pebbleLogger) Fatalf(format string, args ...any) { p.l.Fatalf(format, args...) }

@@ -1,0 +1,116 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+)
+
+// enospcOnWAL fails every write and sync of a write-ahead log with ENOSPC
+// while it is on: a disk that filled up under Pebble.
+func enospcOnWAL() *errorfs.Toggle {
+	return &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		switch op.Kind {
+		case errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo, errorfs.OpFileFlush:
+			if strings.HasSuffix(op.Path, ".log") {
+				return syscall.ENOSPC
+			}
+		}
+		return nil
+	})}
+}
+
+// TestFatalCommitError: when Pebble cannot write its WAL it reports a
+// fatal commit error through its logger, which used to exit the process
+// (the test binary died with "exit status 1"). Now the write that met the
+// error fails with ErrFailed, so do all later writes, reads go on, and the
+// store closes.
+func TestFatalCommitError(t *testing.T) {
+	for _, op := range []struct {
+		name  string
+		write func(s *Store, key string) error
+	}{
+		{"Put", func(s *Store, key string) error { return s.Put([]byte(key), []byte("v")) }},
+		{"Batch", func(s *Store, key string) error {
+			return s.Batch([]Mutation{{Key: []byte(key), Value: []byte("v")}, {Key: []byte(key + "/2"), Value: []byte("v")}})
+		}},
+		{"CompareAndSwap", func(s *Store, key string) error { return s.CompareAndSwap([]byte(key), Absent(), []byte("v")) }},
+	} {
+		t.Run(op.name, func(t *testing.T) {
+			inj := enospcOnWAL()
+			s, err := Open(Options{InMemory: true, fs: errorfs.Wrap(vfs.NewMem(), inj)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := op.write(s, "before"); err != nil {
+				t.Fatal(err)
+			}
+			inj.On()
+			err = op.write(s, "during")
+			if !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("a write whose WAL write fails: %v, want an error wrapping ErrFailed and ENOSPC", err)
+			}
+			inj.Off() // the disk has room again, but Pebble's state is not to be trusted
+			if err := op.write(s, "after"); !errors.Is(err, ErrFailed) {
+				t.Fatalf("a write after the fatal error: %v, want ErrFailed", err)
+			}
+			if v, ok := mustGet(t, s, "before"); !ok || v != "v" {
+				t.Fatalf("Get of a key written before the failure: %q, %v", v, ok)
+			}
+			if _, _, err := s.Scan(ScanOptions{Limit: 10}); err != nil {
+				t.Fatalf("Scan after the failure: %v", err)
+			}
+			s.Close() // returns (its error is Pebble's sticky WAL error)
+		})
+	}
+}
+
+// TestFatalCommitErrorConcurrent: writers committing together when the WAL
+// fails all get an error or were acknowledged before it: none hangs, and
+// none is told its write worked after the failure was recorded.
+func TestFatalCommitErrorConcurrent(t *testing.T) {
+	inj := enospcOnWAL()
+	s, err := Open(Options{InMemory: true, fs: errorfs.Wrap(vfs.NewMem(), inj)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const writers = 8
+	var (
+		wg      sync.WaitGroup
+		acked   atomic.Int64
+		started = make(chan struct{})
+		once    sync.Once
+	)
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				if err := s.Put([]byte(fmt.Sprintf("%d/%d", w, i)), []byte("v")); err != nil {
+					errs[w] = err
+					return
+				}
+				if acked.Add(1) == writers*20 {
+					once.Do(func() { close(started) })
+				}
+			}
+		}()
+	}
+	<-started // every writer keeps writing until it fails
+	inj.On()
+	wg.Wait()
+	for w, err := range errs {
+		if !errors.Is(err, ErrFailed) {
+			t.Errorf("writer %d: %v, want ErrFailed", w, err)
+		}
+	}
+}
