@@ -28,10 +28,12 @@ var watchInterval = time.Second
 // to the file system waits meanwhile. It refuses writes at once, without
 // waiting for the next statfs, and pauses: the back-off Pebble lacks.
 func (s *Store) onDiskFull() {
-	s.guard.markFull()
+	if s.guard != nil {
+		s.guard.markFull()
+	}
 	if ok, suppressed := s.enospcLog.allow(); ok {
-		s.log.Warn("the file system is full (ENOSPC): writes are refused until space is freed",
-			zap.String("dir", s.guard.dir), zap.Int("suppressed", suppressed))
+		s.log.Warn("the file system is full (ENOSPC): Pebble's writes fail, and are retried with back-off",
+			zap.String("dir", s.pdir), zap.Int("suppressed", suppressed))
 	}
 	s.enospcMu.Lock()
 	now := time.Now()

@@ -8,9 +8,12 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // enospcOnWAL fails every write and sync of a write-ahead log with ENOSPC
@@ -112,5 +115,62 @@ func TestFatalCommitErrorConcurrent(t *testing.T) {
 		if !errors.Is(err, ErrFailed) {
 			t.Errorf("writer %d: %v, want ErrFailed", w, err)
 		}
+	}
+}
+
+// TestFlushRetriesBackOff: Pebble retries a failed flush at once and for
+// ever; on a full disk that spun at full CPU with an error line per try
+// (thousands a second). Each ENOSPC now pauses Pebble's writes, 10 ms
+// doubling to 1 s, so the tries that fit in the time the test took are
+// bounded by the back-off, however fast or slow the machine.
+func TestFlushRetriesBackOff(t *testing.T) {
+	var tries atomic.Int64
+	full := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpCreate && strings.HasSuffix(op.Path, ".sst") {
+			tries.Add(1)
+			return syscall.ENOSPC
+		}
+		return nil
+	})}
+	core, logs := observer.New(zap.DebugLevel)
+	s, err := Open(Options{InMemory: true, fs: errorfs.Wrap(vfs.NewMem(), full), Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	full.On()
+	start := time.Now()
+	flushed, err := s.db.AsyncFlush()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tries.Load() < 8 { // progress: the flush is retried
+		time.Sleep(time.Millisecond)
+	}
+	n, elapsed := tries.Load(), time.Since(start)
+	full.Off()
+	<-flushed // and succeeds once there is room
+
+	// Each try creates the file twice (vfs.OnDiskFull retries once after
+	// the pause); the pauses that fit in elapsed bound the tries.
+	pauses, slept := 0, time.Duration(0)
+	for pause := enospcMinBackoff; slept+pause <= elapsed; pause = min(2*pause, enospcMaxBackoff) {
+		slept += pause
+		pauses++
+	}
+	if max := int64(2 * (pauses + 2)); n > max {
+		t.Fatalf("%d flush tries in %v; the back-off allows at most %d", n, elapsed, max)
+	}
+	t.Logf("%d tries in %v", n, elapsed)
+	// And their error lines are rate-limited.
+	lines := logs.FilterLevelExact(zap.ErrorLevel).Len()
+	if max := 1 + int(time.Since(start)/errorLogInterval); lines < 1 || lines > max {
+		t.Fatalf("%d error lines for %d failed flushes, want 1 to %d", lines, n, max)
+	}
+	if v, ok := mustGet(t, s, "k"); !ok || v != "v" {
+		t.Fatalf("after the flush: %q, %v", v, ok)
 	}
 }

@@ -133,10 +133,11 @@ func Open(o Options) (*Store, error) {
 	}
 	s.popts = &pebble.Options{Logger: newPebbleLogger(log.Named("pebble"), s.failure)}
 	if o.InMemory {
-		s.popts.FS = o.fs
-		if s.popts.FS == nil {
-			s.popts.FS = vfs.NewMem()
+		fs := o.fs
+		if fs == nil {
+			fs = vfs.NewMem()
 		}
+		s.popts.FS = vfs.OnDiskFull(fs, s.onDiskFull) // for tests that inject ENOSPC
 		var err error
 		if s.db, err = pebble.Open("", s.popts); err != nil {
 			return nil, err
@@ -146,11 +147,10 @@ func Open(o Options) (*Store, error) {
 	if o.Dir == "" {
 		return nil, errors.New("store: no data directory given")
 	}
-	s.popts.FS = vfs.Default
 	if !o.NoFreeSpaceCheck {
 		s.guard = newDiskGuard(o.Dir, o)
-		s.popts.FS = vfs.OnDiskFull(vfs.Default, s.onDiskFull)
 	}
+	s.popts.FS = vfs.OnDiskFull(vfs.Default, s.onDiskFull)
 	if err := s.openDir(o.Dir); err != nil {
 		return nil, err
 	}
