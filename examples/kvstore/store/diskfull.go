@@ -67,7 +67,7 @@ func (s *Store) watch() {
 			return
 		case <-t.C:
 		}
-		if s.guard.check() != nil {
+		if s.roomToOpen() != nil {
 			continue
 		}
 		done, err := s.reopen()

@@ -42,6 +42,7 @@ type diskGuard struct {
 	free    uint64    // at the last statfs (or 0 after an ENOSPC)
 	need    uint64    // the threshold at the last statfs
 	written uint64    // bytes admitted since the last statfs
+	extra   uint64    // what the last check needed beyond the threshold
 	err     error     // of the last statfs
 }
 
@@ -83,27 +84,29 @@ func (g *diskGuard) admit(n uint64) error {
 }
 
 // check asks the file system now; it returns a *DiskFullError while the
-// free space is below the threshold, and the statfs error if that failed.
-func (g *diskGuard) check() error {
+// free space is below the threshold plus extra, and the statfs error if
+// that failed.
+func (g *diskGuard) check(extra uint64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.refreshLocked()
+	g.extra = extra
 	switch {
 	case g.err != nil:
 		return g.err
-	case g.free < g.need:
-		return g.fullErrorLocked(0)
+	case g.free < g.need+extra:
+		return g.fullErrorLocked(extra)
 	}
 	return nil
 }
 
 // full returns the *DiskFullError of the last statfs, or nil when it found
-// enough space.
+// enough space (for the threshold plus the extra of the last check).
 func (g *diskGuard) full() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.err == nil && g.free < g.need {
-		return g.fullErrorLocked(0)
+	if g.err == nil && g.free < g.need+g.extra {
+		return g.fullErrorLocked(g.extra)
 	}
 	return nil
 }

@@ -157,6 +157,23 @@ func TestOpenOnFullDisk(t *testing.T) {
 	if err := s.Put([]byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
+	for i := range 64 { // 2 MiB in the WAL, which Close leaves unflushed
+		if err := s.Put([]byte{'w', byte(i)}, bytes.Repeat([]byte{'x'}, 32<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+
+	// Room for the threshold but not for the replayed WAL's flush as well.
+	disk.free.Store(9 << 20)
+	s, err = Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var df *DiskFullError
+	if err := s.Put([]byte("k2"), []byte("v2")); !errors.As(err, &df) || df.Need < 10<<20 {
+		t.Fatalf("a write on a disk too full to flush the WAL: %v, want a *DiskFullError needing 8 MiB + the WAL", err)
+	}
 	s.Close()
 
 	disk.free.Store(1 << 20)

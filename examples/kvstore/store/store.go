@@ -33,9 +33,12 @@ type Options struct {
 	Logger *zap.Logger
 
 	// MinFreeBytes is the free space a persistent store keeps on its file
-	// system: a write that would leave less is refused with a
+	// system (what df calls available: without the blocks reserved for
+	// root): a write that would leave less is refused with a
 	// *DiskFullError (reads go on), and accepted again once space is
 	// freed. 0 means DefaultMinFreeBytes, unless MinFreePercent is set.
+	// Opening read-write needs room for the WAL's replay as well; with
+	// less, Open opens read-only and reopens once there is room.
 	MinFreeBytes int64
 	// MinFreePercent, when positive, is the threshold as a percentage of
 	// the file system's size; with MinFreeBytes too, the larger counts.
@@ -187,12 +190,7 @@ func (s *Store) openDir(dir string) error {
 		// On a full disk a read-write open would spin retrying the flush
 		// of the replayed WAL: open read-only, which writes nothing, and
 		// reopen for writes once space is freed (watch).
-		var full error
-		if s.guard != nil {
-			if err := s.guard.check(); errors.Is(err, ErrDiskFull) {
-				full = err
-			}
-		}
+		full := s.roomToOpen()
 		db, err := probeAndOpen(pdir, s.popts, full != nil)
 		if err != nil {
 			lock.Close()
@@ -216,7 +214,7 @@ func (s *Store) openDir(dir string) error {
 		return fmt.Errorf("creating data directory: %w", err)
 	}
 	if s.guard != nil {
-		if err := s.guard.check(); errors.Is(err, ErrDiskFull) {
+		if err := s.guard.check(0); errors.Is(err, ErrDiskFull) {
 			return fmt.Errorf("creating data directory: %w", err)
 		}
 	}
@@ -244,6 +242,26 @@ func (s *Store) openDir(dir string) error {
 	}
 	s.db = db
 	s.log.Info("created data directory", zap.String("dir", dir))
+	return nil
+}
+
+// roomToOpen returns a *DiskFullError unless the file system has room for
+// a read-write open: the threshold, plus the WAL that the open replays and
+// flushes (until that flush is done, Open does not return).
+func (s *Store) roomToOpen() error {
+	if s.guard == nil {
+		return nil
+	}
+	var wal uint64
+	logs, _ := filepath.Glob(filepath.Join(s.pdir, "*.log"))
+	for _, l := range logs {
+		if fi, err := os.Stat(l); err == nil {
+			wal += uint64(fi.Size())
+		}
+	}
+	if err := s.guard.check(wal); errors.Is(err, ErrDiskFull) {
+		return err
+	}
 	return nil
 }
 
