@@ -90,7 +90,7 @@ func (g *diskGuard) check(extra uint64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.refreshLocked()
-	g.extra = extra
+	g.extra = extra // for full(), until the next refresh
 	switch {
 	case g.err != nil:
 		return g.err
@@ -123,7 +123,7 @@ func (g *diskGuard) markFull() {
 }
 
 func (g *diskGuard) refreshLocked() {
-	g.checked, g.written = g.now(), 0
+	g.checked, g.written, g.extra = g.now(), 0, 0
 	u, err := g.usage(g.dir)
 	if g.err = err; err != nil {
 		return

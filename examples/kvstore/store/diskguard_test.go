@@ -74,6 +74,9 @@ func TestDiskGuard(t *testing.T) {
 	if v, ok := mustGet(t, s, "k"); !ok || v != "v" {
 		t.Fatalf("a read on the full disk: %q, %v", v, ok)
 	}
+	if err := s.Writable(); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("Writable on the full disk: %v, want ErrDiskFull", err)
+	}
 	if _, ok := mustGet(t, s, "k2"); ok {
 		t.Fatal("a refused write was applied")
 	}
@@ -85,6 +88,9 @@ func TestDiskGuard(t *testing.T) {
 	clock.advance(guardInterval)
 	if err := s.Put([]byte("k2"), value); err != nil {
 		t.Fatalf("after space was freed: %v", err)
+	}
+	if err := s.Writable(); err != nil {
+		t.Fatalf("Writable after space was freed: %v", err)
 	}
 }
 
@@ -184,6 +190,9 @@ func TestOpenOnFullDisk(t *testing.T) {
 	defer s.Close()
 	if v, ok := mustGet(t, s, "k"); !ok || v != "v" {
 		t.Fatalf("a read on the full disk: %q, %v", v, ok)
+	}
+	if err := s.Writable(); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("Writable after opening on a full disk: %v", err)
 	}
 	for range 3 { // refused, however often
 		if err := s.Put([]byte("k2"), []byte("v2")); !errors.Is(err, ErrDiskFull) {

@@ -67,6 +67,9 @@ func TestFatalCommitError(t *testing.T) {
 			if v, ok := mustGet(t, s, "before"); !ok || v != "v" {
 				t.Fatalf("Get of a key written before the failure: %q, %v", v, ok)
 			}
+			if err := s.Writable(); !errors.Is(err, ErrFailed) {
+				t.Fatalf("Writable after the failure: %v, want ErrFailed", err)
+			}
 			if _, _, err := s.Scan(ScanOptions{Limit: 10}); err != nil {
 				t.Fatalf("Scan after the failure: %v", err)
 			}

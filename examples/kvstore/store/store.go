@@ -343,6 +343,30 @@ func (s *Store) use() (func(), error) {
 	return s.closeMu.RUnlock, nil
 }
 
+// Writable returns nil while the store accepts writes, else why it refuses
+// them: a *DiskFullError (below the free-space threshold at the last check,
+// or opened read-only on a full disk), an error wrapping ErrFailed, or
+// ErrClosed. It asks nothing of the file system.
+func (s *Store) Writable() error {
+	done, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := s.failure.Err(); err != nil {
+		return err
+	}
+	if s.readOnly || s.guard != nil {
+		if err := s.guard.full(); err != nil {
+			return err
+		}
+	}
+	if s.readOnly {
+		return fmt.Errorf("%w: space was freed, the store is reopening for writes", ErrDiskFull)
+	}
+	return nil
+}
+
 // writable admits a write of n bytes, or says why not. The caller holds
 // the store open (use).
 func (s *Store) writable(n uint64) error {
