@@ -84,18 +84,18 @@ func (g *diskGuard) admit(n uint64) error {
 }
 
 // check asks the file system now; it returns a *DiskFullError while the
-// free space is below the threshold plus extra, and the statfs error if
-// that failed.
-func (g *diskGuard) check(extra uint64) error {
+// free space is below the threshold or below atLeast, and the statfs error
+// if that failed.
+func (g *diskGuard) check(atLeast uint64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.refreshLocked()
-	g.extra = extra // for full(), until the next refresh
+	g.extra = atLeast - min(atLeast, g.need) // for full(), until the next refresh
 	switch {
 	case g.err != nil:
 		return g.err
-	case g.free < g.need+extra:
-		return g.fullErrorLocked(extra)
+	case g.free < g.need+g.extra:
+		return g.fullErrorLocked(g.extra)
 	}
 	return nil
 }

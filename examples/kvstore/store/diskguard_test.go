@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -149,8 +150,8 @@ func TestOpenOnFullDisk(t *testing.T) {
 	defer func() { watchInterval = time.Second }()
 	dir := filepath.Join(t.TempDir(), "data")
 	disk := &fakeDisk{}
-	disk.free.Store(1 << 20)
-	o := Options{Dir: dir, MinFreeBytes: 8 << 20, diskUsage: disk.usage}
+	disk.free.Store(512 << 10)
+	o := Options{Dir: dir, MinFreeBytes: 1 << 20, diskUsage: disk.usage}
 	if _, err := Open(o); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("creating a store on a full disk: %v, want ErrDiskFull", err)
 	}
@@ -163,26 +164,38 @@ func TestOpenOnFullDisk(t *testing.T) {
 	if err := s.Put([]byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 64 { // 2 MiB in the WAL, which Close leaves unflushed
+	for i := range 96 { // 3 MiB in the WAL, which Close leaves unflushed
 		if err := s.Put([]byte{'w', byte(i)}, bytes.Repeat([]byte{'x'}, 32<<10)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s.Close()
+	var wal uint64
+	logs, _ := filepath.Glob(filepath.Join(dir, "pebble", "*.log"))
+	for _, l := range logs {
+		fi, err := os.Stat(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wal += uint64(fi.Size())
+	}
+	if wal < 2<<20 {
+		t.Fatalf("%d bytes of WAL, want 3 MiB", wal)
+	}
 
-	// Room for the threshold but not for the replayed WAL's flush as well.
-	disk.free.Store(9 << 20)
+	// Room for the threshold but not for the flush of the replayed WAL.
+	disk.free.Store(wal - 512<<10)
 	s, err = Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var df *DiskFullError
-	if err := s.Put([]byte("k2"), []byte("v2")); !errors.As(err, &df) || df.Need < 10<<20 {
-		t.Fatalf("a write on a disk too full to flush the WAL: %v, want a *DiskFullError needing 8 MiB + the WAL", err)
+	if err := s.Put([]byte("k2"), []byte("v2")); !errors.As(err, &df) || df.Need != wal {
+		t.Fatalf("a write on a disk too full to flush the WAL: %v, want a *DiskFullError needing the WAL's %d bytes", err, wal)
 	}
 	s.Close()
 
-	disk.free.Store(1 << 20)
+	disk.free.Store(512 << 10)
 	s, err = Open(o)
 	if err != nil {
 		t.Fatalf("opening on a full disk: %v, want a read-only store", err)

@@ -246,8 +246,10 @@ func (s *Store) openDir(dir string) error {
 }
 
 // roomToOpen returns a *DiskFullError unless the file system has room for
-// a read-write open: the threshold, plus the WAL that the open replays and
-// flushes (until that flush is done, Open does not return).
+// a read-write open: the threshold, and at least the WAL that the open
+// replays and flushes (until that flush is done, Open does not return).
+// The WAL files counted include those kept for recycling, which errs on
+// the safe side.
 func (s *Store) roomToOpen() error {
 	if s.guard == nil {
 		return nil
