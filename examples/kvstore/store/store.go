@@ -37,8 +37,9 @@ type Options struct {
 	// root): a write that would leave less is refused with a
 	// *DiskFullError (reads go on), and accepted again once space is
 	// freed. 0 means DefaultMinFreeBytes, unless MinFreePercent is set.
-	// Opening read-write needs room for the WAL's replay as well; with
-	// less, Open opens read-only and reopens once there is room.
+	// Opening read-write also needs at least the WAL's size free (its
+	// replay is flushed); with less, Open opens read-only and reopens
+	// once there is room.
 	MinFreeBytes int64
 	// MinFreePercent, when positive, is the threshold as a percentage of
 	// the file system's size; with MinFreeBytes too, the larger counts.
