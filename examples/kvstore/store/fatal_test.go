@@ -177,3 +177,22 @@ func TestFlushRetriesBackOff(t *testing.T) {
 		t.Fatalf("after the flush: %q, %v", v, ok)
 	}
 }
+
+// TestPebbleErrorsRateLimitedApart: one error repeated is logged once per
+// interval with the count it hid; another error still gets its line.
+func TestPebbleErrorsRateLimitedApart(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	p := newPebbleLogger(zap.New(core), &failure{})
+	start := time.Now()
+	for range 100 {
+		p.Errorf("background error: %s", "no space left on device")
+	}
+	p.Errorf("other error: %d", 7)
+	repeats := logs.FilterMessageSnippet("background error").Len()
+	if max := 1 + int(time.Since(start)/errorLogInterval); repeats < 1 || repeats > max {
+		t.Fatalf("%d lines for 100 repeats of one error, want 1 to %d", repeats, max)
+	}
+	if logs.FilterMessage("other error: 7").Len() != 1 {
+		t.Fatalf("the other error was not logged: %v", logs.All())
+	}
+}

@@ -52,12 +52,17 @@ func (e *failedError) Unwrap() error        { return e.cause }
 // errors to the store's failure instead of os.Exit.
 type pebbleLogger struct {
 	l       *zap.SugaredLogger
-	errors  *limiter
 	failure *failure
+
+	// errors limits each of Pebble's error formats on its own, so that a
+	// flush failing again and again hides no other error. The formats are
+	// literals in Pebble's code: a small, fixed set.
+	mu     *sync.Mutex
+	errors map[string]*limiter
 }
 
 func newPebbleLogger(l *zap.Logger, f *failure) pebbleLogger {
-	return pebbleLogger{l: l.Sugar(), errors: newLimiter(errorLogInterval), failure: f}
+	return pebbleLogger{l: l.Sugar(), failure: f, mu: &sync.Mutex{}, errors: map[string]*limiter{}}
 }
 
 // errorLogInterval is the least time between two of Pebble's error lines.
@@ -66,7 +71,14 @@ const errorLogInterval = 10 * time.Second
 func (p pebbleLogger) Infof(format string, args ...any) { p.l.Debugf(format, args...) }
 
 func (p pebbleLogger) Errorf(format string, args ...any) {
-	if ok, suppressed := p.errors.allow(); ok {
+	p.mu.Lock()
+	lim := p.errors[format]
+	if lim == nil {
+		lim = newLimiter(errorLogInterval)
+		p.errors[format] = lim
+	}
+	p.mu.Unlock()
+	if ok, suppressed := lim.allow(); ok {
 		p.l.With("suppressed", suppressed).Errorf(format, args...)
 	}
 }
