@@ -18,11 +18,15 @@ import (
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
-// maxQueuedControl bounds the control frames (CANCELs, refusals) waiting
-// for the control goroutine while it sits in a Send to a peer that does not
-// read. A peer that takes nothing is cut off by the keepalive timeout on
-// that Send; until then the queue holds at most this many small frames.
-const maxQueuedControl = 1024
+// The control frames waiting for the control goroutine while it sits in a
+// Send to a peer that does not read are bounded; a peer that takes nothing
+// is cut off by the keepalive timeout on that Send. Refusals are the peer's
+// doing, so few may wait; CANCELs are the local caller's (each stands for a
+// call it made and gave up), so many more may.
+const (
+	maxQueuedControl = 1024
+	maxQueuedCancels = 64 << 10
+)
 
 // link is what both ends of an RPC connection share: the transport
 // connection, and a control goroutine that sends control frames (PING, PONG,
@@ -83,11 +87,10 @@ func (l *link) readFrames(dispatch func(transport.Buffer) bool) {
 }
 
 // queueControl sends an encoded control frame from the control goroutine.
-// It reports false, queueing nothing, when maxQueuedControl frames already
-// wait.
-func (l *link) queueControl(frame []byte) bool {
+// It reports false, queueing nothing, when limit frames already wait.
+func (l *link) queueControl(frame []byte, limit int) bool {
 	l.ctlMu.Lock()
-	if len(l.ctlQueue) >= maxQueuedControl {
+	if len(l.ctlQueue) >= limit {
 		l.ctlMu.Unlock()
 		return false
 	}
@@ -101,7 +104,7 @@ func (l *link) queueControl(frame []byte) bool {
 // is dropped: the server's handler then ends by its deadline or with the
 // connection, which is stuck anyway.
 func (l *link) queueCancel(id uint64) {
-	if !l.queueControl(wire.AppendCancel(nil, id)) {
+	if !l.queueControl(wire.AppendCancel(nil, id), maxQueuedCancels) {
 		l.ctlMu.Lock()
 		l.ctlDropped++
 		l.ctlMu.Unlock()

@@ -406,7 +406,7 @@ func (l *serverLink) admit(st *stream) bool {
 // queue is full is not reading: the connection is closed.
 func (l *serverLink) refuse(id uint64) bool {
 	frame := wire.AppendResponseHead(nil, id, uint32(codes.Unavailable), refusedMessage, nil, nil, refusedTrailer)
-	if l.queueControl(frame) {
+	if l.queueControl(frame, maxQueuedControl) {
 		return true
 	}
 	st := status.New(codes.ResourceExhausted, "the client sends requests faster than it takes their refusals")
