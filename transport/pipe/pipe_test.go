@@ -77,3 +77,29 @@ func ctxDone() context.Context {
 	cancel()
 	return ctx
 }
+
+// TestRegistered: the pipe scheme is registered, so a target names a
+// listener of Default as a tcp:// target names a socket.
+func TestRegistered(t *testing.T) {
+	lis, err := transport.Listen("pipe://registered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	ctx := context.Background()
+	go func() {
+		if c, err := lis.Accept(ctx); err == nil {
+			c.Send(ctx, []byte("hi"))
+			<-c.Done()
+		}
+	}()
+	c, err := transport.Dial(ctx, "pipe://registered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b, err := c.Recv(ctx)
+	if err != nil || string(b.Bytes()) != "hi" {
+		t.Fatalf("Recv: %q, %v", b.Bytes(), err)
+	}
+}
