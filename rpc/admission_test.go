@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
@@ -158,4 +160,32 @@ func TestRefusedBeyondQueue(t *testing.T) {
 	if n := g.started.Load(); n != 2 {
 		t.Fatalf("%d handlers ran, want 2 (the refused call never runs)", n)
 	}
+}
+
+// TestRefusalFloodCloses: a client that keeps sending requests beyond the
+// queue and reads none of the refusals fills the bounded control queue;
+// the server then closes the connection, with one log line, instead of
+// holding more.
+func TestRefusalFloodCloses(t *testing.T) {
+	tr := pipe.New(pipe.Options{MaxBuffered: 4 << 10})
+	s := startServer(t, tr, newGate(), rpc.MaxConcurrentCalls(1), rpc.MaxQueuedRequestBytes(1))
+	ctx := testCtx(t)
+	raw, err := tr.Dial(ctx, s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var sent int
+	for id := uint64(1); ; id++ {
+		if err := raw.Send(ctx, wire.AppendRequestHead(nil, id, 0, testpb.Test_Block_FullMethodName, nil)); err != nil {
+			break
+		}
+		if sent++; sent > 100000 {
+			t.Fatal("the server took 100 000 requests from a client that reads nothing")
+		}
+	}
+	t.Logf("the server closed the connection after %d requests", sent)
+	waitUntil(t, "the log line", func() bool {
+		return s.logs.FilterMessage("closing connection").FilterField(zap.String("reason", "the client sends requests faster than it takes their refusals")).Len() == 1
+	})
 }
