@@ -229,27 +229,41 @@ func (s *keepaliveState) wake(now time.Time, count uint64, lastFrame time.Time, 
 	return s.lastActive.Add(ka.Time).Sub(now), kaWait
 }
 
+// flushControl sends what is owed: a pong, a GOAWAY, then the queued
+// frames one at a time, so a frame counts against the queue's bound until
+// it has been sent.
 func (l *link) flushControl() error {
 	l.ctlMu.Lock()
-	q := l.ctlQueue
-	l.ctlQueue = nil
 	pong := l.pongOwed
 	l.pongOwed = false
 	ga := l.goAwayOwed
 	l.goAwayOwed = nil
 	l.ctlMu.Unlock()
 	if pong {
-		q = append(q, wire.AppendPing(nil, true, uint64(time.Now().UnixNano())))
+		if err := l.sendControl(wire.AppendPing(nil, true, uint64(time.Now().UnixNano()))); err != nil {
+			return err
+		}
 	}
 	if ga != nil {
-		q = append(q, ga)
+		if err := l.sendControl(ga); err != nil {
+			return err
+		}
 	}
-	for _, f := range q {
+	for {
+		l.ctlMu.Lock()
+		if len(l.ctlQueue) == 0 {
+			l.ctlQueue = nil // let a burst's backing array go
+			l.ctlMu.Unlock()
+			return nil
+		}
+		f := l.ctlQueue[0]
+		l.ctlQueue[0] = nil
+		l.ctlQueue = l.ctlQueue[1:]
+		l.ctlMu.Unlock()
 		if err := l.sendControl(f); err != nil {
 			return err
 		}
 	}
-	return nil
 }
 
 // sendControl sends one control frame. A peer that cannot take even a
