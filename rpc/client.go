@@ -328,7 +328,7 @@ func putPending(p *pendingCall) {
 
 func newClientLink(cc *ClientConn, tc transport.Conn) *clientLink {
 	return &clientLink{
-		link:    newLink(tc, cc.log, cc.opts.keepalive),
+		link:    newLink(tc, cc.log, cc.opts.keepalive, sendWatch{}),
 		cc:      cc,
 		pending: make(map[uint64]*pendingCall),
 	}

@@ -109,7 +109,7 @@ func TestControlQueueBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLink(tc, zap.NewNop(), Keepalive{Time: -1, Timeout: time.Hour})
+	l := newLink(tc, zap.NewNop(), Keepalive{Time: -1, Timeout: time.Hour}, sendWatch{})
 	defer func() {
 		l.close(status.New(codes.Canceled, "test over"))
 		l.wait()

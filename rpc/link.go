@@ -55,10 +55,23 @@ type link struct {
 	pongOwed   bool     // one pong answers any number of pings
 	ctlDropped uint64   // CANCELs dropped because the queue was full
 	ctlKick    chan struct{}
+
+	watch   sendWatch
+	sending atomic.Int64  // responses being sent, for the watch
+	sent    atomic.Uint64 // responses sent or failed
 }
 
-func newLink(tc transport.Conn, log *zap.Logger, ka Keepalive) *link {
-	l := &link{tc: tc, log: log, ka: ka.withDefaults(), ctlKick: make(chan struct{}, 1)}
+// sendWatch gives up a connection whose peer takes none of the responses
+// waiting for it for about after (between after and 1.5 × after): it does
+// not read, and what those calls hold would stay held. Zero after: no
+// watch.
+type sendWatch struct {
+	after time.Duration
+	stuck func() // logs the close
+}
+
+func newLink(tc transport.Conn, log *zap.Logger, ka Keepalive, watch sendWatch) *link {
+	l := &link{tc: tc, log: log, ka: ka.withDefaults(), ctlKick: make(chan struct{}, 1), watch: watch}
 	l.activity, _ = tc.(transport.Activity)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.lastFrame.Store(time.Now().UnixNano())
@@ -161,9 +174,32 @@ func (l *link) controlLoop() {
 		defer timer.Stop()
 		tick = timer.C
 	}
+	var (
+		watchTick <-chan time.Time
+		stuck     int // consecutive watch ticks with responses waiting and none sent
+		lastSent  uint64
+	)
+	if l.watch.after > 0 {
+		t := time.NewTicker(l.watch.after / 2)
+		defer t.Stop()
+		watchTick = t.C
+	}
 	for {
 		select {
 		case <-l.ctx.Done():
+			return
+		case <-watchTick:
+			if n := l.sent.Load(); n != lastSent || l.sending.Load() == 0 {
+				stuck, lastSent = 0, n
+				continue
+			}
+			if stuck++; stuck < 2 {
+				continue
+			}
+			st := status.Newf(codes.Unavailable, "the peer took no response for %v", l.watch.after)
+			if l.close(st) {
+				l.watch.stuck()
+			}
 			return
 		case <-l.ctlKick:
 			if err := l.flushControl(); err != nil {

@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -214,12 +213,6 @@ type serverLink struct {
 	peer   *Peer
 	budget *byteBudget // encoded responses the transport has not taken
 
-	// The send watchdog's counts: responses being sent, and sent (or
-	// failed). The control loop's watch closes a connection that has taken
-	// no response for ResponseTimeout while some wait.
-	sending atomic.Int64
-	sent    atomic.Uint64
-
 	mu          sync.Mutex
 	calls       map[uint64]*stream // running or queued
 	running     int                // call slots taken
@@ -251,18 +244,16 @@ type stream struct {
 const queueEntryCost = 256
 
 func (s *Server) newServerLink(tc transport.Conn) *serverLink {
-	l := &serverLink{
-		link:   newLink(tc, s.log, s.opts.keepalive),
+	watch := sendWatch{after: max(s.opts.responseTimeout, 0), stuck: func() {
+		s.peerLog.warn("closing a connection whose client takes no responses", zap.Stringer("peer", tc.RemoteAddr()), zap.Duration("timeout", s.opts.responseTimeout))
+	}}
+	return &serverLink{
+		link:   newLink(tc, s.log, s.opts.keepalive, watch),
 		s:      s,
 		peer:   &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr()},
 		budget: newByteBudget(s.opts.maxUnsentBytes),
 		calls:  make(map[uint64]*stream),
 	}
-	if d := s.opts.responseTimeout; d > 0 {
-		l.wg.Add(1)
-		go l.watchSends(d)
-	}
-	return l
 }
 
 // serve reads frames until the connection ends, then cancels the calls
@@ -607,37 +598,6 @@ func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) {
 	defer l.budget.release(len(head))
 	if err := l.tc.Send(l.ctx, head); err != nil && l.ctx.Err() == nil {
 		l.log.Info("sending error response failed", zap.String("method", sc.method), zap.Error(err))
-	}
-}
-
-// watchSends closes the connection when responses wait and the client has
-// taken none of them for about d (between d and 1.5 d): it does not read,
-// and what its calls hold would stay held.
-func (l *serverLink) watchSends(d time.Duration) {
-	defer l.wg.Done()
-	t := time.NewTicker(d / 2)
-	defer t.Stop()
-	var stuck int // consecutive ticks with responses waiting and none sent
-	last := l.sent.Load()
-	for {
-		select {
-		case <-l.ctx.Done():
-			return
-		case <-t.C:
-		}
-		now := l.sent.Load()
-		if now != last || l.sending.Load() == 0 {
-			stuck, last = 0, now
-			continue
-		}
-		if stuck++; stuck < 2 {
-			continue
-		}
-		st := status.Newf(codes.Unavailable, "the client took no response for %v", d)
-		if l.close(st) {
-			l.s.peerLog.warn("closing a connection whose client takes no responses", zap.Stringer("peer", l.peer.Addr), zap.Duration("timeout", d))
-		}
-		return
 	}
 }
 
