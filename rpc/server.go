@@ -214,17 +214,17 @@ type serverLink struct {
 	budget *byteBudget // encoded responses the transport has not taken
 
 	mu          sync.Mutex
-	calls       map[uint64]*stream // running or queued
-	running     int                // call slots taken
-	queue       list.List          // of *stream waiting for a slot, oldest first
+	calls       map[uint64]*callStream // running or queued
+	running     int                    // call slots taken
+	queue       list.List              // of *callStream waiting for a slot, oldest first
 	queuedBytes int
 	wg          sync.WaitGroup // handler goroutines
 }
 
-// stream is one call on a server connection: a stream with one message
+// callStream is one call on a server connection: a stream with one message
 // each way. Admission, cancellation and the response budget apply per
 // stream.
-type stream struct {
+type callStream struct {
 	id       uint64
 	method   string
 	req      wire.Request
@@ -252,7 +252,7 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 		s:      s,
 		peer:   &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr()},
 		budget: newByteBudget(s.opts.maxUnsentBytes),
-		calls:  make(map[uint64]*stream),
+		calls:  make(map[uint64]*callStream),
 	}
 }
 
@@ -316,8 +316,8 @@ func (l *serverLink) fatal(err error) {
 // newStream decodes a REQUEST into a stream. A request that cannot be
 // served (malformed body, unknown method, too large) becomes a stream that
 // fails: the frame's boundaries are intact, so only this call fails.
-func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *stream {
-	st := &stream{id: id, cost: b.Len() + queueEntryCost}
+func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *callStream {
+	st := &callStream{id: id, cost: b.Len() + queueEntryCost}
 	req, err := wire.ParseRequest(body, l.s.opts.maxHeaderListSize)
 	switch {
 	case errors.Is(err, wire.ErrMetadataTooLarge):
@@ -352,7 +352,7 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *stre
 // when the queue's byte bound is reached, refuses it: the client may send
 // it again since it never ran. It never waits. It reports false when the
 // link is closing.
-func (l *serverLink) admit(st *stream) bool {
+func (l *serverLink) admit(st *callStream) bool {
 	l.mu.Lock()
 	if _, dup := l.calls[st.id]; dup {
 		l.mu.Unlock()
@@ -408,7 +408,7 @@ func (l *serverLink) refuse(id uint64) bool {
 }
 
 // startLocked gives st its context; called with l.mu held.
-func (l *serverLink) startLocked(st *stream) context.Context {
+func (l *serverLink) startLocked(st *callStream) context.Context {
 	ctx, cancel := context.WithCancel(l.ctx)
 	st.cancel = cancel
 	st.elem = nil
@@ -441,7 +441,7 @@ func (l *serverLink) cancelStream(id uint64) {
 
 // runStreams serves st, then the queued streams, one after another, until
 // the queue is empty: the goroutine keeps its call slot.
-func (l *serverLink) runStreams(st *stream, ctx context.Context) {
+func (l *serverLink) runStreams(st *callStream, ctx context.Context) {
 	defer l.wg.Done()
 	for st != nil {
 		l.serveStream(st, ctx)
@@ -449,7 +449,7 @@ func (l *serverLink) runStreams(st *stream, ctx context.Context) {
 		st = nil
 		if l.ctx.Err() == nil {
 			if e := l.queue.Front(); e != nil {
-				st = l.queue.Remove(e).(*stream)
+				st = l.queue.Remove(e).(*callStream)
 				l.queuedBytes -= st.cost
 				ctx = l.startLocked(st)
 			}
@@ -465,7 +465,7 @@ func (l *serverLink) runStreams(st *stream, ctx context.Context) {
 // held.
 func (l *serverLink) dropQueue() {
 	for e := l.queue.Front(); e != nil; e = l.queue.Front() {
-		st := l.queue.Remove(e).(*stream)
+		st := l.queue.Remove(e).(*callStream)
 		st.frame.Release()
 		delete(l.calls, st.id)
 	}
@@ -473,7 +473,7 @@ func (l *serverLink) dropQueue() {
 }
 
 // serveStream runs st's handler and sends its outcome.
-func (l *serverLink) serveStream(st *stream, ctx context.Context) {
+func (l *serverLink) serveStream(st *callStream, ctx context.Context) {
 	sc := &serverCall{method: st.method, peer: l.peer}
 	ctx = context.WithValue(ctx, serverCallKey{}, sc)
 	resp, err := l.run(sc, ctx, st)
@@ -486,7 +486,7 @@ func (l *serverLink) serveStream(st *stream, ctx context.Context) {
 
 // run calls st's handler; a panic becomes Internal and one log line with
 // the stack.
-func (l *serverLink) run(sc *serverCall, ctx context.Context, st *stream) (resp any, err error) {
+func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (resp any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			l.log.Error("handler panicked", zap.String("method", sc.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
