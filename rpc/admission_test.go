@@ -124,9 +124,9 @@ func TestCancelQueuedCalls(t *testing.T) {
 }
 
 // TestRefusedBeyondQueue: with the one call slot taken and the queue's
-// byte bound reached, a call is refused before it runs, and the client
-// sees Unavailable after its transparent retries; the calls admitted all
-// succeed.
+// byte bound reached, a call is refused before it runs; the client holds it
+// until a slot frees and sends it again, so every call succeeds and each
+// handler runs once.
 func TestRefusedBeyondQueue(t *testing.T) {
 	g := newGate()
 	tr := newSpy(pipe.New(pipe.Options{}))
@@ -134,31 +134,34 @@ func TestRefusedBeyondQueue(t *testing.T) {
 	_, c := s.dial(t)
 	ctx := testCtx(t)
 
-	errs := make(chan error, 2)
-	for range 2 {
-		go func() {
-			_, err := c.Block(ctx, &testpb.BlockRequest{})
-			errs <- err
-		}()
+	errs := make(chan error, 3)
+	block := func() {
+		_, err := c.Block(ctx, &testpb.BlockRequest{})
+		errs <- err
 	}
+	go block()
 	waitUntil(t, "one handler to start", func() bool { return g.started.Load() == 1 })
-	client := tr.client(0)
-	waitUntil(t, "the second request to queue", func() bool { return client.sent[wire.KindRequest].Load() == 2 })
-	_, err := c.Block(ctx, &testpb.BlockRequest{})
-	if status.Code(err) != codes.Unavailable {
-		t.Fatalf("call beyond the queue: %v, want Unavailable", err)
-	}
-	if n := client.sent[wire.KindRequest].Load(); n != 2+3 {
-		t.Fatalf("%d requests sent, want 2 and 3 attempts of the refused call", n)
+	go block()
+	client, server := tr.client(0), tr.server(0)
+	waitUntil(t, "the second request to queue", func() bool { return server.received[wire.KindRequest].Load() == 2 })
+	go block()
+	waitUntil(t, "a refusal", func() bool { return client.received[wire.KindResponse].Load() >= 1 })
+	select {
+	case err := <-errs:
+		t.Fatalf("a call ended while the slot was taken: %v", err)
+	default:
 	}
 	close(g.release)
-	for range 2 {
+	for range 3 {
 		if err := <-errs; err != nil {
-			t.Fatal(err)
+			t.Fatalf("call: %v", err)
 		}
 	}
-	if n := g.started.Load(); n != 2 {
-		t.Fatalf("%d handlers ran, want 2 (the refused call never runs)", n)
+	if n := g.started.Load(); n != 3 {
+		t.Fatalf("%d handlers ran, want 3 (a refused call runs once, when sent again)", n)
+	}
+	if n := client.sent[wire.KindRequest].Load(); n < 4 {
+		t.Fatalf("%d requests sent, want at least 4 (the refused one twice)", n)
 	}
 }
 

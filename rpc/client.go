@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -262,9 +263,12 @@ func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _
 		return status.Errorf(codes.Internal, "request metadata: %v", err)
 	}
 	// A call that never left (the link was draining, or closed before the
-	// transport took the request) is safely sent again on a new link; one
-	// the server refused before running it, on the same one.
-	for attempt := 1; ; attempt++ {
+	// transport took the request) is safely sent again on a new link. One
+	// the server refused before running it (its queue for call slots was
+	// full) waits, as a call waits for a stream slot in HTTP/2, until one
+	// of the link's calls ends (or a backoff passes), then goes again.
+	notSent, refused := 0, 0
+	for {
 		l, err := cc.link(ctx, ci.waitForReady)
 		if err != nil {
 			return err
@@ -273,17 +277,56 @@ func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _
 		switch err {
 		case errNotSent:
 			cc.forget(l, false)
-			if attempt == 3 {
+			if notSent++; notSent == 3 {
 				return l.closeStatus().Err()
 			}
 		case errRefused:
-			if attempt == 3 {
-				return status.Error(codes.Unavailable, "the server refused the call three times: "+refusedMessage)
+			refused++
+			if err := l.waitForSlot(ctx, refused); err != nil {
+				return err
 			}
 		default:
 			return err
 		}
 	}
+}
+
+// waitForSlot waits, after the server refused a call for the refused-th
+// time in a row, until one of l's calls gets its response, a backoff of
+// 10 ms doubling to 1 s passes, l closes, or ctx ends (its error).
+func (l *clientLink) waitForSlot(ctx context.Context, refused int) error {
+	l.mu.Lock()
+	if l.slotFreed == nil {
+		l.slotFreed = make(chan struct{})
+	}
+	freed := l.slotFreed
+	l.slotWaiters.Add(1)
+	l.mu.Unlock()
+	t := time.NewTimer(min(10*time.Millisecond<<min(refused-1, 7), time.Second))
+	defer t.Stop()
+	select {
+	case <-freed:
+	case <-t.C:
+	case <-l.ctx.Done():
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return nil
+}
+
+// freeSlot wakes the calls waiting in waitForSlot; the reader calls it for
+// every response, at the cost of an atomic load when nobody waits.
+func (l *clientLink) freeSlot() {
+	if l.slotWaiters.Load() == 0 {
+		return
+	}
+	l.mu.Lock()
+	if l.slotFreed != nil {
+		close(l.slotFreed)
+		l.slotFreed = nil
+	}
+	l.slotWaiters.Store(0)
+	l.mu.Unlock()
 }
 
 // errRefused means the server refused the call before running it (its
@@ -304,6 +347,9 @@ type clientLink struct {
 	pending  map[uint64]*pendingCall
 	nextID   uint64
 	draining bool // GOAWAY received, or closed: no new calls
+
+	slotFreed   chan struct{} // closed at the next response, for refused calls
+	slotWaiters atomic.Int64
 }
 
 type pendingCall struct {
@@ -520,6 +566,7 @@ func (l *clientLink) dispatch(b transport.Buffer) bool {
 		} else {
 			b.Release() // the caller gave up; the server did not know yet
 		}
+		l.freeSlot()
 		if retire {
 			l.retire()
 		}

@@ -109,9 +109,10 @@ func MaxConcurrentCalls(n int) ServerOption {
 
 // MaxQueuedRequestBytes bounds the bytes of requests that wait for a call
 // slot on one connection (each counts its frame and 256 bytes). A request
-// that does not fit is refused with Unavailable before it runs, which the
-// client retries transparently (docs/wire.md). One request is always let
-// in when the queue is empty. Default 4 MiB.
+// that does not fit is refused before it runs; an rdmarpc client holds it
+// until a slot frees and sends it again (docs/wire.md), others see
+// Unavailable. One request is always let in when the queue is empty.
+// Default 4 MiB.
 func MaxQueuedRequestBytes(n int) ServerOption {
 	return func(o *serverOptions) { o.maxQueuedBytes = n }
 }
