@@ -193,7 +193,9 @@ func (l *link) controlLoop() {
 				stuck, lastSent = 0, n
 				continue
 			}
-			if stuck++; stuck < 2 {
+			// A response in progress at the first of three ticks with
+			// none sent has waited two intervals, the whole bound.
+			if stuck++; stuck < 3 {
 				continue
 			}
 			st := status.Newf(codes.Unavailable, "the peer took no response for %v", l.watch.after)
