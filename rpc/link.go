@@ -50,10 +50,10 @@ type link struct {
 	lastFrame atomic.Int64  // when the last one arrived, Unix nanoseconds
 
 	ctlMu      sync.Mutex
-	ctlQueue   [][]byte // encoded control frames waiting to be sent
-	goAwayOwed []byte   // a GOAWAY to send (it never waits behind the bound)
-	pongOwed   bool     // one pong answers any number of pings
-	ctlDropped uint64   // CANCELs dropped because the queue was full
+	ctlQueue   [][]byte    // encoded control frames waiting to be sent
+	goAwayOwed []byte      // a GOAWAY to send (it never waits behind the bound)
+	pongOwed   bool        // one pong answers any number of pings
+	ctlDropped atomic.Bool // a CANCEL was dropped because the queue was full (logged once)
 	ctlKick    chan struct{}
 
 	watch   sendWatch
@@ -117,10 +117,8 @@ func (l *link) queueControl(frame []byte, limit int) bool {
 // is dropped: the server's handler then ends by its deadline or with the
 // connection, which is stuck anyway.
 func (l *link) queueCancel(id uint64) {
-	if !l.queueControl(wire.AppendCancel(nil, id), maxQueuedCancels) {
-		l.ctlMu.Lock()
-		l.ctlDropped++
-		l.ctlMu.Unlock()
+	if !l.queueControl(wire.AppendCancel(nil, id), maxQueuedCancels) && l.ctlDropped.CompareAndSwap(false, true) {
+		l.log.Info("the peer takes no control frames: dropping cancellations", zap.Stringer("peer", l.tc.RemoteAddr()))
 	}
 }
 
