@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"context"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -69,5 +71,36 @@ func TestKeepaliveTrickle(t *testing.T) {
 			t.Fatal("a silent connection is never closed")
 		}
 		now = now.Add(next)
+	}
+}
+
+// TestByteBudget: acquires beyond the bound wait for releases and honour
+// their context; one acquire larger than the bound passes alone.
+func TestByteBudget(t *testing.T) {
+	b := newByteBudget(100)
+	ctx := context.Background()
+	if err := b.acquire(ctx, 60); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- b.acquire(ctx, 60) }()
+	for !b.waiting() {
+		runtime.Gosched()
+	}
+	b.release(60)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := b.acquire(short, 60); err != context.Canceled {
+		t.Fatalf("acquire beyond the bound with a done context: %v", err)
+	}
+	b.release(60)
+	if err := b.acquire(ctx, 1000); err != nil {
+		t.Fatalf("one acquire larger than the bound, alone: %v", err)
+	}
+	if b.used.Load() != 1000 {
+		t.Fatalf("used %d", b.used.Load())
 	}
 }

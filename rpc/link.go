@@ -471,57 +471,72 @@ func checkSize(n, limit, head int, tc transport.Conn) error {
 
 // byteBudget bounds the bytes a connection holds for one purpose (encoded
 // responses the transport has not taken). One request larger than the whole
-// budget is let through when nothing else holds any.
+// budget is let through when nothing else holds any. Taking and giving back
+// bytes is lock-free while nobody waits.
 type byteBudget struct {
-	max int
+	max     int64
+	used    atomic.Int64
+	waiters atomic.Int64
 
 	mu      sync.Mutex
-	used    int
-	peak    int
-	waiters int
-	changed chan struct{} // closed and replaced when bytes come back to waiters
+	changed chan struct{} // closed when bytes come back to waiters
 }
 
-func newByteBudget(max int) *byteBudget {
-	return &byteBudget{max: max, changed: make(chan struct{})}
+func newByteBudget(max int) *byteBudget { return &byteBudget{max: int64(max)} }
+
+func (b *byteBudget) tryAcquire(n int64) bool {
+	for {
+		u := b.used.Load()
+		if u > 0 && u+n > b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
 }
 
 func (b *byteBudget) acquire(ctx context.Context, n int) error {
-	b.mu.Lock()
-	for b.used > 0 && b.used+n > b.max {
-		wait := b.changed
-		b.waiters++
-		b.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			b.mu.Lock()
-			b.waiters--
-			b.mu.Unlock()
-			return ctx.Err()
-		}
-		b.mu.Lock()
-		b.waiters--
+	if b.tryAcquire(int64(n)) {
+		return nil
 	}
-	b.used += n
-	b.peak = max(b.peak, b.used)
-	b.mu.Unlock()
-	return nil
+	for {
+		b.mu.Lock()
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		wait := b.changed
+		b.waiters.Add(1)
+		b.mu.Unlock()
+		// A release that came before the waiter was counted is seen here.
+		ok := b.tryAcquire(int64(n))
+		if !ok {
+			select {
+			case <-wait:
+				ok = b.tryAcquire(int64(n))
+			case <-ctx.Done():
+				b.waiters.Add(-1)
+				return ctx.Err()
+			}
+		}
+		b.waiters.Add(-1)
+		if ok {
+			return nil
+		}
+	}
 }
 
 func (b *byteBudget) release(n int) {
-	b.mu.Lock()
-	b.used -= n
-	if b.waiters > 0 {
-		close(b.changed)
-		b.changed = make(chan struct{})
+	b.used.Add(-int64(n))
+	if b.waiters.Load() > 0 {
+		b.mu.Lock()
+		if b.changed != nil {
+			close(b.changed)
+			b.changed = nil
+		}
+		b.mu.Unlock()
 	}
-	b.mu.Unlock()
 }
 
 // waiting reports whether some acquire is waiting for bytes.
-func (b *byteBudget) waiting() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.waiters > 0
-}
+func (b *byteBudget) waiting() bool { return b.waiters.Load() > 0 }
