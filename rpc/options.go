@@ -19,10 +19,14 @@ const (
 // Keepalive makes each end ping a quiet connection, and close it when the
 // peer stays silent: this is how a vanished peer is noticed.
 type Keepalive struct {
-	// Time of silence from the peer after which a ping is sent.
-	// Default 30 s; a negative value turns keepalive off.
+	// Time of silence from the peer after which a ping is sent. Any byte
+	// received is a sign of life when the transport counts bytes
+	// (transport.Activity), else any frame. Default 30 s; a negative value
+	// turns keepalive off.
 	Time time.Duration
-	// Timeout for any frame to arrive after the ping. Default 20 s.
+	// Timeout for a sign of life to arrive after the ping, after which the
+	// connection is closed: a dead peer is noticed within Time + Timeout.
+	// Default 20 s.
 	Timeout time.Duration
 }
 
