@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/pipe"
 )
 
@@ -191,4 +193,83 @@ func TestRefusalFloodCloses(t *testing.T) {
 	waitUntil(t, "the log line", func() bool {
 		return s.logs.FilterMessage("closing connection").FilterField(zap.String("reason", "the client sends requests faster than it takes their refusals")).Len() == 1
 	})
+}
+
+// lender makes a transport's received messages look lent (as RDMA receive
+// buffers are): each must be released, and it counts those still out.
+type lender struct {
+	transport.Transport
+	out atomic.Int64
+}
+
+type lenderListener struct {
+	transport.Listener
+	l *lender
+}
+
+type lenderConn struct {
+	transport.Conn
+	l *lender
+}
+
+func (l *lender) Listen(addr string) (transport.Listener, error) {
+	lis, err := l.Transport.Listen(addr)
+	if err != nil {
+		return nil, err
+	}
+	return lenderListener{lis, l}, nil
+}
+
+func (ll lenderListener) Accept(ctx context.Context) (transport.Conn, error) {
+	c, err := ll.Listener.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return lenderConn{c, ll.l}, nil
+}
+
+func (c lenderConn) Recv(ctx context.Context) (transport.Buffer, error) {
+	b, err := c.Conn.Recv(ctx)
+	if err != nil {
+		return b, err
+	}
+	c.l.out.Add(1)
+	return transport.NewBuffer(b.Bytes(), c.l, 0), nil
+}
+
+func (l *lender) ReleaseBuffer(uint64, []byte) { l.out.Add(-1) }
+
+// TestQueuedRequestsLeaveTransportMemory: requests waiting for a call slot
+// are copied out of the buffers the transport lent, so a transport that
+// lends a bounded number (RDMA receive buffers, each a credit) keeps
+// delivering: with 2 calls running and 50 waiting, no lent buffer is held.
+func TestQueuedRequestsLeaveTransportMemory(t *testing.T) {
+	g := newGate()
+	tr := newSpy(&lender{Transport: pipe.New(pipe.Options{})})
+	lend := tr.Transport.(*lender)
+	s := startServer(t, tr, g, rpc.MaxConcurrentCalls(2))
+	_, c := s.dial(t)
+	ctx := testCtx(t)
+	const calls = 52
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			_, err := c.Block(ctx, &testpb.BlockRequest{Tag: "x"})
+			errs <- err
+		}()
+	}
+	waitUntil(t, "every request to reach the server", func() bool {
+		sc := tr.server(0)
+		return sc != nil && sc.received[wire.KindRequest].Load() == calls
+	})
+	waitUntil(t, "2 handlers to start", func() bool { return g.started.Load() == 2 })
+	// The running handlers decoded their requests, which gives the memory
+	// back; the waiting ones were copied out.
+	waitUntil(t, "lent buffers to come back", func() bool { return lend.out.Load() == 0 })
+	close(g.release)
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
