@@ -14,6 +14,9 @@ type callInfo struct {
 	maxRecvSize int // 0: the connection's limit
 	maxSendSize int // 0: the connection's limit
 	peer        *Peer
+	// waitForReady: wait for a connection while the ClientConn backs off
+	// after failed dials, instead of failing at once.
+	waitForReady bool
 }
 
 type callOptionFunc func(*callInfo)
@@ -47,4 +50,11 @@ func MaxCallSendMsgSize(n int) CallOption {
 // PeerOption stores the address of the server that served the call into *p.
 func PeerOption(p *Peer) CallOption {
 	return callOptionFunc(func(ci *callInfo) { ci.peer = p })
+}
+
+// WaitForReady, with true, makes a call made while the ClientConn cannot
+// connect wait (within its context) for the next connection attempt to
+// succeed, instead of failing at once with Unavailable, as gRPC-go's.
+func WaitForReady(waitForReady bool) CallOption {
+	return callOptionFunc(func(ci *callInfo) { ci.waitForReady = waitForReady })
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
+	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
@@ -24,19 +26,25 @@ import (
 // connection breaks, or the server asks to go away, the next call dials
 // again.
 type ClientConn struct {
-	target string
-	addr   string
-	tr     transport.Transport
-	opts   dialOptions
-	log    *zap.Logger
-	invoke UnaryInvoker // the interceptor chain, ending in cc.call
+	target  string
+	addr    string
+	tr      transport.Transport
+	opts    dialOptions
+	connect ConnectParams
+	log     *zap.Logger
+	invoke  UnaryInvoker // the interceptor chain, ending in cc.call
 
 	mu      sync.Mutex
 	cur     *clientLink          // where new calls go
 	all     map[*clientLink]bool // every live link, draining ones too
 	dialing chan struct{}        // closed when the dial in progress ends
 	closed  bool
-	wg      sync.WaitGroup // one per link: its reader goroutine
+	// After a failed dial, calls fail at once with dialErr until retryAt;
+	// failures counts the failed dials in a row, for the backoff.
+	failures int
+	retryAt  time.Time
+	dialErr  error
+	wg       sync.WaitGroup // one per link: its reader goroutine
 }
 
 // Dial connects to target ("tcp://host:port", "rdma://host:port") and
@@ -59,16 +67,23 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*ClientConn, 
 	if o.transport != nil {
 		tr = o.transport
 	}
+	if o.connect.Backoff.BaseDelay <= 0 {
+		o.connect.Backoff = backoff.DefaultConfig
+	}
+	if o.connect.MinConnectTimeout <= 0 {
+		o.connect.MinConnectTimeout = 20 * time.Second
+	}
 	cc := &ClientConn{
-		target: target,
-		addr:   addr,
-		tr:     tr,
-		opts:   o,
-		log:    o.log.Named("rpc.client").With(zap.String("target", target)),
-		all:    make(map[*clientLink]bool),
+		connect: o.connect,
+		target:  target,
+		addr:    addr,
+		tr:      tr,
+		opts:    o,
+		log:     o.log.Named("rpc.client").With(zap.String("target", target)),
+		all:     make(map[*clientLink]bool),
 	}
 	cc.invoke = chainClient(o.interceptors, cc.call)
-	if _, err := cc.link(ctx); err != nil {
+	if _, err := cc.link(ctx, false); err != nil {
 		cc.Close()
 		return nil, err
 	}
@@ -106,8 +121,10 @@ func (cc *ClientConn) Close() error {
 var errClientClosed = status.Error(codes.Canceled, "client connection closing")
 
 // link returns the connection new calls go to, dialling one if there is
-// none. Concurrent callers share one dial.
-func (cc *ClientConn) link(ctx context.Context) (*clientLink, error) {
+// none. Concurrent callers share one dial. After a failed dial, callers fail
+// at once until the backoff delay has passed; with waitForReady they wait
+// for it and for the next attempt instead, until ctx ends.
+func (cc *ClientConn) link(ctx context.Context, waitForReady bool) (*clientLink, error) {
 	for {
 		cc.mu.Lock()
 		if cc.closed {
@@ -127,27 +144,57 @@ func (cc *ClientConn) link(ctx context.Context) (*clientLink, error) {
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}
 		}
+		if cc.dialErr != nil && time.Now().Before(cc.retryAt) {
+			// Backing off: no dial per call.
+			err, wait := cc.dialErr, time.Until(cc.retryAt)
+			cc.mu.Unlock()
+			if !waitForReady {
+				return nil, err
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+		}
 		done := make(chan struct{})
 		cc.dialing = done
 		tr := cc.tr
+		attempt := cc.connect.Backoff.Delay(cc.failures + 1)
 		cc.mu.Unlock()
 
-		tc, err := tr.Dial(ctx, cc.addr)
+		dctx, cancel := context.WithTimeout(ctx, max(cc.connect.MinConnectTimeout, attempt))
+		tc, err := tr.Dial(dctx, cc.addr)
 		if err != nil && cc.opts.fallback != "" && errors.Is(err, transport.ErrNoDevice) {
-			tc, err = cc.fallBack(ctx, err)
+			tc, err = cc.fallBack(dctx, err)
 		}
+		cancel()
 
 		cc.mu.Lock()
 		cc.dialing = nil
 		close(done)
 		if err != nil {
-			cc.mu.Unlock()
-			if st := status.FromContextError(ctx.Err()); st != nil {
+			if st := callerEnded(ctx); st != nil {
+				// The caller gave up, which says nothing of the server.
+				cc.mu.Unlock()
 				return nil, st.Err()
 			}
-			cc.log.Info("dial failed", zap.Error(err))
-			return nil, status.ErrorWithCause(codes.Unavailable, fmt.Sprintf("connecting to %s: %v", cc.target, err), err)
+			cc.failures++
+			cc.retryAt = time.Now().Add(cc.connect.Backoff.Delay(cc.failures))
+			cc.dialErr = status.ErrorWithCause(codes.Unavailable, fmt.Sprintf("connecting to %s: %v", cc.target, err), err)
+			err = cc.dialErr
+			retryAt := cc.retryAt
+			cc.mu.Unlock()
+			cc.log.Info("dial failed", zap.Error(err), zap.Time("next_attempt", retryAt))
+			if waitForReady {
+				continue
+			}
+			return nil, err
 		}
+		cc.failures, cc.dialErr = 0, nil
 		if cc.closed {
 			cc.mu.Unlock()
 			tc.Close()
@@ -161,6 +208,19 @@ func (cc *ClientConn) link(ctx context.Context) (*clientLink, error) {
 		go l.readLoop()
 		return l, nil
 	}
+}
+
+// callerEnded is the status of a call whose context has ended, or whose
+// deadline has passed although the context has not said so yet (a
+// transport's own timer, set from the deadline, can fire first).
+func callerEnded(ctx context.Context) *status.Status {
+	if st := status.FromContextError(ctx.Err()); st != nil {
+		return st
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return status.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
+	}
+	return nil
 }
 
 // fallBack switches the connection to the fallback transport for good and
@@ -203,22 +263,75 @@ func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _
 		return status.Errorf(codes.Internal, "request metadata: %v", err)
 	}
 	// A call that never left (the link was draining, or closed before the
-	// transport took the request) is safely sent again on a new link.
-	for attempt := 1; ; attempt++ {
-		l, err := cc.link(ctx)
+	// transport took the request) is safely sent again on a new link. One
+	// the server refused before running it (its queue for call slots was
+	// full) waits, as a call waits for a stream slot in HTTP/2, until one
+	// of the link's calls ends (or a backoff passes), then goes again.
+	notSent, refused := 0, 0
+	for {
+		l, err := cc.link(ctx, ci.waitForReady)
 		if err != nil {
 			return err
 		}
 		err = l.call(ctx, method, md, req, reply, &ci)
-		if err != errNotSent {
+		switch err {
+		case errNotSent:
+			cc.forget(l, false)
+			if notSent++; notSent == 3 {
+				return l.closeStatus().Err()
+			}
+		case errRefused:
+			refused++
+			if err := l.waitForSlot(ctx, refused); err != nil {
+				return err
+			}
+		default:
 			return err
-		}
-		cc.forget(l, false)
-		if attempt == 3 {
-			return l.closeStatus().Err()
 		}
 	}
 }
+
+// waitForSlot waits, after the server refused a call for the refused-th
+// time in a row, until one of l's calls gets its response, a backoff of
+// 10 ms doubling to 1 s passes, l closes, or ctx ends (its error).
+func (l *clientLink) waitForSlot(ctx context.Context, refused int) error {
+	l.mu.Lock()
+	if l.slotFreed == nil {
+		l.slotFreed = make(chan struct{})
+	}
+	freed := l.slotFreed
+	l.slotWaiters.Add(1)
+	l.mu.Unlock()
+	t := time.NewTimer(min(10*time.Millisecond<<min(refused-1, 7), time.Second))
+	defer t.Stop()
+	select {
+	case <-freed:
+	case <-t.C:
+	case <-l.ctx.Done():
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return nil
+}
+
+// freeSlot wakes the calls waiting in waitForSlot; the reader calls it for
+// every response, at the cost of an atomic load when nobody waits.
+func (l *clientLink) freeSlot() {
+	if l.slotWaiters.Load() == 0 {
+		return
+	}
+	l.mu.Lock()
+	if l.slotFreed != nil {
+		close(l.slotFreed)
+		l.slotFreed = nil
+	}
+	l.slotWaiters.Store(0)
+	l.mu.Unlock()
+}
+
+// errRefused means the server refused the call before running it (its
+// queue for call slots was full).
+var errRefused = errors.New("rpc: call refused")
 
 // errNotSent means the call did not leave: the link takes no new calls
 // (draining after GOAWAY, or closed).
@@ -234,6 +347,9 @@ type clientLink struct {
 	pending  map[uint64]*pendingCall
 	nextID   uint64
 	draining bool // GOAWAY received, or closed: no new calls
+
+	slotFreed   chan struct{} // closed at the next response, for refused calls
+	slotWaiters atomic.Int64
 }
 
 type pendingCall struct {
@@ -247,9 +363,18 @@ type result struct {
 
 var pendingPool = sync.Pool{New: func() any { return &pendingCall{done: make(chan result, 1)} }}
 
+// putPending pools p, which must hold no result: one left in it would reach
+// the next call that takes p.
+func putPending(p *pendingCall) {
+	if len(p.done) != 0 {
+		panic("rpc: a pooled pendingCall holds a result")
+	}
+	pendingPool.Put(p)
+}
+
 func newClientLink(cc *ClientConn, tc transport.Conn) *clientLink {
 	return &clientLink{
-		link:    newLink(tc, cc.log, cc.opts.keepalive),
+		link:    newLink(tc, cc.log, cc.opts.keepalive, sendWatch{}),
 		cc:      cc,
 		pending: make(map[uint64]*pendingCall),
 	}
@@ -281,6 +406,17 @@ func (l *clientLink) unregister(id uint64) bool {
 	return ok
 }
 
+// abandon gives up call id, whose outcome the caller will not use, and
+// pools p. When the outcome was delivered already (a response, or failAll
+// after the link closed), it is drained first.
+func (l *clientLink) abandon(id uint64, p *pendingCall) {
+	if !l.unregister(id) {
+		r := <-p.done
+		r.frame.Release()
+	}
+	putPending(p)
+}
+
 // idleDraining reports whether l is draining with no call left, so it can
 // close. Called with l.mu held.
 func (l *clientLink) idleDraining() bool {
@@ -299,20 +435,15 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 	var timeout time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(dl); timeout <= 0 {
-			l.unregister(id)
-			pendingPool.Put(p)
+			l.abandon(id, p)
 			return status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 		}
 	}
 	head := wire.AppendRequestHead(bufpool.Get(256)[:0], id, timeout, method, md)
-	err = sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize)
+	err = sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil)
 	bufpool.Put(head)
 	if err != nil {
-		if !l.unregister(id) {
-			r := <-p.done
-			r.frame.Release()
-		}
-		pendingPool.Put(p)
+		l.abandon(id, p)
 		if _, ok := status.FromError(err); ok {
 			return err
 		}
@@ -330,14 +461,14 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 			// A deadline needs no cancel frame: the server rebuilt it
 			// and its handler sees DeadlineExceeded on its own.
 			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				l.queueControl(wire.AppendCancel(nil, id))
+				l.queueCancel(id)
 			}
-			pendingPool.Put(p)
+			putPending(p)
 			return status.FromContextError(ctx.Err()).Err()
 		}
 		r = <-p.done // the outcome raced the cancellation: use it
 	}
-	pendingPool.Put(p)
+	putPending(p)
 	if r.err != nil {
 		return r.err
 	}
@@ -347,11 +478,25 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 
 // finish decodes a RESPONSE frame into the call's outcome.
 func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
+	// The whole frame is held to the limits, before anything is decoded:
+	// the message limit, plus what metadata, status message and details
+	// may take.
+	maxMD := l.cc.opts.maxHeaderListSize
+	if limit := ci.maxRecvSize + maxMD + responseOverhead; len(frame) > limit {
+		return status.Errorf(codes.ResourceExhausted, "received a response frame of %d bytes, larger than the limit (%d: message limit %d, metadata limit %d, and %d)",
+			len(frame), limit, ci.maxRecvSize, maxMD, responseOverhead)
+	}
 	_, body, err := wire.ParseHeader(frame)
 	if err == nil {
 		var resp wire.Response
-		resp, err = wire.ParseResponse(body)
+		resp, err = wire.ParseResponse(body, maxMD)
+		if errors.Is(err, wire.ErrMetadataTooLarge) {
+			return status.Errorf(codes.ResourceExhausted, "response %v", err)
+		}
 		if err == nil {
+			if resp.Code == uint32(codes.Unavailable) && len(resp.Trailer[refusedKey]) > 0 {
+				return errRefused
+			}
 			if ci.header != nil {
 				*ci.header = resp.Header
 			}
@@ -376,6 +521,10 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
 	l.log.Warn("malformed response", zap.Error(err))
 	return status.Errorf(codes.Internal, "malformed response from %s: %v", l.tc.RemoteAddr(), err)
 }
+
+// responseOverhead is what a response frame may carry beyond its message
+// and metadata: the frame header, the status code and message.
+const responseOverhead = 64 << 10
 
 func responseStatus(r wire.Response) *status.Status {
 	var details []*anypb.Any
@@ -403,7 +552,7 @@ func (l *clientLink) dispatch(b transport.Buffer) bool {
 	h, body, err := wire.ParseHeader(b.Bytes())
 	if err != nil {
 		b.Release()
-		l.protocolError(err)
+		l.fatal(err)
 		return false
 	}
 	if h.Kind == wire.KindResponse {
@@ -417,6 +566,7 @@ func (l *clientLink) dispatch(b transport.Buffer) bool {
 		} else {
 			b.Release() // the caller gave up; the server did not know yet
 		}
+		l.freeSlot()
 		if retire {
 			l.retire()
 		}
@@ -425,7 +575,7 @@ func (l *clientLink) dispatch(b transport.Buffer) bool {
 	ga, err := l.control(h, body, "server", "clients")
 	b.Release()
 	if err != nil {
-		l.protocolError(err)
+		l.fatal(err)
 		return false
 	}
 	if ga != nil {
@@ -434,15 +584,17 @@ func (l *clientLink) dispatch(b transport.Buffer) bool {
 	return true
 }
 
+// fatal closes the connection for a protocol error, with one log line.
+func (l *clientLink) fatal(err error) {
+	l.log.Warn("closing connection", zap.Stringer("peer", l.tc.RemoteAddr()), zap.Error(err))
+	l.protocolError(err)
+}
+
 // goAway stops new calls on l; it closes once the calls in flight finish.
 func (l *clientLink) goAway(ga wire.GoAway) {
 	if ga.Code != 0 {
 		l.log.Warn("server is closing the connection", zap.Stringer("code", codes.Code(ga.Code)), zap.String("reason", ga.Message))
-		l.errMu.Lock()
-		if l.err == nil {
-			l.err = status.New(codes.Code(ga.Code), "server closed the connection: "+ga.Message)
-		}
-		l.errMu.Unlock()
+		l.setReason(status.New(codes.Code(ga.Code), "server closed the connection: "+ga.Message))
 	}
 	l.cc.forget(l, false)
 	l.mu.Lock()

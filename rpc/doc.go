@@ -11,6 +11,15 @@
 // the transport package's registry and must never import a concrete
 // transport (transport/tcp, transport/rdma): programs import those.
 //
+// What one connection may hold is bounded: a server runs MaxConcurrentCalls
+// calls at once and queues more within MaxQueuedRequestBytes (refusing the
+// rest before they run, which the client holds and sends again once a slot
+// frees); its encoded responses not yet taken by the transport stay within
+// MaxUnsentResponseBytes, and a client that takes none for ResponseTimeout
+// is disconnected; metadata is capped by MaxHeaderListSize on both ends.
+// The server never stops reading a connection to push back, so keepalive
+// and cancellation work whatever its handlers do.
+//
 // Interceptor order: interceptors given as a list run in list order, the
 // first being the outermost: for [A, B], A runs first, calls B, which calls
 // the method (or the network), and A sees the final result last. Client and

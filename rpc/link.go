@@ -11,41 +11,70 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
+	"github.com/rdmarpc/rdmarpc/internal/signal"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
+// The control frames waiting for the control goroutine while it sits in a
+// Send to a peer that does not read are bounded; a peer that takes nothing
+// is cut off by the keepalive timeout on that Send. Refusals are the peer's
+// doing, so few may wait; CANCELs are the local caller's (each stands for a
+// call it made and gave up), so many more may.
+const (
+	maxQueuedControl = 1024
+	maxQueuedCancels = 64 << 10
+)
+
 // link is what both ends of an RPC connection share: the transport
 // connection, and a control goroutine that sends control frames (PING, PONG,
-// CANCEL, GOAWAY) and runs keepalive. Control frames go through that one
-// goroutine so the goroutine reading the connection never blocks on a send:
-// two peers that both stop reading while they send would otherwise deadlock.
+// CANCEL, GOAWAY, refusals) and runs keepalive. Control frames go through
+// that one goroutine so the goroutine reading the connection never blocks on
+// a send: two peers that both stop reading while they send would otherwise
+// deadlock.
 type link struct {
-	tc  transport.Conn
-	log *zap.Logger
-	ka  Keepalive
+	tc       transport.Conn
+	log      *zap.Logger
+	ka       Keepalive
+	activity transport.Activity // nil: count whole frames as signs of life
 
 	ctx    context.Context // done when the link closes
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	closed signal.Signal // set with the status error the link closed with
+	reason atomic.Pointer[status.Status]
+	wg     sync.WaitGroup // the control goroutine
 
-	received atomic.Uint64 // frames received: any frame proves the peer alive
+	frames    atomic.Uint64 // frames received
+	lastFrame atomic.Int64  // when the last one arrived, Unix nanoseconds
 
-	ctlMu    sync.Mutex
-	ctlQueue [][]byte // encoded control frames waiting to be sent
-	pongOwed bool     // one pong answers any number of pings
-	ctlKick  chan struct{}
+	ctlMu      sync.Mutex
+	ctlQueue   [][]byte    // encoded control frames waiting to be sent
+	goAwayOwed []byte      // a GOAWAY to send (it never waits behind the bound)
+	pongOwed   bool        // one pong answers any number of pings
+	ctlDropped atomic.Bool // a CANCEL was dropped because the queue was full (logged once)
+	ctlKick    chan struct{}
 
-	closeOnce sync.Once
-	errMu     sync.Mutex
-	err       *status.Status // why the link closed
+	watch   sendWatch
+	sending atomic.Int64  // responses being sent, for the watch
+	sent    atomic.Uint64 // responses sent or failed
 }
 
-func newLink(tc transport.Conn, log *zap.Logger, ka Keepalive) *link {
-	l := &link{tc: tc, log: log, ka: ka.withDefaults(), ctlKick: make(chan struct{}, 1)}
+// sendWatch gives up a connection whose peer takes none of the responses
+// waiting for it for about after (between after and 1.5 × after): it does
+// not read, and what those calls hold would stay held. Zero after: no
+// watch.
+type sendWatch struct {
+	after time.Duration
+	stuck func() // logs the close
+}
+
+func newLink(tc transport.Conn, log *zap.Logger, ka Keepalive, watch sendWatch) *link {
+	l := &link{tc: tc, log: log, ka: ka.withDefaults(), ctlKick: make(chan struct{}, 1), watch: watch}
+	l.activity, _ = tc.(transport.Activity)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.lastFrame.Store(time.Now().UnixNano())
 	l.wg.Add(1)
 	go l.controlLoop()
 	return l
@@ -62,7 +91,8 @@ func (l *link) readFrames(dispatch func(transport.Buffer) bool) {
 			}
 			return
 		}
-		l.received.Add(1)
+		l.frames.Add(1)
+		l.lastFrame.Store(time.Now().UnixNano())
 		if !dispatch(b) {
 			return
 		}
@@ -70,9 +100,32 @@ func (l *link) readFrames(dispatch func(transport.Buffer) bool) {
 }
 
 // queueControl sends an encoded control frame from the control goroutine.
-func (l *link) queueControl(frame []byte) {
+// It reports false, queueing nothing, when limit frames already wait.
+func (l *link) queueControl(frame []byte, limit int) bool {
 	l.ctlMu.Lock()
+	if len(l.ctlQueue) >= limit {
+		l.ctlMu.Unlock()
+		return false
+	}
 	l.ctlQueue = append(l.ctlQueue, frame)
+	l.ctlMu.Unlock()
+	l.kick()
+	return true
+}
+
+// queueCancel sends a CANCEL for call id. When the queue is full the cancel
+// is dropped: the server's handler then ends by its deadline or with the
+// connection, which is stuck anyway.
+func (l *link) queueCancel(id uint64) {
+	if !l.queueControl(wire.AppendCancel(nil, id), maxQueuedCancels) && l.ctlDropped.CompareAndSwap(false, true) {
+		l.log.Info("the peer takes no control frames: dropping cancellations", zap.Stringer("peer", l.tc.RemoteAddr()))
+	}
+}
+
+// queueGoAway sends frame, a GOAWAY, from the control goroutine.
+func (l *link) queueGoAway(frame []byte) {
+	l.ctlMu.Lock()
+	l.goAwayOwed = frame
 	l.ctlMu.Unlock()
 	l.kick()
 }
@@ -93,61 +146,160 @@ func (l *link) owePong() {
 	l.kick()
 }
 
+// alive is the count keepalive watches: bytes received when the transport
+// counts them (a slow peer in the middle of a large message is alive),
+// otherwise frames.
+func (l *link) alive() uint64 {
+	if l.activity != nil {
+		return l.activity.BytesReceived()
+	}
+	return l.frames.Load()
+}
+
+// controlLoop sends control frames and runs keepalive: a ping once the peer
+// has been silent for Time, and the close when nothing arrives within
+// Timeout of the ping, so a dead peer is noticed within Time + Timeout of
+// its last sign of life.
 func (l *link) controlLoop() {
 	defer l.wg.Done()
-	var timer *time.Timer
-	var tick <-chan time.Time
+	var (
+		timer *time.Timer
+		tick  <-chan time.Time
+	)
+	ka := keepaliveState{seen: l.alive(), lastWake: time.Now(), lastActive: time.Now()}
 	if l.ka.Time > 0 {
 		timer = time.NewTimer(l.ka.Time)
 		defer timer.Stop()
 		tick = timer.C
 	}
-	seen := l.received.Load()
-	pinged := false
+	var (
+		watchTick <-chan time.Time
+		stuck     int // consecutive watch ticks with responses waiting and none sent
+		lastSent  uint64
+	)
+	if l.watch.after > 0 {
+		t := time.NewTicker(l.watch.after / 2)
+		defer t.Stop()
+		watchTick = t.C
+	}
 	for {
 		select {
 		case <-l.ctx.Done():
+			return
+		case <-watchTick:
+			if n := l.sent.Load(); n != lastSent || l.sending.Load() == 0 {
+				stuck, lastSent = 0, n
+				continue
+			}
+			// A response in progress at the first of three ticks with
+			// none sent has waited two intervals, the whole bound.
+			if stuck++; stuck < 3 {
+				continue
+			}
+			st := status.Newf(codes.Unavailable, "the peer took no response for %v", l.watch.after)
+			if l.close(st) {
+				l.watch.stuck()
+			}
 			return
 		case <-l.ctlKick:
 			if err := l.flushControl(); err != nil {
 				return
 			}
 		case <-tick:
-			now := l.received.Load()
-			switch {
-			case now != seen:
-				seen, pinged = now, false
-				timer.Reset(l.ka.Time)
-			case pinged:
-				l.close(status.Newf(codes.Unavailable, "keepalive: no frame from %s for %v after a ping", l.tc.RemoteAddr(), l.ka.Timeout))
+			next, act := ka.wake(time.Now(), l.alive(), time.Unix(0, l.lastFrame.Load()), l.ka)
+			switch act {
+			case kaClose:
+				st := status.Newf(codes.Unavailable, "keepalive: nothing from %s within %v of a ping", l.tc.RemoteAddr(), l.ka.Timeout)
+				if l.close(st) {
+					l.log.Info("keepalive: closing a silent connection", zap.Stringer("peer", l.tc.RemoteAddr()),
+						zap.Duration("time", l.ka.Time), zap.Duration("timeout", l.ka.Timeout))
+				}
 				return
-			default:
+			case kaPing:
 				if err := l.sendControl(wire.AppendPing(nil, false, uint64(time.Now().UnixNano()))); err != nil {
 					return
 				}
-				pinged = true
-				timer.Reset(l.ka.Timeout)
 			}
+			timer.Reset(next)
 		}
 	}
 }
 
+type kaAction int
+
+const (
+	kaWait kaAction = iota
+	kaPing
+	kaClose
+)
+
+// keepaliveState is keepalive's reckoning, apart from clocks and
+// connections so it can be tested step by step.
+type keepaliveState struct {
+	seen       uint64    // the activity count at the last wake
+	lastWake   time.Time // when that was
+	lastActive time.Time // no later than the peer's last sign of life
+	pinged     bool      // a ping is out and nothing came since
+}
+
+// wake takes stock at now: count is the activity count, lastFrame when the
+// last whole frame arrived. It says what to do and how long to sleep.
+func (s *keepaliveState) wake(now time.Time, count uint64, lastFrame time.Time, ka Keepalive) (time.Duration, kaAction) {
+	prev := s.lastWake
+	s.lastWake = now
+	if count != s.seen {
+		// Something arrived since the last wake, so no earlier than it.
+		s.seen, s.pinged = count, false
+		s.lastActive = prev
+	}
+	if lastFrame.After(s.lastActive) {
+		s.lastActive = lastFrame
+	}
+	switch {
+	case s.pinged:
+		return 0, kaClose
+	case now.Sub(s.lastActive) >= ka.Time:
+		s.pinged = true
+		return ka.Timeout, kaPing
+	}
+	return s.lastActive.Add(ka.Time).Sub(now), kaWait
+}
+
+// flushControl sends what is owed: a pong, a GOAWAY, then the queued
+// frames one at a time, so a frame counts against the queue's bound until
+// it has been sent.
 func (l *link) flushControl() error {
 	l.ctlMu.Lock()
-	q := l.ctlQueue
-	l.ctlQueue = nil
 	pong := l.pongOwed
 	l.pongOwed = false
+	ga := l.goAwayOwed
+	l.goAwayOwed = nil
 	l.ctlMu.Unlock()
 	if pong {
-		q = append(q, wire.AppendPing(nil, true, uint64(time.Now().UnixNano())))
+		if err := l.sendControl(wire.AppendPing(nil, true, uint64(time.Now().UnixNano()))); err != nil {
+			return err
+		}
 	}
-	for _, f := range q {
+	if ga != nil {
+		if err := l.sendControl(ga); err != nil {
+			return err
+		}
+	}
+	for {
+		l.ctlMu.Lock()
+		if len(l.ctlQueue) == 0 {
+			l.ctlQueue = nil // let a burst's backing array go
+			l.ctlMu.Unlock()
+			return nil
+		}
+		f := l.ctlQueue[0]
+		l.ctlQueue[0] = nil
+		l.ctlQueue = l.ctlQueue[1:]
+		l.ctlMu.Unlock()
 		if err := l.sendControl(f); err != nil {
 			return err
 		}
 	}
-	return nil
 }
 
 // sendControl sends one control frame. A peer that cannot take even a
@@ -158,7 +310,10 @@ func (l *link) sendControl(frame []byte) error {
 	err := l.tc.Send(ctx, frame)
 	if err != nil && l.ctx.Err() == nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			l.close(status.Newf(codes.Unavailable, "peer %s took no control frame for %v", l.tc.RemoteAddr(), l.ka.Timeout))
+			st := status.Newf(codes.Unavailable, "peer %s took no control frame for %v", l.tc.RemoteAddr(), l.ka.Timeout)
+			if l.close(st) {
+				l.log.Info("closing a connection whose peer does not read", zap.Stringer("peer", l.tc.RemoteAddr()), zap.Duration("timeout", l.ka.Timeout))
+			}
 		} else {
 			l.close(transportStatus(err))
 		}
@@ -191,28 +346,34 @@ func (l *link) control(h wire.Header, body []byte, peer, others string) (*wire.G
 	return nil, fmt.Errorf("%s sent a %v frame, which only %s send", peer, h.Kind, others)
 }
 
-// protocolError closes the link because the peer broke the protocol: one
-// log line, a GOAWAY that tells the peer why (best effort), and the close.
-func (l *link) protocolError(err error) {
+// protocolError closes the link because the peer broke the protocol: a
+// GOAWAY that tells the peer why (best effort), and the close. It returns
+// the status the link closed with, for the caller to log.
+func (l *link) protocolError(err error) *status.Status {
 	st := status.Newf(codes.Internal, "protocol error from %s: %v", l.tc.RemoteAddr(), err)
-	l.log.Warn("closing connection", zap.Stringer("peer", l.tc.RemoteAddr()), zap.Error(err))
 	ctx, cancel := context.WithTimeout(l.ctx, time.Second)
 	_ = l.tc.Send(ctx, wire.AppendGoAway(nil, uint32(codes.Internal), "protocol error: "+err.Error()))
 	cancel()
 	l.close(st)
+	return st
 }
 
-// close closes the link with st as the reason; the first reason sticks.
-func (l *link) close(st *status.Status) {
-	l.closeOnce.Do(func() {
-		l.errMu.Lock()
-		if l.err == nil {
-			l.err = st
-		}
-		l.errMu.Unlock()
-		l.cancel()
-		l.tc.Close()
-	})
+// setReason records why the peer says it is closing (a GOAWAY with an
+// error code): the close that follows reports it instead of its own reason.
+func (l *link) setReason(st *status.Status) { l.reason.CompareAndSwap(nil, st) }
+
+// close closes the link with st as the reason; the first reason sticks. It
+// reports whether this call closed it.
+func (l *link) close(st *status.Status) bool {
+	if r := l.reason.Load(); r != nil {
+		st = r
+	}
+	if !l.closed.Set(st.Err()) {
+		return false
+	}
+	l.cancel()
+	l.tc.Close()
+	return true
 }
 
 // wait waits for the control goroutine after close.
@@ -220,12 +381,13 @@ func (l *link) wait() { l.wg.Wait() }
 
 // closeStatus is why the link closed, or Unavailable if it has not said.
 func (l *link) closeStatus() *status.Status {
-	l.errMu.Lock()
-	defer l.errMu.Unlock()
-	if l.err == nil {
-		return status.New(codes.Unavailable, "connection closed")
+	if err := l.closed.Err(); err != nil {
+		return status.Convert(err)
 	}
-	return l.err
+	if r := l.reason.Load(); r != nil {
+		return r
+	}
+	return status.New(codes.Unavailable, "connection closed")
 }
 
 // transportStatus maps a transport error to the status a call reports.
@@ -246,12 +408,20 @@ func transportStatus(err error) *status.Status {
 
 // sendFrame sends head followed by v's encoding as one message, encoding v
 // in place in transport memory when the codec can. limit caps the payload
-// size (ResourceExhausted beyond).
-func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte, v any, limit int) error {
+// size (ResourceExhausted beyond). With a budget, the whole frame's bytes
+// are acquired from it before v is encoded and given back once the
+// transport has taken the frame (or refused it).
+func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte, v any, limit int, budget *byteBudget) error {
 	if sc, ok := codec.(SizedCodec); ok && v != nil {
 		n := sc.Size(v)
 		if err := checkSize(n, limit, len(head), tc); err != nil {
 			return err
+		}
+		if budget != nil {
+			if err := budget.acquire(ctx, len(head)+n); err != nil {
+				return err
+			}
+			defer budget.release(len(head) + n)
 		}
 		buf, err := tc.NewSendBuffer(ctx, len(head)+n)
 		if err != nil {
@@ -275,6 +445,12 @@ func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte,
 	if err := checkSize(len(payload), limit, len(head), tc); err != nil {
 		return err
 	}
+	if budget != nil {
+		if err := budget.acquire(ctx, len(head)+len(payload)); err != nil {
+			return err
+		}
+		defer budget.release(len(head) + len(payload))
+	}
 	b := bufpool.Get(len(head) + len(payload))
 	copy(b, head)
 	copy(b[len(head):], payload)
@@ -292,3 +468,75 @@ func checkSize(n, limit, head int, tc transport.Conn) error {
 	}
 	return nil
 }
+
+// byteBudget bounds the bytes a connection holds for one purpose (encoded
+// responses the transport has not taken). One request larger than the whole
+// budget is let through when nothing else holds any. Taking and giving back
+// bytes is lock-free while nobody waits.
+type byteBudget struct {
+	max     int64
+	used    atomic.Int64
+	waiters atomic.Int64
+
+	mu      sync.Mutex
+	changed chan struct{} // closed when bytes come back to waiters
+}
+
+func newByteBudget(max int) *byteBudget { return &byteBudget{max: int64(max)} }
+
+func (b *byteBudget) tryAcquire(n int64) bool {
+	for {
+		u := b.used.Load()
+		if u > 0 && u+n > b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+func (b *byteBudget) acquire(ctx context.Context, n int) error {
+	if b.tryAcquire(int64(n)) {
+		return nil
+	}
+	for {
+		b.mu.Lock()
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		wait := b.changed
+		b.waiters.Add(1)
+		b.mu.Unlock()
+		// A release that came before the waiter was counted is seen here.
+		ok := b.tryAcquire(int64(n))
+		if !ok {
+			select {
+			case <-wait:
+				ok = b.tryAcquire(int64(n))
+			case <-ctx.Done():
+				b.waiters.Add(-1)
+				return ctx.Err()
+			}
+		}
+		b.waiters.Add(-1)
+		if ok {
+			return nil
+		}
+	}
+}
+
+func (b *byteBudget) release(n int) {
+	b.used.Add(-int64(n))
+	if b.waiters.Load() > 0 {
+		b.mu.Lock()
+		if b.changed != nil {
+			close(b.changed)
+			b.changed = nil
+		}
+		b.mu.Unlock()
+	}
+}
+
+// waiting reports whether some acquire is waiting for bytes.
+func (b *byteBudget) waiting() bool { return b.waiters.Load() > 0 }

@@ -5,6 +5,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/rpc/backoff"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -17,10 +19,14 @@ const (
 // Keepalive makes each end ping a quiet connection, and close it when the
 // peer stays silent: this is how a vanished peer is noticed.
 type Keepalive struct {
-	// Time of silence from the peer after which a ping is sent.
-	// Default 30 s; a negative value turns keepalive off.
+	// Time of silence from the peer after which a ping is sent. Any byte
+	// received is a sign of life when the transport counts bytes
+	// (transport.Activity), else any frame. Default 30 s; a negative value
+	// turns keepalive off.
 	Time time.Duration
-	// Timeout for any frame to arrive after the ping. Default 20 s.
+	// Timeout for a sign of life to arrive after the ping, after which the
+	// connection is closed: a dead peer is noticed within Time + Timeout.
+	// Default 20 s.
 	Timeout time.Duration
 }
 
@@ -36,21 +42,30 @@ func (k Keepalive) withDefaults() Keepalive {
 
 // settings are what both ends configure alike.
 type settings struct {
-	log         *zap.Logger
-	codec       Codec
-	keepalive   Keepalive
-	maxRecvSize int
-	maxSendSize int
+	log               *zap.Logger
+	codec             Codec
+	keepalive         Keepalive
+	maxRecvSize       int
+	maxSendSize       int
+	maxHeaderListSize int
 }
 
 func defaultSettings() settings {
 	return settings{
-		log:         zap.NewNop(),
-		codec:       ProtoCodec{},
-		maxRecvSize: DefaultMaxRecvMsgSize,
-		maxSendSize: DefaultMaxSendMsgSize,
+		log:               zap.NewNop(),
+		codec:             ProtoCodec{},
+		maxRecvSize:       DefaultMaxRecvMsgSize,
+		maxSendSize:       DefaultMaxSendMsgSize,
+		maxHeaderListSize: wire.DefaultMaxMetadata,
 	}
 }
+
+// Server defaults for what a connection may hold.
+const (
+	defaultMaxQueuedRequestBytes  = 4 << 20
+	defaultMaxUnsentResponseBytes = 4 << 20
+	defaultResponseTimeout        = 30 * time.Second
+)
 
 // ServerOption configures a Server.
 type ServerOption func(*serverOptions)
@@ -59,6 +74,9 @@ type serverOptions struct {
 	settings
 	interceptors       []UnaryServerInterceptor
 	maxConcurrentCalls int
+	maxQueuedBytes     int
+	maxUnsentBytes     int
+	responseTimeout    time.Duration
 }
 
 // Logger sets the server's logger. Default zap.NewNop().
@@ -84,12 +102,49 @@ func KeepaliveParams(k Keepalive) ServerOption { return func(o *serverOptions) {
 // ServerCodec sets the codec. Default ProtoCodec.
 func ServerCodec(c Codec) ServerOption { return func(o *serverOptions) { o.codec = c } }
 
-// MaxConcurrentCalls caps the calls a server runs at once per connection;
-// beyond it the server stops reading from that connection, which pushes back
-// on the client. Default 1024.
+// MaxConcurrentCalls caps the calls a server runs at once per connection.
+// Requests beyond it wait for a free slot in a queue bounded by
+// MaxQueuedRequestBytes, and are refused beyond that; the server keeps
+// reading the connection meanwhile, so pings and cancellations are handled
+// at once. Default 1024.
 func MaxConcurrentCalls(n int) ServerOption {
 	return func(o *serverOptions) { o.maxConcurrentCalls = n }
 }
+
+// MaxQueuedRequestBytes bounds the bytes of requests that wait for a call
+// slot on one connection (each counts its frame and 256 bytes). A request
+// that does not fit is refused before it runs; an rdmarpc client holds it
+// until a slot frees and sends it again (docs/wire.md), others see
+// Unavailable. One request is always let in when the queue is empty.
+// Default 4 MiB.
+func MaxQueuedRequestBytes(n int) ServerOption {
+	return func(o *serverOptions) { o.maxQueuedBytes = n }
+}
+
+// MaxUnsentResponseBytes bounds the bytes of encoded responses on one
+// connection that the transport has not taken: a response waits for room
+// before it is encoded, and new calls wait for a slot while one does. One
+// response larger than the bound is let through alone. Default 4 MiB.
+func MaxUnsentResponseBytes(n int) ServerOption {
+	return func(o *serverOptions) { o.maxUnsentBytes = n }
+}
+
+// ResponseTimeout is how long responses may wait for a client that takes
+// none of them (it does not read) before the server closes the connection,
+// with one log line. Default 30 s; a negative value waits forever.
+func ResponseTimeout(d time.Duration) ServerOption {
+	return func(o *serverOptions) { o.responseTimeout = d }
+}
+
+// MaxHeaderListSize caps the metadata of a request the server takes, each
+// entry counting its key, its value and 32 bytes (HTTP/2's rule); a larger
+// one fails the call with ResourceExhausted before its metadata is decoded.
+// Default 16 KiB, as gRPC's.
+func MaxHeaderListSize(n uint32) ServerOption {
+	return func(o *serverOptions) { o.maxHeaderListSize = clampInt(n) }
+}
+
+func clampInt(n uint32) int { return int(min(uint64(n), 1<<31-1)) }
 
 // DialOption configures a ClientConn.
 type DialOption func(*dialOptions)
@@ -100,6 +155,29 @@ type dialOptions struct {
 	callOptions  []CallOption
 	transport    transport.Transport
 	fallback     string
+	connect      ConnectParams
+}
+
+// ConnectParams say how a ClientConn dials again after a failed dial, as
+// gRPC-go's: it waits a backoff delay between attempts, and calls made
+// meanwhile fail at once with Unavailable instead of each dialling.
+type ConnectParams struct {
+	// Backoff is the delay between attempts. Default backoff.DefaultConfig.
+	Backoff backoff.Config
+	// MinConnectTimeout is the least time one attempt is given (more when
+	// the current backoff delay is longer). Default 20 s.
+	MinConnectTimeout time.Duration
+}
+
+// WithConnectParams sets how the connection redials.
+func WithConnectParams(p ConnectParams) DialOption { return func(o *dialOptions) { o.connect = p } }
+
+// WithMaxHeaderListSize caps the metadata of a response the client takes
+// (headers, trailers and status details together, each entry counting 32
+// bytes more than its key and value); a larger one fails the call with
+// ResourceExhausted before it is decoded. Default 16 KiB, as gRPC's.
+func WithMaxHeaderListSize(n uint32) DialOption {
+	return func(o *dialOptions) { o.maxHeaderListSize = clampInt(n) }
 }
 
 // WithLogger sets the client's logger. Default zap.NewNop().

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -24,6 +26,7 @@ import (
 type Server struct {
 	opts        serverOptions
 	log         *zap.Logger
+	peerLog     *limitedLogger // lines a peer can cause, rate-limited
 	interceptor UnaryServerInterceptor
 
 	mu        sync.Mutex
@@ -45,13 +48,21 @@ type service struct {
 
 // NewServer returns a server with the given options.
 func NewServer(opts ...ServerOption) *Server {
-	o := serverOptions{settings: defaultSettings(), maxConcurrentCalls: 1024}
+	o := serverOptions{
+		settings:           defaultSettings(),
+		maxConcurrentCalls: 1024,
+		maxQueuedBytes:     defaultMaxQueuedRequestBytes,
+		maxUnsentBytes:     defaultMaxUnsentResponseBytes,
+		responseTimeout:    defaultResponseTimeout,
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	log := o.log.Named("rpc.server")
 	s := &Server{
 		opts:        o,
-		log:         o.log.Named("rpc.server"),
+		log:         log,
+		peerLog:     newLimitedLogger(log, peerLogBurst, peerLogEvery, time.Now),
 		interceptor: chainServer(o.interceptors),
 		services:    make(map[string]*service),
 		listeners:   make(map[transport.Listener]bool),
@@ -113,6 +124,10 @@ func (s *Server) Serve(lis transport.Listener) error {
 		s.mu.Unlock()
 		lis.Close()
 	}()
+	if lg, ok := lis.(transport.Logged); ok {
+		// Refusals at the listener reach the operator's log.
+		lg.SetLogger(s.opts.log)
+	}
 	s.log.Info("serving", zap.Stringer("addr", lis.Addr()))
 	for {
 		tc, err := lis.Accept(context.Background())
@@ -140,8 +155,9 @@ func (s *Server) Serve(lis transport.Listener) error {
 }
 
 // Stop closes every listener and connection at once: calls in progress are
-// canceled, and their clients see Unavailable. It returns when every
-// handler has returned.
+// canceled, and their clients see Unavailable. Connections close in
+// parallel, so peers that are slow to let go cost one close grace, not one
+// each. It returns when every handler has returned.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	s.stopped = true
@@ -153,9 +169,15 @@ func (s *Server) Stop() {
 		conns = append(conns, l)
 	}
 	s.mu.Unlock()
+	var closing sync.WaitGroup
 	for _, l := range conns {
-		l.close(status.New(codes.Unavailable, "server stopped"))
+		closing.Add(1)
+		go func() {
+			defer closing.Done()
+			l.close(status.New(codes.Unavailable, "server stopped"))
+		}()
 	}
+	closing.Wait()
 	s.wg.Wait()
 }
 
@@ -170,7 +192,7 @@ func (s *Server) GracefulStop() {
 		lis.Close()
 	}
 	for l := range s.conns {
-		l.queueControl(wire.AppendGoAway(nil, 0, "server shutting down"))
+		l.queueGoAway(wire.AppendGoAway(nil, 0, "server shutting down"))
 	}
 	for len(s.conns) > 0 {
 		s.cv.Wait()
@@ -179,26 +201,58 @@ func (s *Server) GracefulStop() {
 	s.wg.Wait()
 }
 
-// serverLink is one client connection: its reader (the serve goroutine)
-// starts a goroutine per call.
+// serverLink is one client connection. Its reader (the serve goroutine)
+// never waits for anything but the transport: it admits each request as a
+// stream (one message each way), starting a handler when a call slot is
+// free and queueing it (copied out of transport memory, within a byte
+// bound) when not, and it handles CANCEL, PING and GOAWAY at once whatever
+// the handlers are doing.
 type serverLink struct {
 	*link
-	s    *Server
-	peer *Peer
-	sem  chan struct{} // one token per call running
+	s      *Server
+	peer   *Peer
+	budget *byteBudget // encoded responses the transport has not taken
 
-	mu    sync.Mutex
-	calls map[uint64]context.CancelFunc
-	wg    sync.WaitGroup // handler goroutines
+	mu          sync.Mutex
+	calls       map[uint64]*callStream // running or queued
+	running     int                    // call slots taken
+	queue       list.List              // of *callStream waiting for a slot, oldest first
+	queuedBytes int
+	wg          sync.WaitGroup // handler goroutines
 }
 
+// callStream is one call on a server connection: a stream with one message
+// each way. Admission, cancellation and the response budget apply per
+// stream.
+type callStream struct {
+	id       uint64
+	method   string
+	req      wire.Request
+	frame    transport.Buffer // holds req's bytes until the handler decoded them
+	deadline time.Time        // zero: none
+	fail     error            // the call fails with this before any handler runs
+	svc      *service
+	md       *MethodDesc
+
+	cost   int           // bytes charged to the queue while queued
+	elem   *list.Element // in the queue, nil once started
+	cancel context.CancelFunc
+}
+
+// queueEntryCost is what a queued request costs on top of its frame: the
+// stream and its queue entry.
+const queueEntryCost = 256
+
 func (s *Server) newServerLink(tc transport.Conn) *serverLink {
+	watch := sendWatch{after: max(s.opts.responseTimeout, 0), stuck: func() {
+		s.peerLog.warn("closing a connection whose client takes no responses", zap.Stringer("peer", tc.RemoteAddr()), zap.Duration("timeout", s.opts.responseTimeout))
+	}}
 	return &serverLink{
-		link:  newLink(tc, s.log, s.opts.keepalive),
-		s:     s,
-		peer:  &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr()},
-		sem:   make(chan struct{}, max(1, s.opts.maxConcurrentCalls)),
-		calls: make(map[uint64]context.CancelFunc),
+		link:   newLink(tc, s.log, s.opts.keepalive, watch),
+		s:      s,
+		peer:   &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr()},
+		budget: newByteBudget(s.opts.maxUnsentBytes),
+		calls:  make(map[uint64]*callStream),
 	}
 }
 
@@ -209,6 +263,9 @@ func (l *serverLink) serve() {
 	l.readFrames(l.dispatch)
 	l.wg.Wait()
 	l.wait()
+	l.mu.Lock()
+	l.dropQueue()
+	l.mu.Unlock()
 	s := l.s
 	s.mu.Lock()
 	delete(s.conns, l)
@@ -221,32 +278,17 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 	h, body, err := wire.ParseHeader(b.Bytes())
 	if err != nil {
 		b.Release()
-		l.protocolError(err)
+		l.fatal(err)
 		return false
 	}
 	switch h.Kind {
 	case wire.KindRequest:
-		var req wire.Request
-		req, err = wire.ParseRequest(body)
-		if err != nil {
-			// The frame's boundaries are intact, so only this call fails.
-			b.Release()
-			l.log.Warn("malformed request", zap.Stringer("peer", l.peer.Addr), zap.Uint64("call", h.CallID), zap.Error(err))
-			return l.start(h.CallID, "", func(*serverCall, context.Context) (any, error) {
-				return nil, status.Errorf(codes.Internal, "malformed request frame: %v", err)
-			})
-		}
-		return l.startCall(h.CallID, req, b)
+		return l.admit(l.newStream(h.CallID, body, b))
 	case wire.KindCancel:
 		err = wire.ParseCancel(body)
 		b.Release()
 		if err == nil {
-			l.mu.Lock()
-			cancel := l.calls[h.CallID]
-			l.mu.Unlock()
-			if cancel != nil {
-				cancel()
-			}
+			l.cancelStream(h.CallID)
 			return true
 		}
 	default:
@@ -255,64 +297,234 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 		b.Release()
 		if err == nil {
 			if ga != nil {
-				l.log.Warn("client is closing the connection", zap.Stringer("peer", l.peer.Addr), zap.Stringer("code", codes.Code(ga.Code)), zap.String("reason", ga.Message))
+				l.s.peerLog.warn("client is closing the connection", zap.Stringer("peer", l.peer.Addr), zap.Stringer("code", codes.Code(ga.Code)), zap.String("reason", ga.Message))
 			}
 			return true
 		}
 	}
-	l.protocolError(err)
+	l.fatal(err)
 	return false
 }
 
-// startCall looks the method up and starts its handler. b holds the
-// request frame until the handler has decoded it.
-func (l *serverLink) startCall(id uint64, req wire.Request, b transport.Buffer) bool {
-	svc, md := l.lookup(req.Method)
-	if md == nil {
-		b.Release()
-		err := l.unknownMethod(req.Method, svc)
-		l.log.Warn("unknown method", zap.Stringer("peer", l.peer.Addr), zap.String("method", req.Method))
-		return l.start(id, req.Method, func(*serverCall, context.Context) (any, error) { return nil, err })
+// fatal closes the connection for a protocol error, with one
+// (rate-limited) log line.
+func (l *serverLink) fatal(err error) {
+	l.s.peerLog.warn("closing connection", zap.Stringer("peer", l.peer.Addr), zap.Error(err))
+	l.protocolError(err)
+}
+
+// newStream decodes a REQUEST into a stream. A request that cannot be
+// served (malformed body, unknown method, too large) becomes a stream that
+// fails: the frame's boundaries are intact, so only this call fails.
+func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *callStream {
+	st := &callStream{id: id, cost: b.Len() + queueEntryCost}
+	req, err := wire.ParseRequest(body, l.s.opts.maxHeaderListSize)
+	switch {
+	case errors.Is(err, wire.ErrMetadataTooLarge):
+		st.fail = status.Errorf(codes.ResourceExhausted, "request %v", err)
+	case err != nil:
+		l.s.peerLog.warn("malformed request", zap.Stringer("peer", l.peer.Addr), zap.Uint64("call", id), zap.Error(err))
+		st.fail = status.Errorf(codes.Internal, "malformed request frame: %v", err)
+	default:
+		st.method = req.Method
+		st.svc, st.md = l.lookup(req.Method)
+		switch {
+		case st.md == nil:
+			l.s.peerLog.warn("unknown method", zap.Stringer("peer", l.peer.Addr), zap.String("method", req.Method))
+			st.fail = l.unknownMethod(req.Method, st.svc)
+		case len(req.Payload) > l.s.opts.maxRecvSize:
+			st.fail = status.Errorf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(req.Payload), l.s.opts.maxRecvSize)
+		default:
+			if req.Timeout > 0 {
+				// The deadline runs from arrival, whether the call starts
+				// now or waits for a slot.
+				st.deadline = time.Now().Add(req.Timeout)
+			}
+			st.req, st.frame = req, b
+			return st
+		}
 	}
-	if n := len(req.Payload); n > l.s.opts.maxRecvSize {
-		b.Release()
-		err := status.Errorf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", n, l.s.opts.maxRecvSize)
-		return l.start(id, req.Method, func(*serverCall, context.Context) (any, error) { return nil, err })
+	b.Release()
+	return st
+}
+
+// admit starts st in a free call slot, or queues it until one frees, or,
+// when the queue's byte bound is reached, refuses it: the client may send
+// it again since it never ran. It never waits. It reports false when the
+// link is closing.
+func (l *serverLink) admit(st *callStream) bool {
+	l.mu.Lock()
+	if _, dup := l.calls[st.id]; dup {
+		l.mu.Unlock()
+		st.frame.Release()
+		l.fatal(fmt.Errorf("call id %d is already in use", st.id))
+		return false
 	}
-	return l.start(id, req.Method, func(sc *serverCall, ctx context.Context) (any, error) {
-		if req.Timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, req.Timeout)
-			defer cancel()
-		}
-		if req.MD != nil {
-			ctx = metadata.NewIncomingContext(ctx, req.MD)
-		}
-		released := false
-		defer func() {
-			if !released {
-				b.Release()
+	// While a response already waits for send budget, new calls wait too:
+	// their responses could not leave either.
+	busy := l.running >= max(1, l.s.opts.maxConcurrentCalls) || l.running > 0 && l.budget.waiting()
+	if !busy {
+		l.running++
+		l.calls[st.id] = st
+		ctx := l.startLocked(st)
+		l.mu.Unlock()
+		l.wg.Add(1)
+		go l.runStreams(st, ctx)
+		return true
+	}
+	if l.queuedBytes > 0 && l.queuedBytes+st.cost > l.s.opts.maxQueuedBytes {
+		l.mu.Unlock()
+		st.frame.Release()
+		return l.refuse(st.id)
+	}
+	if st.frame.Len() > 0 {
+		// Queued requests leave transport memory (a registered receive
+		// buffer, a credit), so the transport keeps delivering.
+		frame := append([]byte(nil), st.frame.Bytes()...)
+		st.req.Payload = frame[len(frame)-len(st.req.Payload):]
+		st.frame.Release()
+		st.frame = transport.NewBuffer(frame, nil, 0)
+	}
+	st.elem = l.queue.PushBack(st)
+	l.queuedBytes += st.cost
+	l.calls[st.id] = st
+	l.mu.Unlock()
+	return true
+}
+
+// refuse answers call id with Unavailable and the refusal mark (docs/wire.md)
+// from the control goroutine. A client that keeps sending while the control
+// queue is full is not reading: the connection is closed.
+func (l *serverLink) refuse(id uint64) bool {
+	frame := wire.AppendResponseHead(nil, id, uint32(codes.Unavailable), refusedMessage, nil, nil, refusedTrailer)
+	if l.queueControl(frame, maxQueuedControl) {
+		return true
+	}
+	st := status.New(codes.ResourceExhausted, "the client sends requests faster than it takes their refusals")
+	if l.close(st) {
+		l.s.peerLog.warn("closing connection", zap.Stringer("peer", l.peer.Addr), zap.String("reason", st.Message()))
+	}
+	return false
+}
+
+// startLocked gives st its context; called with l.mu held.
+func (l *serverLink) startLocked(st *callStream) context.Context {
+	ctx, cancel := context.WithCancel(l.ctx)
+	st.cancel = cancel
+	st.elem = nil
+	return ctx
+}
+
+// cancelStream handles a CANCEL: a running call's context is cancelled; a
+// queued one is dropped before it starts (the client no longer waits for
+// its response).
+func (l *serverLink) cancelStream(id uint64) {
+	l.mu.Lock()
+	st := l.calls[id]
+	if st == nil {
+		l.mu.Unlock()
+		return
+	}
+	if st.elem != nil {
+		l.queue.Remove(st.elem)
+		st.elem = nil
+		l.queuedBytes -= st.cost
+		delete(l.calls, id)
+		l.mu.Unlock()
+		st.frame.Release()
+		return
+	}
+	cancel := st.cancel
+	l.mu.Unlock()
+	cancel()
+}
+
+// runStreams serves st, then the queued streams, one after another, until
+// the queue is empty: the goroutine keeps its call slot.
+func (l *serverLink) runStreams(st *callStream, ctx context.Context) {
+	defer l.wg.Done()
+	for st != nil {
+		l.serveStream(st, ctx)
+		l.mu.Lock()
+		st = nil
+		if l.ctx.Err() == nil {
+			if e := l.queue.Front(); e != nil {
+				st = l.queue.Remove(e).(*callStream)
+				l.queuedBytes -= st.cost
+				ctx = l.startLocked(st)
 			}
-		}()
-		dec := func(v any) error {
-			if released {
-				return status.Error(codes.Internal, "request decoded twice")
-			}
-			err := l.s.opts.codec.Unmarshal(req.Payload, v)
-			// The codec copied what it needs: give the (possibly
-			// registered) memory back at once.
-			b.Release()
-			released = true
-			if err != nil {
-				return status.Errorf(codes.Internal, "decoding request into %T: %v", v, err)
-			}
-			return nil
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err() // the deadline passed on the way here
+		if st == nil {
+			l.running--
 		}
-		return md.Handler(svc.impl, ctx, dec, l.s.interceptor)
-	})
+		l.mu.Unlock()
+	}
+}
+
+// dropQueue forgets the queued streams of a closed link; called with l.mu
+// held.
+func (l *serverLink) dropQueue() {
+	for e := l.queue.Front(); e != nil; e = l.queue.Front() {
+		st := l.queue.Remove(e).(*callStream)
+		st.frame.Release()
+		delete(l.calls, st.id)
+	}
+	l.queuedBytes = 0
+}
+
+// serveStream runs st's handler and sends its outcome.
+func (l *serverLink) serveStream(st *callStream, ctx context.Context) {
+	sc := &serverCall{method: st.method, peer: l.peer}
+	ctx = context.WithValue(ctx, serverCallKey{}, sc)
+	resp, err := l.run(sc, ctx, st)
+	l.mu.Lock()
+	delete(l.calls, st.id)
+	l.mu.Unlock()
+	st.cancel()
+	l.respond(st.id, sc, resp, err)
+}
+
+// run calls st's handler; a panic becomes Internal and one log line with
+// the stack.
+func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			l.log.Error("handler panicked", zap.String("method", sc.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+			resp, err = nil, status.Errorf(codes.Internal, "handler for %s panicked: %v", sc.method, p)
+		}
+	}()
+	if st.fail != nil {
+		return nil, st.fail
+	}
+	if !st.deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, st.deadline)
+		defer cancel()
+	}
+	if st.req.MD != nil {
+		ctx = metadata.NewIncomingContext(ctx, st.req.MD)
+	}
+	defer st.frame.Release() // in case the handler never decoded
+	decoded := false
+	dec := func(v any) error {
+		if decoded {
+			return status.Error(codes.Internal, "request decoded twice")
+		}
+		decoded = true
+		err := l.s.opts.codec.Unmarshal(st.req.Payload, v)
+		// The codec copied what it needs: give the (possibly
+		// registered) memory back at once.
+		st.frame.Release()
+		st.req.Payload = nil
+		if err != nil {
+			return status.Errorf(codes.Internal, "decoding request into %T: %v", v, err)
+		}
+		return nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // the deadline passed on the way here
+	}
+	return st.md.Handler(st.svc.impl, ctx, dec, l.s.interceptor)
 }
 
 func (l *serverLink) lookup(method string) (*service, *MethodDesc) {
@@ -341,56 +553,15 @@ func (l *serverLink) unknownMethod(method string, svc *service) error {
 	return status.Errorf(codes.Unimplemented, "unknown service %s", name)
 }
 
-// start runs fn as call id in a goroutine of its own and sends its outcome.
-// It waits for a free call slot first (backpressure on the client). It
-// reports false when the link closed while waiting.
-func (l *serverLink) start(id uint64, method string, fn func(*serverCall, context.Context) (any, error)) bool {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.ctx.Done():
-		return false
-	}
-	ctx, cancel := context.WithCancel(l.ctx)
-	l.mu.Lock()
-	if _, dup := l.calls[id]; dup {
-		l.mu.Unlock()
-		cancel()
-		<-l.sem
-		l.protocolError(fmt.Errorf("call id %d is already in use", id))
-		return false
-	}
-	l.calls[id] = cancel
-	l.mu.Unlock()
-	sc := &serverCall{method: method, peer: l.peer}
-	ctx = context.WithValue(ctx, serverCallKey{}, sc)
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		resp, err := l.run(sc, ctx, fn)
-		l.mu.Lock()
-		delete(l.calls, id)
-		l.mu.Unlock()
-		cancel()
-		l.respond(id, sc, resp, err)
-		<-l.sem
-	}()
-	return true
-}
-
-// run calls fn; a panic becomes Internal and one log line with the stack.
-func (l *serverLink) run(sc *serverCall, ctx context.Context, fn func(*serverCall, context.Context) (any, error)) (resp any, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			l.log.Error("handler panicked", zap.String("method", sc.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
-			resp, err = nil, status.Errorf(codes.Internal, "handler for %s panicked: %v", sc.method, p)
-		}
-	}()
-	return fn(sc, ctx)
-}
-
-// respond sends a call's outcome. A response that cannot be encoded or is
-// too large becomes an error response.
+// respond sends a call's outcome, within the connection's budget for
+// unsent responses. A response that cannot be encoded or is too large
+// becomes an error response.
 func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) {
+	l.sending.Add(1)
+	defer func() {
+		l.sent.Add(1)
+		l.sending.Add(-1)
+	}()
 	sc.mu.Lock()
 	header, trailer := sc.header, sc.trailer
 	sc.mu.Unlock()
@@ -399,7 +570,7 @@ func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) {
 	}
 	if err == nil {
 		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, header, trailer)
-		err = sendFrame(l.ctx, l.tc, l.s.opts.codec, head, resp, l.s.opts.maxSendSize)
+		err = sendFrame(l.ctx, l.tc, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget)
 		bufpool.Put(head)
 		if err == nil || l.ctx.Err() != nil {
 			return
@@ -421,10 +592,23 @@ func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) {
 	if len(head) > l.tc.MaxMessageSize() {
 		head = wire.AppendResponseHead(head[:0], id, uint32(st.Code()), truncate(st.Message(), 1024), nil, nil, nil)
 	}
+	if err := l.budget.acquire(l.ctx, len(head)); err != nil {
+		return // the link closed
+	}
+	defer l.budget.release(len(head))
 	if err := l.tc.Send(l.ctx, head); err != nil && l.ctx.Err() == nil {
 		l.log.Info("sending error response failed", zap.String("method", sc.method), zap.Error(err))
 	}
 }
+
+// The refusal mark: a RESPONSE with code Unavailable and this trailer says
+// the server refused the call before running it (docs/wire.md).
+const refusedKey = "rdmarpc-refused"
+
+var (
+	refusedTrailer = metadata.Pairs(refusedKey, "1")
+	refusedMessage = "server busy: too many requests waiting on this connection"
+)
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

@@ -169,7 +169,9 @@ func (s *suite) testReconnect(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
 	defer func() { srv.Stop(); <-done }()
-	if _, err := c.Echo(ctx, &testpb.EchoRequest{Payload: []byte("back")}); err != nil {
+	// The failed dial started a backoff: a call that waits for ready
+	// waits it out, then dials.
+	if _, err := c.Echo(ctx, &testpb.EchoRequest{Payload: []byte("back")}, rpc.WaitForReady(true)); err != nil {
 		t.Fatalf("call after the server came back: %v", err)
 	}
 }

@@ -51,6 +51,7 @@ func Run(t *testing.T, cfg Config) {
 		{"Unimplemented", s.testUnimplemented},
 		{"Deadline", s.testDeadline},
 		{"Cancel", s.testCancel},
+		{"SlotsFull", s.testSlotsFull},
 		{"Metadata", s.testMetadata},
 		{"Interceptors", s.testInterceptors},
 		{"MessageSizes", s.testMessageSizes},
@@ -330,6 +331,45 @@ func (s *suite) testCancel(t *testing.T) {
 	// The connection goes on.
 	if _, err := c.Echo(ctx, &testpb.EchoRequest{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testSlotsFull: with every call slot taken and more calls waiting for one,
+// the server still reads the connection: a CANCEL reaches a running
+// handler, which frees its slot for a waiting call, and every call left
+// succeeds once released.
+func (s *suite) testSlotsFull(t *testing.T) {
+	const slots, waiting = 2, 50
+	e := s.start(t, rpc.MaxConcurrentCalls(slots))
+	_, c := s.dial(t, e)
+	ctx := s.ctx(t)
+	victim := e.svc.block("victim")
+	cctx, cancel := context.WithCancel(ctx)
+	victimDone := make(chan error, 1)
+	go func() { _, err := c.Block(cctx, &testpb.BlockRequest{Tag: "victim"}); victimDone <- err }()
+	s.waitFor(t, "the first handler to start", victim.started)
+	other := e.svc.block("other")
+	errs := make(chan error, waiting+1)
+	go func() { _, err := c.Block(ctx, &testpb.BlockRequest{Tag: "other"}); errs <- err }()
+	s.waitFor(t, "the second handler to start", other.started)
+	// Every slot is taken: these wait.
+	for range waiting {
+		go func() {
+			_, err := c.Echo(ctx, &testpb.EchoRequest{Payload: []byte("after")})
+			errs <- err
+		}()
+	}
+	cancel()
+	wantCode(t, "cancelled call", <-victimDone, codes.Canceled, "")
+	s.waitFor(t, "the cancelled handler to end", victim.ended)
+	if !errors.Is(victim.err, context.Canceled) {
+		t.Fatalf("handler context ended with %v, want Canceled", victim.err)
+	}
+	close(other.release)
+	for range waiting + 1 {
+		if err := <-errs; err != nil {
+			t.Fatalf("call: %v", err)
+		}
 	}
 }
 

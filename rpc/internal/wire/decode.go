@@ -9,9 +9,9 @@ type Frame struct {
 	GoAway   GoAway   // KindGoAway
 }
 
-// Decode decodes a whole frame. The rpc layer decodes the header first and
-// the body where it is needed; Decode is the same path in one call, for
-// tests and fuzzing.
+// Decode decodes a whole frame, with DefaultMaxMetadata as the metadata
+// limit. The rpc layer decodes the header first and the body where it is
+// needed; Decode is the same path in one call, for tests and fuzzing.
 func Decode(frame []byte) (Frame, error) {
 	h, body, err := ParseHeader(frame)
 	if err != nil {
@@ -20,9 +20,9 @@ func Decode(frame []byte) (Frame, error) {
 	f := Frame{Header: h}
 	switch h.Kind {
 	case KindRequest:
-		f.Request, err = ParseRequest(body)
+		f.Request, err = ParseRequest(body, DefaultMaxMetadata)
 	case KindResponse:
-		f.Response, err = ParseResponse(body)
+		f.Response, err = ParseResponse(body, DefaultMaxMetadata)
 	case KindCancel:
 		err = ParseCancel(body)
 	case KindPing, KindPong:

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -22,10 +23,20 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendPing(nil, false, 12345))
 	f.Add(AppendPing(nil, true, 12345))
 	f.Add(AppendGoAway(nil, 0, "server shutting down"))
+	// Frames whose counts claim far more entries than they carry: a
+	// decoder that sizes anything from a count allocates far more than
+	// the frame.
+	f.Add(countLie(KindRequest, 16<<10))
+	f.Add(countLie(KindResponse, 16<<10))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fr, err := Decode(b)
+		fr, err, alloc := decodeMeasured(b)
+		// Decoding n bytes allocates O(n): copies of what the frame
+		// holds, plus what the metadata limit bounds.
+		if bound := 8*uint64(len(b)) + 128<<10; alloc > bound {
+			t.Fatalf("decoding %d bytes allocated %d bytes (bound %d)", len(b), alloc, bound)
+		}
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrVersion) {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrVersion) && !errors.Is(err, ErrMetadataTooLarge) {
 				t.Fatalf("unexpected error type: %v", err)
 			}
 			return
@@ -96,4 +107,30 @@ func sameMD(a, b metadata.MD) bool {
 		}
 	}
 	return true
+}
+
+// countLie is a frame of about n bytes whose metadata (and for a
+// response, details) count claims n/2 entries, of which one is there.
+func countLie(k Kind, n int) []byte {
+	b := AppendHeader(nil, k, 0, 1)
+	if k == KindRequest {
+		b = append(b, 0, 0) // no timeout, empty method
+	} else {
+		b = append(b, 0, 0, 0) // code 0, empty message, no details
+	}
+	b = appendUvarint(b, uint64(n/2-16))
+	b = append(b, 1, 'k', 1, 'v')
+	for len(b) < n {
+		b = append(b, 0xff) // not a valid entry: decoding stops here
+	}
+	return b
+}
+
+// decodeMeasured decodes b and returns the bytes the decoding allocated.
+func decodeMeasured(b []byte) (Frame, error, uint64) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	fr, err := Decode(b)
+	runtime.ReadMemStats(&after)
+	return fr, err, after.TotalAlloc - before.TotalAlloc
 }

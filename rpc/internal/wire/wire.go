@@ -94,8 +94,10 @@ func AppendHeader(b []byte, k Kind, flags uint8, callID uint64) []byte {
 
 // reader consumes a body, remembering the first error.
 type reader struct {
-	b   []byte
-	err error
+	b      []byte
+	err    error
+	mdMax  int // metadata budget of the frame, see charge
+	mdUsed int
 }
 
 // The decoders label their errors with what they were reading; labels are
@@ -148,23 +150,23 @@ func (r *reader) bytes2(what, suffix string) []byte {
 
 func (r *reader) string(what string) string { return string(r.bytes(what)) }
 
-// md decodes metadata: a count of pairs, then key and value strings.
+// md decodes metadata: a count of pairs, then key and value strings. The
+// count only ends the loop: the map grows with the entries that are there,
+// and each entry is charged to the frame's metadata budget before its
+// strings are copied.
 func (r *reader) md(what string) metadata.MD {
 	n := r.uvarint2(what, " count")
 	if r.err != nil || n == 0 {
 		return nil
 	}
-	// Each pair takes at least two bytes: this bounds the map before
-	// allocating it.
-	if n > uint64(len(r.b))/2 {
-		r.fail("%s claims %d pairs in %d bytes", what, n, len(r.b))
-		return nil
-	}
-	md := make(metadata.MD, n)
+	var md metadata.MD
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		k := r.bytes2(what, " key")
 		v := r.bytes2(what, " value")
 		if r.err != nil {
+			break
+		}
+		if !r.charge(len(k)+len(v), what) {
 			break
 		}
 		if err := CheckKey(k); err != nil {
@@ -175,10 +177,39 @@ func (r *reader) md(what string) metadata.MD {
 			r.fail("%s: %v", what, err)
 			break
 		}
+		if md == nil {
+			md = make(metadata.MD)
+		}
 		key := string(k)
 		md[key] = append(md[key], string(v))
 	}
 	return md
+}
+
+// EntryOverhead is what each metadata entry (and each status detail) costs
+// on top of its bytes when charged to a metadata limit: HTTP/2's 32 bytes
+// per header field, so the limit means what gRPC's MaxHeaderListSize means.
+const EntryOverhead = 32
+
+// DefaultMaxMetadata is the default limit on a frame's metadata, gRPC's
+// default MaxHeaderListSize (16 KiB).
+const DefaultMaxMetadata = 16 << 10
+
+// ErrMetadataTooLarge is wrapped when a frame's metadata exceeds the
+// receiver's limit; the frame's boundaries are intact.
+var ErrMetadataTooLarge = errors.New("metadata too large")
+
+// charge counts one entry of n bytes against the metadata budget, failing
+// the decoding once it is exceeded.
+func (r *reader) charge(n int, what string) bool {
+	r.mdUsed += n + EntryOverhead
+	if r.mdUsed > r.mdMax {
+		if r.err == nil {
+			r.err = fmt.Errorf("%w: %s: more than the limit of %d bytes (each entry counts %d bytes more than its key and value)", ErrMetadataTooLarge, what, r.mdMax, EntryOverhead)
+		}
+		return false
+	}
+	return true
 }
 
 func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
@@ -266,9 +297,11 @@ func AppendRequestHead(b []byte, callID uint64, timeout time.Duration, method st
 	return appendMD(b, md)
 }
 
-// ParseRequest decodes a REQUEST body.
-func ParseRequest(body []byte) (Request, error) {
-	r := reader{b: body}
+// ParseRequest decodes a REQUEST body whose metadata may take up to
+// maxMD bytes (see EntryOverhead); beyond, it fails with an error wrapping
+// ErrMetadataTooLarge.
+func ParseRequest(body []byte, maxMD int) (Request, error) {
+	r := reader{b: body, mdMax: maxMD}
 	t := r.uvarint("timeout")
 	if t > math.MaxInt64 {
 		r.fail("timeout %d ns out of range", t)
@@ -305,21 +338,24 @@ func AppendResponseHead(b []byte, callID uint64, code uint32, msg string, detail
 	return appendMD(b, trailer)
 }
 
-// ParseResponse decodes a RESPONSE body.
-func ParseResponse(body []byte) (Response, error) {
-	r := reader{b: body}
+// ParseResponse decodes a RESPONSE body. Its status details, header and
+// trailer share a budget of maxMD bytes (see EntryOverhead), as gRPC's
+// status details travel in its trailers; beyond, it fails with an error
+// wrapping ErrMetadataTooLarge.
+func ParseResponse(body []byte, maxMD int) (Response, error) {
+	r := reader{b: body, mdMax: maxMD}
 	code := r.uvarint("status code")
 	if code > math.MaxUint32 {
 		r.fail("status code %d out of range", code)
 	}
 	msg := r.string("status message")
 	nd := r.uvarint("detail count")
-	if nd > uint64(len(r.b)) {
-		r.fail("%d details in %d bytes", nd, len(r.b))
-	}
 	var details [][]byte
 	for i := uint64(0); i < nd && r.err == nil; i++ {
-		details = append(details, r.bytes("detail"))
+		d := r.bytes("detail")
+		if r.err == nil && r.charge(len(d), "status details") {
+			details = append(details, d)
+		}
 	}
 	h := r.md("response header")
 	tr := r.md("response trailer")

@@ -19,7 +19,7 @@ func TestRequestRoundTrip(t *testing.T) {
 	if err != nil || h != (Header{Kind: KindRequest, CallID: 42}) {
 		t.Fatalf("header %+v, %v", h, err)
 	}
-	r, err := ParseRequest(body)
+	r, err := ParseRequest(body, DefaultMaxMetadata)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestResponseRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := ParseResponse(body)
+	r, err := ParseResponse(body, DefaultMaxMetadata)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestResponseRoundTrip(t *testing.T) {
 	}
 	ok := append(AppendResponseHead(nil, 8, 0, "", nil, nil, nil), "reply"...)
 	_, body, _ = ParseHeader(ok)
-	if r, err := ParseResponse(body); err != nil || string(r.Payload) != "reply" {
+	if r, err := ParseResponse(body, DefaultMaxMetadata); err != nil || string(r.Payload) != "reply" {
 		t.Fatalf("OK response: %+v, %v", r, err)
 	}
 }
@@ -63,7 +63,7 @@ func TestRejects(t *testing.T) {
 		{"flags", append([]byte{1, 1, 4}, req[3:]...), "unknown flags"},
 		{"reserved", append([]byte{1, 1, 0, 9}, req[4:]...), "reserved header byte"},
 		{"truncated method", req[:len(req)-3], "method of 4 bytes"},
-		{"md count lie", append(AppendHeader(nil, KindRequest, 0, 1), 0, 0, 200, 1), "claims 200 pairs"},
+		{"md count lie", append(AppendHeader(nil, KindRequest, 0, 1), 0, 0, 200, 1), "bad varint for request metadata key length"},
 		{"bad md key", append(AppendHeader(nil, KindRequest, 0, 1), 0, 0, 1, 1, 'A', 1, 'v'), `metadata key "A"`},
 		{"binary value", append(AppendHeader(nil, KindRequest, 0, 1), 0, 0, 1, 1, 'k', 1, 0), "-bin"},
 		{"bad varint", append(AppendHeader(nil, KindRequest, 0, 1), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff), "bad varint"},
@@ -112,12 +112,37 @@ func TestPayloadAliasesFrame(t *testing.T) {
 func TestDecodeAllocations(t *testing.T) {
 	req := append(AppendRequestHead(nil, 1, time.Second, "/a.B/C", nil), 1, 2, 3)
 	_, body, _ := ParseHeader(req)
-	if n := testing.AllocsPerRun(100, func() { _, _ = ParseRequest(body) }); n > 1 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = ParseRequest(body, DefaultMaxMetadata) }); n > 1 {
 		t.Errorf("ParseRequest allocates %v times, want at most 1", n)
 	}
 	resp := append(AppendResponseHead(nil, 1, 0, "", nil, nil, nil), 1, 2, 3)
 	_, body, _ = ParseHeader(resp)
-	if n := testing.AllocsPerRun(100, func() { _, _ = ParseResponse(body) }); n > 0 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = ParseResponse(body, DefaultMaxMetadata) }); n > 0 {
 		t.Errorf("ParseResponse allocates %v times, want none", n)
+	}
+}
+
+// TestMetadataLimit: metadata over the limit fails with
+// ErrMetadataTooLarge, whichever part of a response carries it, and the
+// limit counts 32 bytes per entry as HTTP/2 does.
+func TestMetadataLimit(t *testing.T) {
+	md := metadata.Pairs("k", strings.Repeat("v", 100)) // 1+100+32 = 133 bytes
+	_, body, _ := ParseHeader(AppendRequestHead(nil, 1, 0, "/a/b", md))
+	if _, err := ParseRequest(body, 133); err != nil {
+		t.Fatalf("at the limit: %v", err)
+	}
+	if _, err := ParseRequest(body, 132); !errors.Is(err, ErrMetadataTooLarge) {
+		t.Fatalf("one byte over: %v, want ErrMetadataTooLarge", err)
+	}
+	for name, frame := range map[string][]byte{
+		"header":  AppendResponseHead(nil, 1, 0, "", nil, md, nil),
+		"trailer": AppendResponseHead(nil, 1, 0, "", nil, nil, md),
+		"details": AppendResponseHead(nil, 1, 3, "x", [][]byte{make([]byte, 101)}, nil, nil),
+		"shared":  AppendResponseHead(nil, 1, 0, "", nil, metadata.Pairs("k", "v"), md),
+	} {
+		_, body, _ := ParseHeader(frame)
+		if _, err := ParseResponse(body, 132); !errors.Is(err, ErrMetadataTooLarge) {
+			t.Errorf("%s over the limit: %v, want ErrMetadataTooLarge", name, err)
+		}
 	}
 }
