@@ -51,7 +51,8 @@ type conn struct {
 	maxInline int
 	recvs     int // receive buffers in all
 
-	recvOutstanding atomic.Int32 // receives posted and not yet completed
+	recvOutstanding atomic.Int32  // receives posted and not yet completed
+	bytesIn         atomic.Uint64 // payload bytes of every completed receive
 
 	// Send side, guarded by mu.
 	mu          sync.Mutex
@@ -821,6 +822,7 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 		}
 		c.t.counters.recvCompletions.Add(1)
 		c.recvOutstanding.Add(-1)
+		c.bytesIn.Add(uint64(wc.ByteLen))
 		var err error
 		if reposts, err = c.received(wc, reposts); err != nil {
 			c.t.counters.protocolErrors.Add(1)
@@ -1167,6 +1169,10 @@ func (c *conn) handleClosing(wcs []verbs.WorkCompletion) {
 }
 
 func (c *conn) Done() <-chan struct{} { return c.ctx.Done() }
+
+// BytesReceived counts fragments as they complete, so a large message on
+// its way is a sign of life before it is whole (transport.Activity).
+func (c *conn) BytesReceived() uint64 { return c.bytesIn.Load() }
 func (c *conn) MaxMessageSize() int   { return int(c.peer.maxMessage) }
 func (c *conn) LocalAddr() net.Addr   { return c.boot.LocalAddr() }
 func (c *conn) RemoteAddr() net.Addr  { return c.boot.RemoteAddr() }
