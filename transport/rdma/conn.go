@@ -16,8 +16,8 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/transport"
-	"github.com/rdmarpc/rdmarpc/transport/rdma/credit"
-	"github.com/rdmarpc/rdmarpc/transport/rdma/verbs"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/credit"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
 )
 
 // ctlHeadroom is how many send-queue entries are kept for credit-only

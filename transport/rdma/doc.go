@@ -1,13 +1,13 @@
 // Package rdma is the rdmarpc transport over RDMA two-sided verbs: Send and
 // Receive on reliable-connected queue pairs, through the cgo binding in
-// transport/rdma/verbs. Importing it registers the "rdma" scheme.
+// transport/rdma/internal/verbs. Importing it registers the "rdma" scheme.
 //
 // A connection starts with a TCP bootstrap connection to the same address,
 // which carries a versioned handshake (queue pair numbers, GIDs, MTU,
 // buffer sizes and counts, maximum message size) and then stays open as the
 // liveness signal: when it ends, the connection closes. Every receive is
 // posted before the queue pair can receive; sends go from registered send
-// slots, inline when small. Credit-based flow control (transport/rdma/credit)
+// slots, inline when small. Credit-based flow control (transport/rdma/internal/credit)
 // makes a Send meeting an empty receive queue impossible. Messages larger
 // than one receive buffer are fragmented and reassembled. docs/rdma.md
 // specifies the protocol.

@@ -12,9 +12,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
 	"github.com/rdmarpc/rdmarpc/transport"
-	"github.com/rdmarpc/rdmarpc/transport/rdma/rdmadev"
-	"github.com/rdmarpc/rdmarpc/transport/rdma/verbs"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
 )
 
 func init() { transport.Register("rdma", New(Options{})) }
