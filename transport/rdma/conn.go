@@ -54,6 +54,26 @@ type conn struct {
 	recvOutstanding atomic.Int32  // receives posted and not yet completed
 	bytesIn         atomic.Uint64 // payload bytes of every completed receive
 
+	// Completions, handled by whichever goroutine holds pmu: a Recv (or a
+	// send waiting for credits or slots) polls the completion queue
+	// itself; the poller goroutine handles what comes while nobody does.
+	// Whenever pmu is free the queue is armed, so no completion waits for
+	// somebody to poll. pl guards armed; lock order pmu, pl, mu, rmu.
+	pmu     sync.Mutex
+	wcs     []verbs.WorkCompletion // pmu's
+	reposts []int32                // pmu's
+	pl      sync.Mutex
+	armed   bool // the CQ is armed and its event not yet read
+	closing atomic.Bool
+
+	// The round trip this connection observes, for how long a waiter
+	// polls: a message sent, the next one received.
+	epoch   time.Time
+	sentAt  atomic.Int64 // since epoch, when the last message left
+	expect  atomic.Bool  // a message left and none has arrived since
+	bigSend atomic.Bool  // the last message left in fragments: do not spin for its reply
+	rtt     atomic.Int64 // moving average of the round trip, ns
+
 	// Send side, guarded by mu.
 	mu          sync.Mutex
 	win         *credit.Window
@@ -83,7 +103,7 @@ type conn struct {
 	releaseBatch int
 	rdone        bool        // nothing more will be delivered
 	rwake        notifier    // a message delivered, or the end
-	asm          reassembler // the poller's alone
+	asm          reassembler // pmu's
 
 	// Life cycle.
 	ctx       context.Context // done when the connection starts closing
@@ -125,6 +145,8 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn) (*conn, erro
 		closed:       make(chan struct{}),
 		watchDone:    make(chan struct{}),
 		asm:          reassembler{max: o.MaxMessageSize},
+		wcs:          make([]verbs.WorkCompletion, 32),
+		epoch:        time.Now(),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	sqDepth := o.SendSlots + ctlHeadroom
@@ -330,6 +352,7 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte) error {
 			return err
 		}
 	}
+	c.noteSent(n > 1)
 	if n > 1 {
 		c.t.counters.fragmentsSent.Add(uint64(n))
 	}
@@ -347,6 +370,9 @@ func (c *conn) slotBytes(slot int32) []byte {
 func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 	waited := false
 	for {
+		if err := ctx.Err(); err != nil {
+			return -1, err
+		}
 		c.mu.Lock()
 		if c.ctx.Err() != nil {
 			c.mu.Unlock()
@@ -375,12 +401,8 @@ func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 		}
 		w := c.wake.wait()
 		c.mu.Unlock()
-		select {
-		case <-w:
-		case <-ctx.Done():
-			return -1, ctx.Err()
-		case <-c.ctx.Done():
-			return -1, c.closeErr()
+		if err := c.await(ctx, w, c.ctx.Done(), false); err != nil {
+			return -1, err
 		}
 	}
 }
@@ -489,6 +511,9 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 		return transport.NewBuffer(bufpool.Get(n), heapSend{}, 0), nil
 	}
 	for {
+		if err := ctx.Err(); err != nil {
+			return transport.Buffer{}, err
+		}
 		c.mu.Lock()
 		if c.ctx.Err() != nil {
 			c.mu.Unlock()
@@ -506,12 +531,8 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 		}
 		w := c.wake.wait()
 		c.mu.Unlock()
-		select {
-		case <-w:
-		case <-ctx.Done():
-			return transport.Buffer{}, ctx.Err()
-		case <-c.ctx.Done():
-			return transport.Buffer{}, c.closeErr()
+		if err := c.await(ctx, w, c.ctx.Done(), false); err != nil {
+			return transport.Buffer{}, err
 		}
 	}
 }
@@ -543,6 +564,7 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 	if err := c.post(slot, kindMessage, n, true); err != nil {
 		return err
 	}
+	c.noteSent(false)
 	c.t.counters.messagesSent.Add(1)
 	return nil
 }
@@ -625,11 +647,8 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 		}
 		w := c.rwake.wait()
 		c.rmu.Unlock()
-		select {
-		case <-w:
-		case <-ctx.Done():
-			return transport.Buffer{}, ctx.Err()
-		case <-c.local:
+		if err := c.await(ctx, w, c.local, true); err != nil {
+			return transport.Buffer{}, err
 		}
 	}
 }
@@ -748,59 +767,165 @@ func (c *conn) unlend() {
 
 // ---- completions ----
 
-// poll handles completions until the connection closes, then tears it
-// down. It polls busily for PollSpin after the last completion, then arms
-// the completion queue and sleeps on the channel.
-func (c *conn) poll() {
-	wcs := make([]verbs.WorkCompletion, 32)
-	var reposts []int32
-	for c.ctx.Err() == nil {
-		n, err := c.cq.Poll(wcs)
-		if err != nil {
-			c.fail(fmt.Errorf("polling completions: %w", err))
-			break
-		}
-		if n > 0 {
-			reposts = c.handle(wcs[:n], reposts[:0])
-			c.flushUnposted()
-			continue
-		}
-		c.flushUnposted()
-		if c.spin(wcs) {
-			continue
-		}
-		if err := c.cq.ReqNotify(false); err != nil {
-			c.fail(fmt.Errorf("arming the completion queue: %w", err))
-			break
-		}
-		// A completion that arrived before arming raised no event.
-		if n, _ := c.cq.Poll(wcs); n > 0 {
-			reposts = c.handle(wcs[:n], reposts[:0])
-			continue
-		}
-		if _, err := c.ch.Wait(c.ctx); err != nil && c.ctx.Err() == nil {
-			c.fail(fmt.Errorf("waiting for completions: %w", err))
-		}
+// spinCheckEvery is how many polls of an empty queue pass between two
+// reads of the clock while spinning (a clock read costs microseconds under
+// emulation).
+const spinCheckEvery = 16
+
+// await waits until w is closed, stop is closed or ctx is done, making sure
+// meanwhile that completions get handled: when nobody else holds the
+// completion queue, the waiter polls it itself (spinning, with spin, for
+// about the round trip when a reply is expected), and returns at once when
+// it handled something, for the caller to look again. Otherwise it sleeps;
+// the goroutine that holds the queue, or the poller, handles what comes.
+func (c *conn) await(ctx context.Context, w, stop <-chan struct{}, spin bool) error {
+	if c.drive(spin) {
+		return nil
 	}
-	c.teardown(wcs)
+	select {
+	case <-w:
+	case <-stop:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
-// spin polls for up to PollSpin; it reports whether completions are ready.
-func (c *conn) spin(wcs []verbs.WorkCompletion) bool {
-	if c.o.PollSpin <= 0 {
+// drive polls the completion queue if nobody else does and reports whether
+// it handled completions.
+func (c *conn) drive(spin bool) bool {
+	if c.closing.Load() || !c.pmu.TryLock() {
 		return false
 	}
-	deadline := time.Now().Add(c.o.PollSpin)
-	for time.Now().Before(deadline) {
-		runtime.Gosched()
-		if n, err := c.cq.Poll(wcs); err != nil || n > 0 {
-			if n > 0 {
-				c.handle(wcs[:n], nil)
+	if c.pollOnce() > 0 {
+		c.letGo()
+		return true
+	}
+	if spin && c.spinWorthIt() {
+		budget := c.spinBudget()
+		start := time.Now()
+		for i := 1; !c.closing.Load(); i++ {
+			runtime.Gosched()
+			if c.pollOnce() > 0 {
+				c.letGo()
+				return true
 			}
-			return true
+			if i%spinCheckEvery == 0 && time.Since(start) >= budget {
+				break
+			}
 		}
 	}
+	c.letGo()
 	return false
+}
+
+// letGo releases the completion queue (pmu), arming it first unless it
+// still is, so that the poller wakes for the next completion if nobody
+// polls by then.
+func (c *conn) letGo() {
+	c.flushUnposted()
+	c.pl.Lock()
+	if !c.armed && !c.closing.Load() {
+		c.armed = true
+		if err := c.cq.ReqNotify(false); err != nil {
+			c.fail(fmt.Errorf("arming the completion queue: %w", err))
+		} else {
+			// A completion that came before arming raised no event.
+			c.pollOnce()
+		}
+	}
+	c.pmu.Unlock()
+	c.pl.Unlock()
+}
+
+// pollOnce polls the completion queue once and handles what it returns.
+// Called with pmu held.
+func (c *conn) pollOnce() int {
+	n, err := c.cq.Poll(c.wcs)
+	if err != nil {
+		c.fail(fmt.Errorf("polling completions: %w", err))
+		return 0
+	}
+	if n > 0 {
+		c.reposts = c.handle(c.wcs[:n], c.reposts[:0])
+		c.flushUnposted()
+	}
+	return n
+}
+
+// spinWorthIt reports whether a reply is expected soon: a message left and
+// none came back yet, it was not fragmented (a large transfer takes many
+// round trips: spinning through it only takes the processor from the
+// peer), and no fragmented message is on its way in. Called with pmu held.
+func (c *conn) spinWorthIt() bool {
+	return c.o.PollSpin > 0 && c.expect.Load() && !c.bigSend.Load() && c.asm.buf == nil
+}
+
+// spinBudget is how long to poll for the reply: twice the observed round
+// trip, at most PollSpin.
+func (c *conn) spinBudget() time.Duration {
+	rtt := time.Duration(c.rtt.Load())
+	if rtt <= 0 {
+		return c.o.PollSpin
+	}
+	return min(2*rtt, c.o.PollSpin)
+}
+
+// noteSent records that a whole message left (fragmented or not).
+func (c *conn) noteSent(fragmented bool) {
+	c.sentAt.Store(int64(time.Since(c.epoch)))
+	c.bigSend.Store(fragmented)
+	c.expect.Store(true)
+}
+
+// noteReceived records that a whole message arrived: the first after a
+// send closes a round trip, which moves the average (by 1/8).
+func (c *conn) noteReceived() {
+	if !c.expect.Swap(false) {
+		return
+	}
+	rtt := int64(time.Since(c.epoch)) - c.sentAt.Load()
+	if rtt <= 0 {
+		return
+	}
+	avg := c.rtt.Load()
+	if avg == 0 {
+		avg = rtt
+	} else {
+		avg += (rtt - avg) / 8
+	}
+	c.rtt.Store(avg)
+}
+
+// poll is the poller goroutine: it sleeps on the completion channel and
+// handles what nobody else is polling for; when the connection closes it
+// tears it down.
+func (c *conn) poll() {
+	c.pmu.Lock()
+	c.letGo() // arms the queue
+	for !c.closing.Load() {
+		_, err := c.ch.Wait(context.Background())
+		if c.closing.Load() {
+			break
+		}
+		if err != nil && !errors.Is(err, verbs.ErrWoken) {
+			c.fail(fmt.Errorf("waiting for completions: %w", err))
+			break
+		}
+		c.pl.Lock()
+		c.armed = false // the event is read
+		mine := c.pmu.TryLock()
+		c.pl.Unlock()
+		if !mine {
+			continue // its holder re-arms when it lets go
+		}
+		for c.pollOnce() > 0 {
+		}
+		c.letGo()
+	}
+	// Held for good: from now on only the teardown touches the queue.
+	c.pmu.Lock()
+	c.teardown(c.wcs)
 }
 
 // handle processes a batch of completions; data receives that can be
@@ -919,6 +1044,7 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 		// the user releases it, even if the connection closes first.
 		c.lentBufs.Add(1)
 		c.deliverLocked(transport.NewBuffer(data, recvBuffer{c}, uint64(buf)))
+		c.noteReceived()
 		return reposts, nil
 	}
 	msg, err := c.asm.fragment(k, data)
@@ -928,6 +1054,7 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 	if msg != nil {
 		c.queued += len(msg)
 		c.deliverLocked(transport.NewBuffer(msg, heapRecv{}, 0))
+		c.noteReceived()
 	}
 	// The fragment is copied out: its buffer can go back, unless too much
 	// reassembled data waits for Recv.
@@ -994,7 +1121,9 @@ func (c *conn) fail(err error) {
 		c.errMu.Lock()
 		c.err = transport.Closed(err)
 		c.errMu.Unlock()
+		c.closing.Store(true)
 		c.cancel()
+		c.ch.Wake()
 	})
 }
 
@@ -1011,7 +1140,9 @@ func (c *conn) Close() error {
 		c.err = fmt.Errorf("%w: closed locally", transport.ErrClosed)
 		c.errMu.Unlock()
 		close(c.local)
+		c.closing.Store(true)
 		c.cancel()
+		c.ch.Wake()
 	})
 	<-c.closed
 	return nil
@@ -1129,6 +1260,9 @@ func (c *conn) drainOnce(wcs []verbs.WorkCompletion, deadline time.Time) int {
 		if n, _ = c.cq.Poll(wcs); n == 0 {
 			ctx, cancel := context.WithDeadline(context.Background(), deadline)
 			_, err := c.ch.Wait(ctx)
+			if errors.Is(err, verbs.ErrWoken) { // the wake that ended poll
+				_, err = c.ch.Wait(ctx)
+			}
 			cancel()
 			if err != nil {
 				return 0

@@ -12,14 +12,22 @@
 // than one receive buffer are fragmented and reassembled. docs/rdma.md
 // specifies the protocol.
 //
-// Completions: each connection has its own completion queue and one poller
-// goroutine. After a completion the poller keeps polling for PollSpin
-// (default 20 µs), yielding the processor between polls, so a reply that
-// follows a request closely is picked up without a wake-up; then it arms the
-// completion queue and sleeps on the completion channel (Go's netpoller: no
-// OS thread is held). Sends ask for a completion every SignalEvery (16)
-// sends, when slots or queue entries run short, and at the end of a message
-// no other sender waits to follow.
+// Completions: each connection has its own completion queue. A goroutine
+// waiting for it — in Recv, or a send waiting for credits or send slots —
+// polls it itself and handles every completion it finds (delivering other
+// waiters' messages too), one goroutine at a time, so a reply is picked up
+// by the goroutine that wants it, without a hand-off. A waiter in Recv
+// keeps polling while a reply is expected, for about twice the observed
+// round trip (at most PollSpin), yielding the processor between polls and
+// reading the clock only every few polls; then, or at once when nothing is
+// expected, it sleeps. Whoever lets go of the completion queue arms it, so
+// one poller goroutine per connection, asleep on the completion channel
+// (Go's netpoller: no OS thread is held), handles what comes while nobody
+// polls: a message nobody waits for yet, a credit grant, a peer breaking
+// the protocol.
+// Sends ask for a completion every SignalEvery (16) sends, when slots or
+// queue entries run short, and at the end of a message no other sender
+// waits to follow.
 //
 // The package implements the transport contract and must not know about
 // RPC or the TCP transport. Without cgo it still builds: every Dial and

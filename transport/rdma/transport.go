@@ -39,9 +39,12 @@ type Options struct {
 	// which holds the peer's credits back. Default 4 MiB. Whole messages
 	// are bounded by RecvBuffers.
 	RecvQueueBytes int
-	// PollSpin is how long the completion poller keeps polling an empty
-	// completion queue before it arms it and sleeps on the completion
-	// channel. Default 20 µs; 0 means sleep at once.
+	// PollSpin bounds how long a goroutine waiting in Recv polls an empty
+	// completion queue while a reply is expected (a message left and
+	// none has arrived since) before it sleeps: it polls for twice the
+	// connection's observed round trip, at most PollSpin. Nothing
+	// expected, or a fragmented message on its way: it sleeps at once.
+	// Default 500 µs; negative means never spin.
 	PollSpin time.Duration
 	// SignalEvery is the most sends posted without asking for a
 	// completion. Default 16.
@@ -82,7 +85,7 @@ func (o Options) withDefaults() Options {
 	if o.PollSpin < 0 {
 		o.PollSpin = 0
 	} else if o.PollSpin == 0 {
-		o.PollSpin = 20 * time.Microsecond
+		o.PollSpin = 500 * time.Microsecond
 	}
 	if o.AckTimeout == 0 {
 		o.AckTimeout = 17
