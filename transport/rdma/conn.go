@@ -49,7 +49,8 @@ type conn struct {
 	recvMR    *verbs.MR // (RecvBuffers + credit.Extra) buffers of BufferSize
 	sendMR    *verbs.MR // SendSlots slots of the peer's buffer size
 	maxInline int
-	recvs     int // receive buffers in all
+	recvs     int   // receive buffers in all
+	charged   int64 // bytes of registered memory taken from the budget
 
 	recvOutstanding atomic.Int32  // receives posted and not yet completed
 	bytesIn         atomic.Uint64 // payload bytes of every completed receive
@@ -169,6 +170,10 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn) (*conn, erro
 	}
 	c.maxInline = c.qp.MaxInline()
 	c.sqFree = sqDepth
+	if err = c.charge(c.recvs * o.BufferSize); err != nil {
+		c.destroy()
+		return nil, err
+	}
 	if c.recvMR, err = dev.pd.Register(c.recvs * o.BufferSize); err != nil {
 		c.destroy()
 		return nil, fmt.Errorf("registering %d receive buffers of %d bytes: %w", c.recvs, o.BufferSize, err)
@@ -190,6 +195,23 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn) (*conn, erro
 	return c, nil
 }
 
+// charge takes n bytes of registered memory from the transport's budget,
+// before they are registered; freeing the connection's memory gives back
+// all it took.
+func (c *conn) charge(n int) error {
+	if err := c.t.budget.take(int64(n)); err != nil {
+		return err
+	}
+	c.charged += int64(n)
+	return nil
+}
+
+// uncharge gives back what charge took.
+func (c *conn) uncharge() {
+	c.t.budget.give(c.charged)
+	c.charged = 0
+}
+
 // recvTag marks the ids of receive work requests; sends use sequence
 // numbers below it. A failed completion's opcode is undefined, its id is not.
 const recvTag = 1 << 63
@@ -203,6 +225,9 @@ func (c *conn) recvWR(i int32) verbs.RecvWR {
 // connect sets up the send side for the peer and moves the QP to RTS.
 func (c *conn) connect(peer hello, local hello, rtr verbs.RTRAttr) error {
 	c.peer = peer
+	if err := c.charge(c.o.SendSlots * int(peer.bufSize)); err != nil {
+		return err
+	}
 	var err error
 	if c.sendMR, err = c.dev.pd.Register(c.o.SendSlots * int(peer.bufSize)); err != nil {
 		return fmt.Errorf("registering %d send slots of %d bytes: %w", c.o.SendSlots, peer.bufSize, err)
@@ -249,6 +274,7 @@ func (c *conn) destroy() {
 			c.log.Error("freeing verbs resources", zap.Error(err))
 		}
 	}
+	c.uncharge()
 }
 
 // ---- sending ----
@@ -1229,6 +1255,7 @@ func (c *conn) freeMemory() {
 				}
 			}
 		}
+		c.uncharge()
 		c.t.release(c.dev)
 	})
 }

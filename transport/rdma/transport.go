@@ -61,6 +61,13 @@ type Options struct {
 	// CloseGrace bounds how long Close waits for posted sends to complete
 	// and for flushed work requests. Default 2 s.
 	CloseGrace time.Duration
+	// MemoryBudget bounds the registered (pinned) memory of all this
+	// transport's connections, in bytes: a handshake that would go beyond
+	// it is refused, on either side, with an error wrapping
+	// ErrMemoryBudget, instead of pinning pages until the kernel kills the
+	// process. Default: a quarter of the machine's memory, or
+	// RLIMIT_MEMLOCK when lower; negative means no budget.
+	MemoryBudget int64
 	// Logger receives one line per refused peer or broken connection.
 	// Default zap.NewNop().
 	Logger *zap.Logger
@@ -99,6 +106,9 @@ func (o Options) withDefaults() Options {
 	if o.CloseGrace <= 0 {
 		o.CloseGrace = 2 * time.Second
 	}
+	if o.MemoryBudget == 0 {
+		o.MemoryBudget = defaultBudget()
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
@@ -121,11 +131,14 @@ type Transport struct {
 	endpoints sync.Map // string(IP) -> rdmadev.Endpoint
 
 	counters counters
+	budget   budget
 }
 
 // New returns an RDMA transport with options o.
 func New(o Options) *Transport {
-	return &Transport{o: o.withDefaults(), devices: make(map[string]*device)}
+	t := &Transport{o: o.withDefaults(), devices: make(map[string]*device)}
+	t.budget.limit = t.o.MemoryBudget
+	return t
 }
 
 // device is an opened RDMA device shared by the connections that use it.
@@ -231,7 +244,14 @@ func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, erro
 }
 
 // Counters returns what the transport counted over all its connections.
-func (t *Transport) Counters() map[string]uint64 { return t.counters.snapshot() }
+func (t *Transport) Counters() map[string]uint64 {
+	m := t.counters.snapshot()
+	m["registered_bytes"] = uint64(t.budget.inUse())
+	if t.budget.limit > 0 {
+		m["registered_budget"] = uint64(t.budget.limit)
+	}
+	return m
+}
 
 // counters are the transport's running totals.
 type counters struct {
