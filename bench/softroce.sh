@@ -24,6 +24,17 @@ rm -f "$OUT"/rpcbench*.txt "$OUT"/*.csv "$OUT"/rdma.png "$OUT"/ladder.txt "$OUT"
 # The rungs below the RPC layer use the verbs binding, internal to transport/rdma.
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/ladder" ./transport/rdma/internal/ladder)
 LADDER_FLAGS=(--duration "${LADDER_DURATION:-2s}" --warmup 300ms)
+# BASELINE=<git revision>: also build the conn rung and rpcbench from that revision and run
+# them in the same boot, for a before/after table (ratios inside one boot are what count).
+BEFORE=
+if [ -n "${BASELINE:-}" ]; then
+  rm -rf "$OUT/baseline" && mkdir -p "$OUT/baseline"
+  git -C "$REPO" archive "$BASELINE" | tar -x -C "$OUT/baseline"
+  (cd "$OUT/baseline" && CGO_ENABLED=1 go build -o "$OUT/rpcbench-before" ./bench/cmd/rpcbench &&
+    CGO_ENABLED=1 go build -o "$OUT/ladder-before" ./transport/rdma/internal/ladder)
+  rm -rf "$OUT/baseline"
+  BEFORE=/out/ladder-before.csv,/out/rdma-before.csv
+fi
 {
   echo '# written by bench/softroce.sh'
   echo 'cd /out'
@@ -35,7 +46,15 @@ LADDER_FLAGS=(--duration "${LADDER_DURATION:-2s}" --warmup 300ms)
   printf './rpcbench --listen tcp://$RDMARPC_TEST_IP:0 --csv /out/tcp.csv'
   printf ' %q' "${FLAGS[@]}"
   echo ' > /out/rpcbench-tcp.txt 2>&1 || rc=1'
-  printf './ladder --dev rxe0 --csv /out/ladder.csv --merge /out/rdma.csv,/out/tcp.csv'
+  if [ -n "$BEFORE" ]; then
+    printf './rpcbench-before --listen rdma://$RDMARPC_TEST_IP:0 --csv /out/rdma-before.csv'
+    printf ' %q' "${FLAGS[@]}"
+    echo ' > /out/rpcbench-before.txt 2>&1 || rc=1'
+    printf './ladder-before --dev rxe0 --rungs conn --csv /out/ladder-before.csv'
+    printf ' %q' "${LADDER_FLAGS[@]}"
+    echo ' > /out/ladder-before.txt 2>&1 || rc=1'
+  fi
+  printf './ladder --dev rxe0 --csv /out/ladder.csv --merge /out/rdma.csv,/out/tcp.csv --before %q' "$BEFORE"
   printf ' %q' "${LADDER_FLAGS[@]}"
   echo ' >> /out/ladder.txt 2>&1 || rc=1'
   echo 'for c in rcvd_rnr_err send_rnr_err retry_exceeded_err retry_rnr_exceeded_err; do'

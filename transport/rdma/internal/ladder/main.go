@@ -32,6 +32,7 @@ func run(args []string, stdout io.Writer) error {
 	warm := fs.Duration("warmup", 300*time.Millisecond, "unmeasured time before each cell")
 	csvPath := fs.String("csv", "", "write this run's cells to this CSV `file`")
 	merge := fs.String("merge", "", "rpcbench CSV `files` (comma-separated) whose rows join the table: ib_send and the RPC rungs")
+	beforeFiles := fs.String("before", "", "CSV `files` (comma-separated, ladder's or rpcbench's) from a baseline build in the same boot, compared rung by rung")
 	only := fs.Bool("table-only", false, "run nothing: print the table of the --merge files")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -63,6 +64,15 @@ func run(args []string, stdout io.Writer) error {
 		rs = append(rs, more...)
 	}
 	printTable(stdout, rs, sz, cc)
+	var before []result
+	for _, p := range splitList(*beforeFiles) {
+		more, err := readCSV(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		before = append(before, more...)
+	}
+	printBeforeAfter(stdout, rs, before, sz, cc)
 	return nil
 }
 

@@ -60,6 +60,9 @@ func readCSV(path string) ([]result, error) {
 	for i, h := range recs[0] {
 		col[h] = i
 	}
+	if _, ok := col["rung"]; ok {
+		return readOwnCSV(recs, col)
+	}
 	for _, need := range []string{"impl", "transport", "size_bytes", "concurrency", "calls", "seconds", "calls_per_s", "p50_us", "p99_us"} {
 		if _, ok := col[need]; !ok {
 			return nil, fmt.Errorf("no column %q", need)
@@ -94,6 +97,63 @@ func readCSV(path string) ([]result, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// readOwnCSV reads what writeCSV wrote.
+func readOwnCSV(recs [][]string, col map[string]int) ([]result, error) {
+	var out []result
+	for _, rec := range recs[1:] {
+		num := func(name string) float64 {
+			i, ok := col[name]
+			if !ok || i >= len(rec) {
+				return 0
+			}
+			v, _ := strconv.ParseFloat(rec[i], 64)
+			return v
+		}
+		out = append(out, result{
+			Rung: rec[col["rung"]], Size: int(num("size_bytes")), Conc: int(num("concurrency")),
+			Calls: int64(num("calls")), Elapsed: time.Duration(num("seconds") * float64(time.Second)),
+			P50: usDur(num("p50_us")), P99: usDur(num("p99_us")),
+			Cost: perCall{CSW: num("csw_per_call"), Wakeups: num("wakeups_per_call"), Cgo: num("cgo_per_call"),
+				Mallocs: num("allocs_per_call"), CPU: usDur(num("cpu_us_per_call"))},
+		})
+	}
+	return out, nil
+}
+
+// printBeforeAfter compares the rungs measured from a baseline build in
+// the same boot (before) with this build's: p50 and calls/s, and each one's
+// p50 over verbs-busy's.
+func printBeforeAfter(w io.Writer, rs, before []result, sizes, concs []int) {
+	if len(before) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nBefore (baseline build) and after (this build), same boot:")
+	fmt.Fprintf(w, "%-12s %6s %4s %11s %11s %7s %11s %11s %7s %9s %9s %8s %8s\n",
+		"rung", "size", "conc", "p50 before", "p50 after", "after/", "calls/s bef", "calls/s aft", "after/", "×busy bef", "×busy aft", "csw bef", "csw aft")
+	for _, size := range sizes {
+		for _, conc := range concs {
+			busy, hasBusy := find(rs, "verbs-busy", size, conc)
+			for _, b := range before {
+				if b.Size != size || b.Conc != conc {
+					continue
+				}
+				a, ok := find(rs, b.Rung, size, conc)
+				if !ok || b.P50 <= 0 || b.callsPerSec() <= 0 {
+					continue
+				}
+				xb, xa := "", ""
+				if hasBusy && busy.P50 > 0 {
+					xb = fmt.Sprintf("%.2f", float64(b.P50)/float64(busy.P50))
+					xa = fmt.Sprintf("%.2f", float64(a.P50)/float64(busy.P50))
+				}
+				fmt.Fprintf(w, "%-12s %6d %4d %11.1f %11.1f %7.2f %11.0f %11.0f %7.2f %9s %9s %8.2f %8.2f\n",
+					b.Rung, size, conc, us(b.P50), us(a.P50), float64(a.P50)/float64(b.P50),
+					b.callsPerSec(), a.callsPerSec(), a.callsPerSec()/b.callsPerSec(), xb, xa, b.Cost.CSW, a.Cost.CSW)
+			}
+		}
+	}
 }
 
 func usDur(v float64) time.Duration { return time.Duration(v * float64(time.Microsecond)) }
