@@ -45,6 +45,13 @@ type completions struct {
 // emulation).
 const spinCheckEvery = 16
 
+// streamSpin is how long the goroutine that holds the completion queue
+// keeps polling after it handled completions while no reply is awaited —
+// a stream of fragments, credit returns, send completions — so that each
+// one does not cost an event and a wake-up (the transport's poller did
+// this before waiters polled themselves).
+const streamSpin = 20 * time.Microsecond
+
 // await waits until w is closed, stop is closed or ctx is done, making sure
 // meanwhile that completions get handled: when nobody else holds the
 // completion queue, the waiter polls it itself (spinning, with spin, for
@@ -74,21 +81,34 @@ func (c *conn) drive(spin bool) bool {
 		c.letGo()
 		return true
 	}
-	if spin && c.spinWorthIt() {
-		budget := c.spinBudget()
-		start := time.Now()
-		for i := 1; !c.closing.Load(); i++ {
-			runtime.Gosched()
-			if c.pollOnce() > 0 {
-				c.letGo()
-				return true
-			}
-			if i%spinCheckEvery == 0 && time.Since(start) >= budget {
-				break
-			}
-		}
+	budget := time.Duration(0)
+	switch {
+	case spin && c.spinWorthIt():
+		budget = c.spinBudget()
+	case c.asm.buf != nil && c.o.PollSpin > 0:
+		budget = streamSpin // between the fragments of a message
+	}
+	if budget > 0 && c.spinFor(budget) {
+		c.letGo()
+		return true
 	}
 	c.letGo()
+	return false
+}
+
+// spinFor polls for up to d, yielding the processor between polls, and
+// reports whether it handled completions. Called with pmu held.
+func (c *conn) spinFor(d time.Duration) bool {
+	start := time.Now()
+	for i := 1; !c.closing.Load(); i++ {
+		runtime.Gosched()
+		if c.pollOnce() > 0 {
+			return true
+		}
+		if i%spinCheckEvery == 0 && time.Since(start) >= d {
+			return false
+		}
+	}
 	return false
 }
 
@@ -170,6 +190,22 @@ func (c *conn) noteReceived() {
 	c.rtt.Store(avg)
 }
 
+// stream handles completions while they keep coming: after each batch it
+// polls on for up to streamSpin. Nothing at first (a waiter took them):
+// no spin. Called with pmu held.
+func (c *conn) stream() {
+	if c.pollOnce() == 0 {
+		return
+	}
+	for {
+		for c.pollOnce() > 0 {
+		}
+		if c.o.PollSpin <= 0 || !c.spinFor(streamSpin) {
+			return
+		}
+	}
+}
+
 // poll is the poller goroutine: it sleeps on the completion channel and
 // handles what nobody else is polling for; when the connection closes it
 // tears it down.
@@ -192,8 +228,7 @@ func (c *conn) poll() {
 		if !mine {
 			continue // its holder re-arms when it lets go
 		}
-		for c.pollOnce() > 0 {
-		}
+		c.stream()
 		c.letGo()
 	}
 	// Held for good: from now on only the teardown touches the queue.

@@ -20,7 +20,9 @@
 // keeps polling while a reply is expected, for about twice the observed
 // round trip (at most PollSpin), yielding the processor between polls and
 // reading the clock only every few polls; then, or at once when nothing is
-// expected, it sleeps. Whoever lets go of the completion queue arms it, so
+// expected, it sleeps. Between the fragments of a message, and after the
+// poller handled a batch, the holder polls on for 20 µs, so a stream costs
+// no event per completion. Whoever lets go of the completion queue arms it, so
 // one poller goroutine per connection, asleep on the completion channel
 // (Go's netpoller: no OS thread is held), handles what comes while nobody
 // polls: a message nobody waits for yet, a credit grant, a peer breaking
