@@ -33,6 +33,7 @@ func run(args []string, stdout io.Writer) error {
 	csvPath := fs.String("csv", "", "write this run's cells to this CSV `file`")
 	merge := fs.String("merge", "", "rpcbench CSV `files` (comma-separated) whose rows join the table: ib_send and the RPC rungs")
 	beforeFiles := fs.String("before", "", "CSV `files` (comma-separated, ladder's or rpcbench's) from a baseline build in the same boot, compared rung by rung")
+	pollSpin := fs.Duration("poll-spin", 0, "the conn rung's rdma.Options.PollSpin (0: the default; negative: never spin)")
 	only := fs.Bool("table-only", false, "run nothing: print the table of the --merge files")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -47,7 +48,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	var rs []result
 	if !*only {
-		if rs, err = runRungs(stdout, strings.Split(*rungs, ","), *dev, *gid, *ip, sz, cc, *warm, *d); err != nil {
+		if rs, err = runRungs(stdout, strings.Split(*rungs, ","), *dev, *gid, *ip, sz, cc, *warm, *d, *pollSpin); err != nil {
 			return err
 		}
 	}
@@ -76,7 +77,7 @@ func run(args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runRungs(log io.Writer, names []string, dev string, gid int, ip string, sizes, concs []int, warm, d time.Duration) ([]result, error) {
+func runRungs(log io.Writer, names []string, dev string, gid int, ip string, sizes, concs []int, warm, d, pollSpin time.Duration) ([]result, error) {
 	var (
 		rs  []result
 		vd  *device
@@ -94,7 +95,7 @@ func runRungs(log io.Writer, names []string, dev string, gid int, ip string, siz
 			}
 			r = verbsRung(vd, name == "verbs-event")
 		case "conn":
-			r = connRung(rdma.New(rdma.Options{}), net.JoinHostPort(ip, "0"))
+			r = connRung(rdma.New(rdma.Options{PollSpin: pollSpin}), net.JoinHostPort(ip, "0"))
 		case "tcp-raw":
 			r = tcpRung(ip)
 		default:
