@@ -58,7 +58,7 @@ const streamSpin = 20 * time.Microsecond
 // about the round trip when a reply is expected), and returns at once when
 // it handled something, for the caller to look again. Otherwise it sleeps;
 // the goroutine that holds the queue, or the poller, handles what comes.
-func (c *conn) await(ctx context.Context, w, stop <-chan struct{}, spin bool) error {
+func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{}, spin bool) error {
 	if c.drive(spin) {
 		return nil
 	}

@@ -190,26 +190,6 @@ func (c *conn) destroy() {
 	c.uncharge()
 }
 
-// notifier wakes the goroutines waiting for a condition that a mutex, held
-// around both calls, guards. A channel is made only when somebody waits, so
-// the data path, where nobody usually does, allocates nothing.
-type notifier struct{ ch chan struct{} }
-
-// wait returns a channel closed at the next broadcast.
-func (n *notifier) wait() <-chan struct{} {
-	if n.ch == nil {
-		n.ch = make(chan struct{})
-	}
-	return n.ch
-}
-
-func (n *notifier) broadcast() {
-	if n.ch != nil {
-		close(n.ch)
-		n.ch = nil
-	}
-}
-
 func (c *conn) Done() <-chan struct{} { return c.sig.Done() }
 
 // BytesReceived counts fragments as they complete, so a large message on

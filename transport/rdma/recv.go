@@ -60,7 +60,11 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 		}
 		w := c.rwake.wait()
 		c.rmu.Unlock()
-		if err := c.await(ctx, w, c.local, true); err != nil {
+		err := c.await(ctx, w, c.local, true)
+		c.rmu.Lock()
+		c.rwake.forget(w)
+		c.rmu.Unlock()
+		if err != nil {
 			return transport.Buffer{}, err
 		}
 	}

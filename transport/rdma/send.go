@@ -183,7 +183,9 @@ func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 		}
 		w := c.wake.wait()
 		c.mu.Unlock()
-		if err := c.await(ctx, w, c.sig.Done(), false); err != nil {
+		err := c.await(ctx, w, c.sig.Done(), false)
+		c.forgetWake(w)
+		if err != nil {
 			return -1, err
 		}
 	}
@@ -313,7 +315,9 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 		}
 		w := c.wake.wait()
 		c.mu.Unlock()
-		if err := c.await(ctx, w, c.sig.Done(), false); err != nil {
+		err := c.await(ctx, w, c.sig.Done(), false)
+		c.forgetWake(w)
+		if err != nil {
 			return transport.Buffer{}, err
 		}
 	}
@@ -368,6 +372,13 @@ func (o sendSlot) ReleaseBuffer(id uint64, _ []byte) {
 type heapSend struct{}
 
 func (heapSend) ReleaseBuffer(_ uint64, b []byte) { bufpool.Put(b) }
+
+// forgetWake ends a wait on the send side's notifier.
+func (c *conn) forgetWake(w chan struct{}) {
+	c.mu.Lock()
+	c.wake.forget(w)
+	c.mu.Unlock()
+}
 
 // broadcastLocked wakes everyone waiting for credits or slots. Called with
 // mu held.
