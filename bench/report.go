@@ -75,7 +75,12 @@ func allocs(r Result, v float64, format string) string {
 // that has no single concurrency: perftest's, whose latencies come from the
 // ping-pong ib_send_lat and whose throughput from ib_send_bw's stream.
 var CSVHeader = []string{"impl", "transport", "size_bytes", "concurrency", "calls", "seconds",
-	"calls_per_s", "mb_per_s", "p50_us", "p99_us", "p999_us", "allocs_per_call", "bytes_per_call"}
+	"calls_per_s", "mb_per_s", "p50_us", "p99_us", "p999_us", "allocs_per_call", "bytes_per_call",
+	"csw_per_call", "wakeups_per_call", "cgo_per_call", "cpu_us_per_call"}
+
+// oldColumns is how many columns CSVs written before the per-call process
+// costs have; ReadCSV still reads them.
+const oldColumns = 13
 
 // WriteCSV writes results with a header line.
 func WriteCSV(w io.Writer, rs []Result) error {
@@ -86,7 +91,8 @@ func WriteCSV(w io.Writer, rs []Result) error {
 		cw.Write([]string{r.Impl, r.Transport, strconv.Itoa(r.Size), strconv.Itoa(r.Concurrency),
 			strconv.FormatInt(r.Calls, 10), f(r.Elapsed.Seconds(), 3),
 			f(r.CallsPerSec(), 1), f(r.MBPerSec(), 3), f(micros(r.P50), 2), f(micros(r.P99), 2), f(micros(r.P999), 2),
-			f(r.AllocsPerCall, 2), f(r.BytesPerCall, 1)})
+			f(r.AllocsPerCall, 2), f(r.BytesPerCall, 1),
+			f(r.CSWPerCall, 3), f(r.WakeupsPerCall, 2), f(r.CgoPerCall, 2), f(micros(r.CPUPerCall), 2)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -99,7 +105,8 @@ func ReadCSV(r io.Reader) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) == 0 || strings.Join(recs[0], ",") != strings.Join(CSVHeader, ",") {
+	if len(recs) == 0 || (strings.Join(recs[0], ",") != strings.Join(CSVHeader, ",") &&
+		strings.Join(recs[0], ",") != strings.Join(CSVHeader[:oldColumns], ",")) {
 		return nil, fmt.Errorf("bench: CSV header is not %s", strings.Join(CSVHeader, ","))
 	}
 	var out []Result
@@ -116,13 +123,18 @@ func ReadCSV(r io.Reader) ([]Result, error) {
 		if bad != nil {
 			return nil, bad
 		}
-		out = append(out, Result{
+		r := Result{
 			Impl: rec[0], Transport: rec[1], Size: int(num[2]), Concurrency: int(num[3]),
 			Calls: int64(num[4]), Elapsed: time.Duration(num[5] * float64(time.Second)),
 			CallsPerSecOverride: num[6], MBPerSecOverride: num[7],
 			P50: usDur(num[8]), P99: usDur(num[9]), P999: usDur(num[10]),
 			AllocsPerCall: num[11], BytesPerCall: num[12],
-		})
+		}
+		if len(rec) > oldColumns+3 {
+			r.CSWPerCall, r.WakeupsPerCall, r.CgoPerCall = num[13], num[14], num[15]
+			r.CPUPerCall = usDur(num[16])
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }

@@ -32,6 +32,11 @@ type Result struct {
 	P50, P99, P999    time.Duration
 	AllocsPerCall     float64 // mallocs in this process per call
 	BytesPerCall      float64 // bytes allocated in this process per call
+	// Per call, in this process (both ends when the server runs in it):
+	// context switches, goroutine wake-ups (estimated from the runtime's
+	// sampled scheduling latencies), cgo calls, CPU time.
+	CSWPerCall, WakeupsPerCall, CgoPerCall float64
+	CPUPerCall                             time.Duration
 	// MBPerSecOverride and CallsPerSecOverride, when set, replace the
 	// figures derived from Calls and Elapsed: raw-verbs rows carry the
 	// throughput perftest reported.
@@ -93,7 +98,9 @@ func Run(ctx context.Context, c Client, cfg Config) (Result, error) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	costsBefore := readProcCosts()
 	calls, elapsed, err := drive(ctx, c, payload, cfg.Concurrency, cfg.Duration, lats)
+	costsAfter := readProcCosts()
 	runtime.ReadMemStats(&after)
 	if err != nil {
 		return r, err
@@ -103,6 +110,7 @@ func Run(ctx context.Context, c Client, cfg Config) (Result, error) {
 		r.AllocsPerCall = float64(after.Mallocs-before.Mallocs) / float64(calls)
 		r.BytesPerCall = float64(after.TotalAlloc-before.TotalAlloc) / float64(calls)
 	}
+	costsBefore.setPerCall(costsAfter, &r)
 	all := make([]time.Duration, 0, calls)
 	for _, l := range lats {
 		all = append(all, l...)

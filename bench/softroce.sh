@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs rpcbench inside the Soft-RoCE test bed (testbed/vm.sh run1): rdmarpc over rdma://
-# on rxe0 next to ib_send_lat / ib_send_bw at the same sizes, in the same boot, and
-# brings back the table, CSV and PNG.
+# Runs the latency ladder inside the Soft-RoCE test bed, in one boot (testbed/vm.sh run1):
+# rpcbench over rdma:// on rxe0 next to ib_send_lat / ib_send_bw at the same sizes, rpcbench
+# over tcp:// in the same guest, then transport/rdma/internal/ladder (raw verbs busy-poll and
+# completion-channel ping-pongs, transport Conn ping-pong, raw TCP ping-pong), which prints
+# every rung with its ratio to the rung below and its per-call costs (ladder.txt).
 #
 #   bench/softroce.sh [outdir] [rpcbench flags...]    (default outdir: .cache/bench-softroce)
 #
@@ -17,23 +19,54 @@ FLAGS=("$@")
 command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
 
 mkdir -p "$OUT"
-rm -f "$OUT"/rpcbench.txt "$OUT"/rdma.csv "$OUT"/rdma.png "$OUT"/rc.*
+rm -f "$OUT"/rpcbench*.txt "$OUT"/*.csv "$OUT"/rdma.png "$OUT"/ladder.txt "$OUT"/rc.*
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/rpcbench" ./bench/cmd/rpcbench)
+# The rungs below the RPC layer use the verbs binding, internal to transport/rdma.
+(cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/ladder" ./transport/rdma/internal/ladder)
+LADDER_FLAGS=(--duration "${LADDER_DURATION:-2s}" --warmup 300ms)
+# BASELINE=<git revision>: also build the conn rung and rpcbench from that revision and run
+# them in the same boot, for a before/after table (ratios inside one boot are what count).
+BEFORE=
+if [ -n "${BASELINE:-}" ]; then
+  rm -rf "$OUT/baseline" && mkdir -p "$OUT/baseline"
+  git -C "$REPO" archive "$BASELINE" | tar -x -C "$OUT/baseline"
+  (cd "$OUT/baseline" && CGO_ENABLED=1 go build -o "$OUT/rpcbench-before" ./bench/cmd/rpcbench &&
+    CGO_ENABLED=1 go build -o "$OUT/ladder-before" ./transport/rdma/internal/ladder)
+  rm -rf "$OUT/baseline"
+  BEFORE=/out/ladder-before.csv,/out/rdma-before.csv
+fi
 {
   echo '# written by bench/softroce.sh'
   echo 'cd /out'
+  echo 'rc=0'
+  echo '{ echo "guest: $(nproc) vCPUs, kernel $(uname -r), qemu TCG"; grep MemTotal /proc/meminfo; } > /out/ladder.txt'
   printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --csv /out/rdma.csv --png /out/rdma.png'
   printf ' %q' "${FLAGS[@]}"
-  echo ' > /out/rpcbench.txt 2>&1'
-  echo 'rc=$?'
+  echo ' > /out/rpcbench.txt 2>&1 || rc=1'
+  printf './rpcbench --listen tcp://$RDMARPC_TEST_IP:0 --csv /out/tcp.csv'
+  printf ' %q' "${FLAGS[@]}"
+  echo ' > /out/rpcbench-tcp.txt 2>&1 || rc=1'
+  if [ -n "$BEFORE" ]; then
+    printf './rpcbench-before --listen rdma://$RDMARPC_TEST_IP:0 --csv /out/rdma-before.csv'
+    printf ' %q' "${FLAGS[@]}"
+    echo ' > /out/rpcbench-before.txt 2>&1 || rc=1'
+    printf './ladder-before --dev rxe0 --rungs conn --csv /out/ladder-before.csv'
+    printf ' %q' "${LADDER_FLAGS[@]}"
+    echo ' > /out/ladder-before.txt 2>&1 || rc=1'
+  fi
+  printf './ladder --dev rxe0 --csv /out/ladder.csv --merge /out/rdma.csv,/out/tcp.csv --before %q' "$BEFORE"
+  printf ' %q' "${LADDER_FLAGS[@]}"
+  echo ' >> /out/ladder.txt 2>&1 || rc=1'
   echo 'for c in rcvd_rnr_err send_rnr_err retry_exceeded_err retry_rnr_exceeded_err; do'
-  echo '  echo "rxe0 $c $(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/$c)" >> /out/rpcbench.txt'
+  echo '  echo "rxe0 $c $(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/$c)" >> /out/ladder.txt'
   echo 'done'
   echo 'exit $rc'
 } > "$OUT/guest.sh"
 
 status=0
 RDMARPC_VM_QUIET=${RDMARPC_VM_QUIET:-1} "$REPO/testbed/vm.sh" run1 "$OUT" || status=$?
-cat "$OUT/rpcbench.txt" 2>/dev/null || echo "FAIL no rpcbench output in $OUT (see $OUT/console.single.log)"
-[ "$status" = 0 ] && echo "PASS bench/softroce.sh: $OUT/rdma.csv, $OUT/rdma.png" || echo "FAIL bench/softroce.sh (exit $status)"
+cat "$OUT/rpcbench.txt" "$OUT/rpcbench-tcp.txt" 2>/dev/null || echo "FAIL no rpcbench output in $OUT (see $OUT/console.single.log)"
+echo "host: $(nproc) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/ladder.txt"
+cat "$OUT/ladder.txt" 2>/dev/null || echo "FAIL no ladder output in $OUT"
+[ "$status" = 0 ] && echo "PASS bench/softroce.sh: $OUT/ladder.txt, $OUT/rdma.csv, $OUT/rdma.png" || echo "FAIL bench/softroce.sh (exit $status)"
 exit "$status"

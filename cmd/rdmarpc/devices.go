@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rdmarpc/rdmarpc/transport/rdma/rdmadev"
+	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
 )
 
 // errNoDevices is what `devices` and `stats` fail with on a host without

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rdmarpc/rdmarpc/transport/rdma/rdmadev"
+	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
 )
 
 var fakeDevs = []rdmadev.Device{{

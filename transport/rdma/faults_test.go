@@ -21,7 +21,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
-	"github.com/rdmarpc/rdmarpc/transport/rdma/verbs"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
 )
 
 // pair returns a connected client and server over tr, closed at the end.

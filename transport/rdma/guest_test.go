@@ -1,13 +1,16 @@
 package rdma
 
 import (
+	"context"
 	"net"
 	"os"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest"
+	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/transporttest"
 )
 
@@ -57,4 +60,30 @@ func TestConformance(t *testing.T) {
 func TestRPC(t *testing.T) {
 	ip := guestIP(t)
 	rpctest.Run(t, rpctest.Config{Transport: New(Options{}), Addr: net.JoinHostPort(ip, "0")})
+}
+
+var _ transport.Activity = (*conn)(nil)
+
+// BytesReceived counts every fragment's payload as it completes: after a
+// fragmented message and a whole one arrive, it has grown by at least both.
+func TestBytesReceived(t *testing.T) {
+	ip := guestIP(t)
+	tr := New(Options{BufferSize: 4096, RecvBuffers: 2, SendSlots: 2})
+	client, server, _ := pair(t, tr, ip)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before := server.BytesReceived()
+	for _, n := range []int{100 << 10, 10} {
+		if err := client.Send(ctx, make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := server.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Release()
+	}
+	if got := server.BytesReceived() - before; got < 100<<10+10 {
+		t.Errorf("BytesReceived grew by %d after %d bytes of messages", got, 100<<10+10)
+	}
 }

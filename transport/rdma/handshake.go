@@ -11,9 +11,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
 	"github.com/rdmarpc/rdmarpc/transport"
-	"github.com/rdmarpc/rdmarpc/transport/rdma/rdmadev"
-	"github.com/rdmarpc/rdmarpc/transport/rdma/verbs"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
 )
 
 // ErrRefused is wrapped when the peer refused the handshake; the error

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/internal/accept"
-	"github.com/rdmarpc/rdmarpc/transport/rdma/rdmadev"
 )
 
 // Listen listens on addr ("ip:port"). It fails with an error wrapping

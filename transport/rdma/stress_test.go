@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/transport"
-	"github.com/rdmarpc/rdmarpc/transport/rdma/rdmadev"
 )
 
 // errorCounters are the device counters that must stay at zero: each one

@@ -12,9 +12,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
 	"github.com/rdmarpc/rdmarpc/transport"
-	"github.com/rdmarpc/rdmarpc/transport/rdma/rdmadev"
-	"github.com/rdmarpc/rdmarpc/transport/rdma/verbs"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
 )
 
 func init() { transport.Register("rdma", New(Options{})) }
@@ -39,9 +39,12 @@ type Options struct {
 	// which holds the peer's credits back. Default 4 MiB. Whole messages
 	// are bounded by RecvBuffers.
 	RecvQueueBytes int
-	// PollSpin is how long the completion poller keeps polling an empty
-	// completion queue before it arms it and sleeps on the completion
-	// channel. Default 20 µs; 0 means sleep at once.
+	// PollSpin bounds how long a goroutine waiting in Recv polls an empty
+	// completion queue while a reply is expected (a message left and
+	// none has arrived since) before it sleeps: it polls for twice the
+	// connection's observed round trip, at most PollSpin. Nothing
+	// expected, or a fragmented message on its way: it sleeps at once.
+	// Default 500 µs; negative means never spin.
 	PollSpin time.Duration
 	// SignalEvery is the most sends posted without asking for a
 	// completion. Default 16.
@@ -58,6 +61,13 @@ type Options struct {
 	// CloseGrace bounds how long Close waits for posted sends to complete
 	// and for flushed work requests. Default 2 s.
 	CloseGrace time.Duration
+	// MemoryBudget bounds the registered (pinned) memory of all this
+	// transport's connections, in bytes: a handshake that would go beyond
+	// it is refused, on either side, with an error wrapping
+	// ErrMemoryBudget, instead of pinning pages until the kernel kills the
+	// process. Default: a quarter of the machine's memory, or
+	// RLIMIT_MEMLOCK when lower; negative means no budget.
+	MemoryBudget int64
 	// Logger receives one line per refused peer or broken connection.
 	// Default zap.NewNop().
 	Logger *zap.Logger
@@ -82,7 +92,7 @@ func (o Options) withDefaults() Options {
 	if o.PollSpin < 0 {
 		o.PollSpin = 0
 	} else if o.PollSpin == 0 {
-		o.PollSpin = 20 * time.Microsecond
+		o.PollSpin = 500 * time.Microsecond
 	}
 	if o.AckTimeout == 0 {
 		o.AckTimeout = 17
@@ -95,6 +105,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CloseGrace <= 0 {
 		o.CloseGrace = 2 * time.Second
+	}
+	if o.MemoryBudget == 0 {
+		o.MemoryBudget = defaultBudget()
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -118,11 +131,14 @@ type Transport struct {
 	endpoints sync.Map // string(IP) -> rdmadev.Endpoint
 
 	counters counters
+	budget   budget
 }
 
 // New returns an RDMA transport with options o.
 func New(o Options) *Transport {
-	return &Transport{o: o.withDefaults(), devices: make(map[string]*device)}
+	t := &Transport{o: o.withDefaults(), devices: make(map[string]*device)}
+	t.budget.limit = t.o.MemoryBudget
+	return t
 }
 
 // device is an opened RDMA device shared by the connections that use it.
@@ -228,7 +244,14 @@ func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, erro
 }
 
 // Counters returns what the transport counted over all its connections.
-func (t *Transport) Counters() map[string]uint64 { return t.counters.snapshot() }
+func (t *Transport) Counters() map[string]uint64 {
+	m := t.counters.snapshot()
+	m["registered_bytes"] = uint64(t.budget.inUse())
+	if t.budget.limit > 0 {
+		m["registered_budget"] = uint64(t.budget.limit)
+	}
+	return m
+}
 
 // counters are the transport's running totals.
 type counters struct {

@@ -761,3 +761,38 @@ func TestNoRDMAHost(t *testing.T) {
 		t.Log(err)
 	}
 }
+
+// Wake stops a Wait that has no context to cancel, whether it comes while
+// the Wait blocks or before it starts, once: the Wait after it blocks again.
+func TestCompChannelWake(t *testing.T) {
+	ctx, _ := openTest(t)
+	ch, err := ctx.NewCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeLater(t, "completion channel", ch)
+	cq, err := ctx.CreateCQ(4, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeLater(t, "CQ", cq)
+	if err := cq.ReqNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ch.Wait(context.Background()); done <- err }()
+	ch.Wake()
+	if err := <-done; !errors.Is(err, ErrWoken) {
+		t.Fatalf("Wait woken while blocked = %v, want ErrWoken", err)
+	}
+	ch.Wake()
+	if _, err := ch.Wait(context.Background()); !errors.Is(err, ErrWoken) {
+		t.Fatalf("Wait after a Wake = %v, want ErrWoken", err)
+	}
+	// The wake is spent: this Wait blocks until its deadline.
+	dctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := ch.Wait(dctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait after a spent Wake = %v, want DeadlineExceeded", err)
+	}
+}

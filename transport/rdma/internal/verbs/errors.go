@@ -15,6 +15,10 @@ var (
 	// been closed (or whose Close is under way).
 	ErrClosed = errors.New("rdma: use of closed verbs object")
 
+	// ErrWoken is what CompChannel.Wait returns when CompChannel.Wake
+	// stopped it.
+	ErrWoken = errors.New("rdma: completion channel wait woken")
+
 	// ErrQPState is wrapped when a post or transition is not allowed in the
 	// QP's current state (for instance posting a send before RTS).
 	ErrQPState = errors.New("rdma: operation not allowed in this QP state")

@@ -112,6 +112,11 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 	return cq, verr
 }
 
+// Wake makes the Wait in progress, or else the next one, return ErrWoken,
+// once. A goroutine that waits with context.Background (which costs no
+// allocation per wait, unlike a cancellable context) is stopped with it.
+func (ch *CompChannel) Wake() { ch.file.wake() }
+
 // readEvent reads one event if there is one (else an error wrapping
 // EAGAIN) and counts it for acknowledgement.
 func (ch *CompChannel) readEvent() (*CQ, error) {

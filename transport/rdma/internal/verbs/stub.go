@@ -59,6 +59,7 @@ type CompChannel struct{}
 
 func (ch *CompChannel) Wait(context.Context) (*CQ, error) { return nil, notSupported("wait") }
 func (ch *CompChannel) Close() error                      { return nil }
+func (ch *CompChannel) Wake()                             {}
 
 // CQ is a completion queue (unavailable in this build).
 type CQ struct{}

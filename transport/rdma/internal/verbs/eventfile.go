@@ -30,6 +30,7 @@ type eventFile struct {
 	f      *os.File
 	rc     syscall.RawConn
 	closed atomic.Bool // close was called (the poller's "use of closed file" is not exported)
+	woken  atomic.Bool // wake was called and no wait has returned for it yet
 }
 
 func newEventFile(fd C.int, name string) (*eventFile, error) {
@@ -65,9 +66,14 @@ func (e *eventFile) wait(ctx context.Context, try func() bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// Clear the past deadline an earlier cancelled wait may have left.
+	// Clear the past deadline an earlier cancelled wait (or wake) may have
+	// left; a wake that came first is seen below, one that comes after
+	// sets its deadline after this.
 	if err := e.f.SetReadDeadline(time.Time{}); err != nil {
 		return e.mapErr(ctx, err)
+	}
+	if e.woken.Swap(false) {
+		return ErrWoken
 	}
 	if ctx.Done() != nil {
 		fired := make(chan struct{})
@@ -92,8 +98,18 @@ func (e *eventFile) mapErr(ctx context.Context, err error) error {
 		return fmt.Errorf("rdma: %s: %w", e.f.Name(), ErrClosed)
 	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
 		return ctx.Err()
+	case errors.Is(err, os.ErrDeadlineExceeded) && e.woken.Swap(false):
+		return ErrWoken
 	}
 	return fmt.Errorf("rdma: wait on %s: %w", e.f.Name(), err)
+}
+
+// wake makes the wait in progress, or else the next one, return ErrWoken:
+// a waiter with no context to cancel (which would cost an allocation per
+// wait) is stopped this way.
+func (e *eventFile) wake() {
+	e.woken.Store(true)
+	e.f.SetReadDeadline(time.Unix(1, 0))
 }
 
 // close wakes a waiter (with ErrClosed) and returns once no try call is

@@ -1,0 +1,375 @@
+package rdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rdmarpc/rdmarpc/transport"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
+)
+
+// completions is the completion handling of a connection, done by
+// whichever goroutine holds pmu: a Recv (or a send waiting for credits or
+// slots) polls the completion queue itself; the poller goroutine handles
+// what comes while nobody does. Whenever pmu is free the queue is armed,
+// so no completion waits for somebody to poll. pl guards armed.
+type completions struct {
+	pmu     sync.Mutex
+	wcs     []verbs.WorkCompletion // pmu's
+	reposts []int32                // pmu's
+	asm     reassembler            // pmu's (and rmu's, for teardown's reset)
+	pl      sync.Mutex
+	armed   bool // the CQ is armed and its event not yet read
+
+	recvOutstanding atomic.Int32  // receives posted and not yet completed
+	bytesIn         atomic.Uint64 // payload bytes of every completed receive
+
+	// The round trip this connection observes, for how long a waiter
+	// polls: a message sent, the next one received.
+	epoch   time.Time
+	sentAt  atomic.Int64 // since epoch, when the last message left
+	expect  atomic.Bool  // a message left and none has arrived since
+	bigSend atomic.Bool  // the last message left in fragments: do not spin for its reply
+	rtt     atomic.Int64 // moving average of the round trip, ns
+}
+
+// spinCheckEvery is how many polls of an empty queue pass between two
+// reads of the clock while spinning (a clock read costs microseconds under
+// emulation).
+const spinCheckEvery = 16
+
+// streamSpin is how long the goroutine that holds the completion queue
+// keeps polling after it handled completions while no reply is awaited —
+// a stream of fragments, credit returns, send completions — so that each
+// one does not cost an event and a wake-up (the transport's poller did
+// this before waiters polled themselves).
+const streamSpin = 20 * time.Microsecond
+
+// await waits until w is closed, stop is closed or ctx is done, making sure
+// meanwhile that completions get handled: when nobody else holds the
+// completion queue, the waiter polls it itself (spinning, with spin, for
+// about the round trip when a reply is expected), and returns at once when
+// it handled something, for the caller to look again. Otherwise it sleeps;
+// the goroutine that holds the queue, or the poller, handles what comes.
+func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{}, spin bool) error {
+	if c.drive(spin) {
+		return nil
+	}
+	select {
+	case <-w:
+	case <-stop:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// drive polls the completion queue if nobody else does and reports whether
+// it handled completions.
+func (c *conn) drive(spin bool) bool {
+	if c.closing.Load() || !c.pmu.TryLock() {
+		return false
+	}
+	if c.pollOnce() > 0 {
+		c.letGo()
+		return true
+	}
+	budget := time.Duration(0)
+	switch {
+	case spin && c.spinWorthIt():
+		budget = c.spinBudget()
+	case c.asm.buf != nil && c.o.PollSpin > 0:
+		budget = streamSpin // between the fragments of a message
+	}
+	if budget > 0 && c.spinFor(budget) {
+		c.letGo()
+		return true
+	}
+	c.letGo()
+	return false
+}
+
+// spinFor polls for up to d, yielding the processor between polls, and
+// reports whether it handled completions. Called with pmu held.
+func (c *conn) spinFor(d time.Duration) bool {
+	start := time.Now()
+	for i := 1; !c.closing.Load(); i++ {
+		runtime.Gosched()
+		if c.pollOnce() > 0 {
+			return true
+		}
+		if i%spinCheckEvery == 0 && time.Since(start) >= d {
+			return false
+		}
+	}
+	return false
+}
+
+// letGo releases the completion queue (pmu), arming it first unless it
+// still is, so that the poller wakes for the next completion if nobody
+// polls by then.
+func (c *conn) letGo() {
+	c.flushUnposted()
+	c.pl.Lock()
+	if !c.armed && !c.closing.Load() {
+		c.armed = true
+		if err := c.cq.ReqNotify(false); err != nil {
+			c.fail(fmt.Errorf("arming the completion queue: %w", err))
+		} else {
+			// A completion that came before arming raised no event.
+			c.pollOnce()
+		}
+	}
+	c.pmu.Unlock()
+	c.pl.Unlock()
+}
+
+// pollOnce polls the completion queue once and handles what it returns.
+// Called with pmu held.
+func (c *conn) pollOnce() int {
+	n, err := c.cq.Poll(c.wcs)
+	if err != nil {
+		c.fail(fmt.Errorf("polling completions: %w", err))
+		return 0
+	}
+	if n > 0 {
+		c.reposts = c.handle(c.wcs[:n], c.reposts[:0])
+		c.flushUnposted()
+	}
+	return n
+}
+
+// spinWorthIt reports whether a reply is expected soon: a message left and
+// none came back yet, it was not fragmented (a large transfer takes many
+// round trips: spinning through it only takes the processor from the
+// peer), and no fragmented message is on its way in. Called with pmu held.
+func (c *conn) spinWorthIt() bool {
+	return c.o.PollSpin > 0 && c.expect.Load() && !c.bigSend.Load() && c.asm.buf == nil
+}
+
+// spinBudget is how long to poll for the reply: twice the observed round
+// trip, at most PollSpin.
+func (c *conn) spinBudget() time.Duration {
+	rtt := time.Duration(c.rtt.Load())
+	if rtt <= 0 {
+		return c.o.PollSpin
+	}
+	return min(2*rtt, c.o.PollSpin)
+}
+
+// noteSent records that a whole message left (fragmented or not).
+func (c *conn) noteSent(fragmented bool) {
+	c.sentAt.Store(int64(time.Since(c.epoch)))
+	c.bigSend.Store(fragmented)
+	c.expect.Store(true)
+}
+
+// noteReceived records that a whole message arrived: the first after a
+// send closes a round trip, which moves the average (by 1/8).
+func (c *conn) noteReceived() {
+	if !c.expect.Swap(false) {
+		return
+	}
+	rtt := int64(time.Since(c.epoch)) - c.sentAt.Load()
+	if rtt <= 0 {
+		return
+	}
+	avg := c.rtt.Load()
+	if avg == 0 {
+		avg = rtt
+	} else {
+		avg += (rtt - avg) / 8
+	}
+	c.rtt.Store(avg)
+}
+
+// stream handles completions while they keep coming: after each batch it
+// polls on for up to streamSpin. Nothing at first (a waiter took them):
+// no spin. Called with pmu held.
+func (c *conn) stream() {
+	if c.pollOnce() == 0 {
+		return
+	}
+	for {
+		for c.pollOnce() > 0 {
+		}
+		if c.o.PollSpin <= 0 || !c.spinFor(streamSpin) {
+			return
+		}
+	}
+}
+
+// poll is the poller goroutine: it sleeps on the completion channel and
+// handles what nobody else is polling for; when the connection closes it
+// tears it down.
+func (c *conn) poll() {
+	c.pmu.Lock()
+	c.letGo() // arms the queue
+	for !c.closing.Load() {
+		_, err := c.ch.Wait(context.Background())
+		if c.closing.Load() {
+			break
+		}
+		if err != nil && !errors.Is(err, verbs.ErrWoken) {
+			c.fail(fmt.Errorf("waiting for completions: %w", err))
+			break
+		}
+		c.pl.Lock()
+		c.armed = false // the event is read
+		mine := c.pmu.TryLock()
+		c.pl.Unlock()
+		if !mine {
+			continue // its holder re-arms when it lets go
+		}
+		c.stream()
+		c.letGo()
+	}
+	// Held for good: from now on only the teardown touches the queue.
+	c.pmu.Lock()
+	c.teardown(c.wcs)
+}
+
+// handle processes a batch of completions; data receives that can be
+// posted again at once are posted in one batch at the end.
+func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
+	sendsDone, lastSend := false, uint64(0)
+	for i := range wcs {
+		wc := &wcs[i]
+		if wc.Status != verbs.WCSuccess {
+			c.wcFailed(wc)
+			return reposts
+		}
+		if !isRecv(wc) {
+			// Sends complete in order: the last one of the batch frees
+			// all, under one lock.
+			c.t.counters.sendCompletions.Add(1)
+			sendsDone, lastSend = true, wc.ID
+			continue
+		}
+		c.t.counters.recvCompletions.Add(1)
+		c.recvOutstanding.Add(-1)
+		c.bytesIn.Add(uint64(wc.ByteLen))
+		var err error
+		if reposts, err = c.received(wc, reposts); err != nil {
+			c.t.counters.protocolErrors.Add(1)
+			c.log.Warn("closing connection: peer broke the protocol", zap.Error(err))
+			c.fail(err)
+			return reposts
+		}
+	}
+	if len(reposts) > 0 {
+		c.repost(reposts)
+	}
+	if sendsDone && c.sendCompleted(lastSend) {
+		c.sendCreditOnly()
+	}
+	return reposts
+}
+
+// received handles one receive completion.
+func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, error) {
+	buf := int32(wc.ID &^ recvTag)
+	if !wc.HasImm {
+		return reposts, protoErr("a message without immediate data")
+	}
+	k, grant, err := decodeImm(wc.Imm)
+	if err != nil {
+		return reposts, err
+	}
+	if k == kindCredit {
+		if wc.ByteLen != 0 {
+			return reposts, protoErr("credit-only message with %d bytes of payload", wc.ByteLen)
+		}
+		// Post the control receive again before the grant can let more
+		// data go out: the bound on control messages counts on it.
+		if err := c.postControl(buf); err != nil {
+			return reposts, err
+		}
+	}
+	if k == kindCredit || grant > 0 {
+		c.mu.Lock()
+		if k == kindCredit {
+			err = c.win.GrantControl(grant)
+		} else {
+			err = c.win.Grant(grant)
+		}
+		c.broadcastLocked()
+		c.mu.Unlock()
+		if err != nil {
+			return reposts, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
+		}
+	}
+	if k == kindCredit {
+		return reposts, nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if err := c.led.Arrived(); err != nil {
+		return reposts, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
+	}
+	off := int(buf) * c.o.BufferSize
+	data := c.recvMR.Bytes()[off : off+int(wc.ByteLen)]
+	if k == kindAbort {
+		if wc.ByteLen != 0 {
+			return reposts, protoErr("abort with %d bytes of payload", wc.ByteLen)
+		}
+		if err := c.asm.abort(); err != nil {
+			return reposts, err
+		}
+		return append(reposts, buf), nil
+	}
+	if k == kindMessage {
+		if err := c.asm.wholeAllowed(); err != nil {
+			return reposts, err
+		}
+		// Handed up in place: the registered memory stays mapped until
+		// the user releases it, even if the connection closes first.
+		c.lentBufs.Add(1)
+		c.deliverLocked(transport.NewBuffer(data, recvBuffer{c}, uint64(buf)))
+		c.noteReceived()
+		return reposts, nil
+	}
+	msg, err := c.asm.fragment(k, data)
+	if err != nil {
+		return reposts, err
+	}
+	if msg != nil {
+		c.queued += len(msg)
+		c.deliverLocked(transport.NewBuffer(msg, heapRecv{}, 0))
+		c.noteReceived()
+	}
+	// The fragment is copied out: its buffer can go back, unless too much
+	// reassembled data waits for Recv.
+	if c.queued >= c.o.RecvQueueBytes {
+		c.deferred = append(c.deferred, buf)
+		return reposts, nil
+	}
+	return append(reposts, buf), nil
+}
+
+// wcFailed handles a failed completion: flushes are expected while closing;
+// anything else breaks the connection.
+func (c *conn) wcFailed(wc *verbs.WorkCompletion) {
+	if isRecv(wc) {
+		c.recvOutstanding.Add(-1)
+	}
+	if wc.Status == verbs.WCWRFlushErr && c.sig.IsSet() {
+		return
+	}
+	c.t.counters.wcError(wc.Status)
+	err := wc.Err()
+	if wc.Status == verbs.WCRNRRetryExcErr {
+		// Credits make this impossible: it is a bug, say so loudly.
+		c.log.Error("receiver not ready: a send found no posted receive (a credit accounting bug)", zap.Error(err))
+	} else {
+		c.log.Warn("closing connection: work request failed", zap.Error(err))
+	}
+	c.fail(fmt.Errorf("work request failed: %w", err))
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rdmarpc/rdmarpc/transport/rdma"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "ladder:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("ladder", flag.ContinueOnError)
+	dev := fs.String("dev", os.Getenv("RDMARPC_TEST_DEV"), "RDMA `device` for the verbs rungs")
+	gid := fs.Int("gid", envInt("RDMARPC_TEST_GID_INDEX", 1), "RoCE v2 GID `index` of --ip on --dev")
+	ip := fs.String("ip", os.Getenv("RDMARPC_TEST_IP"), "this host's `IP` on --dev (conn and tcp-raw rungs listen on it)")
+	sizes := fs.String("sizes", "64,4096,65536", "payload `bytes`, comma-separated")
+	concs := fs.String("conc", "1,16", "requests in flight, comma-separated")
+	rungs := fs.String("rungs", "verbs-busy,verbs-event,conn,tcp-raw", "rungs to run, comma-separated")
+	d := fs.Duration("duration", 2*time.Second, "measured time per cell")
+	warm := fs.Duration("warmup", 300*time.Millisecond, "unmeasured time before each cell")
+	csvPath := fs.String("csv", "", "write this run's cells to this CSV `file`")
+	merge := fs.String("merge", "", "rpcbench CSV `files` (comma-separated) whose rows join the table: ib_send and the RPC rungs")
+	beforeFiles := fs.String("before", "", "CSV `files` (comma-separated, ladder's or rpcbench's) from a baseline build in the same boot, compared rung by rung")
+	pollSpin := fs.Duration("poll-spin", 0, "the conn rung's rdma.Options.PollSpin (0: the default; negative: never spin)")
+	only := fs.Bool("table-only", false, "run nothing: print the table of the --merge files")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	sz, err := ints(*sizes)
+	if err != nil {
+		return err
+	}
+	cc, err := ints(*concs)
+	if err != nil {
+		return err
+	}
+	var rs []result
+	if !*only {
+		if rs, err = runRungs(stdout, strings.Split(*rungs, ","), *dev, *gid, *ip, sz, cc, *warm, *d, *pollSpin); err != nil {
+			return err
+		}
+	}
+	if *csvPath != "" {
+		if err := writeCSV(*csvPath, rs); err != nil {
+			return err
+		}
+	}
+	for _, p := range splitList(*merge) {
+		more, err := readCSV(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		rs = append(rs, more...)
+	}
+	printTable(stdout, rs, sz, cc)
+	var before []result
+	for _, p := range splitList(*beforeFiles) {
+		more, err := readCSV(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		before = append(before, more...)
+	}
+	printBeforeAfter(stdout, rs, before, sz, cc)
+	return nil
+}
+
+func runRungs(log io.Writer, names []string, dev string, gid int, ip string, sizes, concs []int, warm, d, pollSpin time.Duration) ([]result, error) {
+	var (
+		rs  []result
+		vd  *device
+		err error
+	)
+	for _, name := range names {
+		var r runner
+		switch name {
+		case "verbs-busy", "verbs-event":
+			if vd == nil {
+				if vd, err = openDevice(dev, gid); err != nil {
+					return nil, fmt.Errorf("opening %q: %w", dev, err)
+				}
+				defer vd.close()
+			}
+			r = verbsRung(vd, name == "verbs-event")
+		case "conn":
+			r = connRung(rdma.New(rdma.Options{PollSpin: pollSpin}), net.JoinHostPort(ip, "0"))
+		case "tcp-raw":
+			r = tcpRung(ip)
+		default:
+			return nil, fmt.Errorf("no rung %q", name)
+		}
+		for _, size := range sizes {
+			for _, conc := range concs {
+				res, err := measure(name, size, conc, warm, d, r)
+				if err != nil {
+					return nil, fmt.Errorf("%s at %d B, conc %d: %w", name, size, conc, err)
+				}
+				fmt.Fprintf(log, "  %-12s %6d B conc %-3d p50 %8.1f µs  p99 %8.1f µs  %8.0f calls/s\n",
+					name, size, conc, us(res.P50), us(res.P99), res.callsPerSec())
+				rs = append(rs, res)
+			}
+		}
+	}
+	return rs, nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
+	}
+	return def
+}

@@ -1,0 +1,204 @@
+package rdma
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/rdmarpc/rdmarpc/internal/bufpool"
+	"github.com/rdmarpc/rdmarpc/transport"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/credit"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
+)
+
+// receiver is the receive side of a connection: delivered messages and
+// the ledger of credits owed, guarded by rmu.
+type receiver struct {
+	rmu          sync.Mutex
+	led          *credit.Ledger
+	queue        []transport.Buffer // delivered, waiting for Recv
+	queued       int                // bytes of reassembled messages in queue
+	deferred     []int32            // receive buffers whose re-post waits for queue room
+	unposted     []int32            // released receive buffers waiting to be posted in a batch
+	spare        []int32            // a slice for taking unposted ones, reused
+	releaseBatch int
+	rdone        bool     // nothing more will be delivered
+	rwake        notifier // a message delivered, or the end
+}
+
+func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
+	for {
+		c.rmu.Lock()
+		select {
+		case <-c.local:
+			c.rmu.Unlock()
+			return transport.Buffer{}, c.closeErr()
+		default:
+		}
+		if len(c.queue) > 0 {
+			b := c.queue[0]
+			n := copy(c.queue, c.queue[1:])
+			c.queue[n] = transport.Buffer{}
+			c.queue = c.queue[:n]
+			var repost []int32
+			if !b.Owned(recvBuffer{c}) {
+				c.queued -= b.Len()
+				if c.queued < c.o.RecvQueueBytes {
+					repost, c.deferred = c.deferred, nil
+				}
+			}
+			c.rmu.Unlock()
+			if len(repost) > 0 {
+				c.repost(repost)
+			}
+			c.t.counters.received.Add(1)
+			return b, nil
+		}
+		if c.rdone {
+			c.rmu.Unlock()
+			return transport.Buffer{}, c.closeErr()
+		}
+		w := c.rwake.wait()
+		c.rmu.Unlock()
+		err := c.await(ctx, w, c.local, true)
+		c.rmu.Lock()
+		c.rwake.forget(w)
+		c.rmu.Unlock()
+		if err != nil {
+			return transport.Buffer{}, err
+		}
+	}
+}
+
+// deliver queues a received message for Recv. Called with rmu held.
+func (c *conn) deliverLocked(b transport.Buffer) {
+	c.queue = append(c.queue, b)
+	c.rwake.broadcast()
+}
+
+// repost posts data receive buffers again and owes the peer their credits.
+func (c *conn) repost(bufs []int32) {
+	if c.torndown.Load() || len(bufs) == 0 {
+		return
+	}
+	var batch [16]verbs.RecvWR // on the stack: no allocation per message
+	for len(bufs) > 0 {
+		wrs := batch[:0]
+		for len(bufs) > 0 && len(wrs) < len(batch) {
+			wrs = append(wrs, c.recvWR(bufs[0]))
+			bufs = bufs[1:]
+		}
+		if err := c.qp.PostRecv(wrs); err != nil {
+			if !c.sig.IsSet() {
+				c.fail(fmt.Errorf("re-posting receives: %w", err))
+			}
+			return
+		}
+		c.recvOutstanding.Add(int32(len(wrs)))
+		c.t.counters.recvsPosted.Add(uint64(len(wrs)))
+		c.rmu.Lock()
+		for range wrs {
+			c.led.Reposted()
+		}
+		c.rmu.Unlock()
+	}
+	c.rmu.Lock()
+	enough := c.led.Owed() >= credit.Threshold(c.o.RecvBuffers)
+	c.rmu.Unlock()
+	if enough {
+		c.sendCreditOnly()
+	}
+}
+
+// released takes back a whole message's receive buffer. Buffers are posted
+// again in batches of up to releaseBatch (one doorbell, one cgo call for
+// several); the poller flushes a smaller batch whenever it runs. A batch is
+// at most R/4, so the credits it holds back can never be what the peer
+// waits for: with fewer than R/4 buffers unposted, at least ceil(R/2) are
+// owed, which sends a credit-only message (see credit.Threshold).
+func (c *conn) released(buf int32) {
+	c.rmu.Lock()
+	c.unposted = append(c.unposted, buf)
+	var flush []int32
+	if len(c.unposted) >= c.releaseBatch {
+		flush = c.takeUnpostedLocked()
+	}
+	c.rmu.Unlock()
+	c.repost(flush)
+	if flush != nil {
+		c.giveBack(flush)
+	}
+}
+
+// takeUnpostedLocked takes the buffers waiting to be posted again, into a
+// slice from the pool of such slices. Called with rmu held.
+func (c *conn) takeUnpostedLocked() []int32 {
+	if len(c.unposted) == 0 {
+		return nil
+	}
+	out := c.spare
+	c.spare = nil
+	out = append(out[:0], c.unposted...)
+	c.unposted = c.unposted[:0]
+	return out
+}
+
+// giveBack returns a slice from takeUnpostedLocked for reuse.
+func (c *conn) giveBack(s []int32) {
+	c.rmu.Lock()
+	c.spare = s[:0]
+	c.rmu.Unlock()
+}
+
+// flushUnposted posts again whatever released buffers wait.
+func (c *conn) flushUnposted() {
+	c.rmu.Lock()
+	flush := c.takeUnpostedLocked()
+	c.rmu.Unlock()
+	if flush != nil {
+		c.repost(flush)
+		c.giveBack(flush)
+	}
+}
+
+// recvBuffer owns whole messages handed up in their receive buffer.
+type recvBuffer struct{ c *conn }
+
+func (o recvBuffer) ReleaseBuffer(id uint64, _ []byte) {
+	o.c.released(int32(id))
+	o.c.unlend()
+}
+
+// heapRecv owns reassembled messages (Go memory, not registered).
+type heapRecv struct{}
+
+func (heapRecv) ReleaseBuffer(_ uint64, b []byte) { bufpool.Put(b) }
+
+// unlend records lent memory coming back; after teardown the last one frees
+// the registered memory.
+func (c *conn) unlend() {
+	if c.lentBufs.Add(-1) == 0 && c.torndown.Load() {
+		c.freeMemory()
+	}
+}
+
+// recvTag marks the ids of receive work requests; sends use sequence
+// numbers below it. A failed completion's opcode is undefined, its id is not.
+const recvTag = 1 << 63
+
+func isRecv(wc *verbs.WorkCompletion) bool { return wc.ID&recvTag != 0 }
+
+func (c *conn) recvWR(i int32) verbs.RecvWR {
+	return verbs.RecvWR{ID: recvTag | uint64(i), MR: c.recvMR, Offset: uint32(int(i) * c.o.BufferSize), Length: uint32(c.o.BufferSize)}
+}
+
+// postControl posts a control receive again at once (it takes no part in
+// the credit accounting).
+func (c *conn) postControl(buf int32) error {
+	if err := c.qp.PostRecv([]verbs.RecvWR{c.recvWR(buf)}); err != nil {
+		return fmt.Errorf("re-posting a control receive: %w", err)
+	}
+	c.recvOutstanding.Add(1)
+	c.t.counters.recvsPosted.Add(1)
+	return nil
+}

@@ -1,0 +1,424 @@
+package rdma
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rdmarpc/rdmarpc/internal/bufpool"
+	"github.com/rdmarpc/rdmarpc/transport"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/credit"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
+)
+
+// sender is the send side of a connection: credits, send slots and the
+// send queue, guarded by mu.
+type sender struct {
+	mu          sync.Mutex
+	win         *credit.Window
+	free        []int32        // free send slots
+	lent        int            // slots lent by NewSendBuffer
+	ring        []posted       // queued and posted sends, in order, until completed
+	outbox      []verbs.SendWR // queued, not yet posted
+	spareOutbox []verbs.SendWR
+	posting     bool   // a flush is posting the outbox
+	seq         uint64 // id of the next send
+	sqFree      int
+	unsignaled  int
+	ctlWanted   bool          // a credit-only message waits for send-queue room
+	wake        notifier      // credits, slots or send-queue entries freed
+	turn        chan struct{} // one message at a time: fragments stay contiguous
+	turnWaiters atomic.Int32
+	abortOwed   bool // a message was abandoned mid-way; its turn holder sends the abort
+}
+
+// checkSend refuses a send that cannot go: too large, or with a context
+// already done (nothing is posted for it).
+func (c *conn) checkSend(ctx context.Context, n int) error {
+	if n > int(c.peer.maxMessage) {
+		return fmt.Errorf("%w: %d bytes, the peer accepts at most %d", transport.ErrMessageTooLarge, n, c.peer.maxMessage)
+	}
+	return ctx.Err()
+}
+
+func (c *conn) Send(ctx context.Context, msg []byte) error {
+	if err := c.checkSend(ctx, len(msg)); err != nil {
+		return err
+	}
+	if err := c.takeTurn(ctx); err != nil {
+		return err
+	}
+	defer c.giveTurn()
+	return c.sendMessage(ctx, msg)
+}
+
+// takeTurn waits for the right to send a message.
+func (c *conn) takeTurn(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case c.turn <- struct{}{}:
+	default:
+		c.turnWaiters.Add(1)
+		defer c.turnWaiters.Add(-1)
+		select {
+		case c.turn <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.sig.Done():
+			return c.closeErr()
+		}
+	}
+	if c.sig.IsSet() {
+		<-c.turn
+		return c.closeErr()
+	}
+	if c.abortOwed {
+		// The last message was abandoned after some of its fragments
+		// left: tell the peer to drop them before anything else.
+		if _, err := c.reserve(ctx, false); err != nil {
+			<-c.turn
+			return err
+		}
+		if err := c.post(-1, kindAbort, 0, false); err != nil {
+			<-c.turn
+			return err
+		}
+		c.abortOwed = false
+	}
+	return nil
+}
+
+func (c *conn) giveTurn() { <-c.turn }
+
+// sendMessage sends msg, fragmented when larger than one peer buffer. When
+// ctx ends between fragments the message is abandoned: the next message
+// starts with an abort, and the peer drops what it received of this one.
+func (c *conn) sendMessage(ctx context.Context, msg []byte) error {
+	b := int(c.peer.bufSize)
+	n := fragments(len(msg), b)
+	for i := range n {
+		var k kind
+		var head int // bytes of header in this fragment
+		var part []byte
+		switch {
+		case n == 1:
+			k, part = kindMessage, msg
+		case i == 0:
+			k, head, part = kindFirst, firstHeaderLen, msg[:b-firstHeaderLen]
+		default:
+			off := b - firstHeaderLen + (i-1)*b
+			part = msg[off:min(off+b, len(msg))]
+			k = kindMiddle
+			if i == n-1 {
+				k = kindLast
+			}
+		}
+		slot, err := c.reserve(ctx, true)
+		if err != nil {
+			if i > 0 && !c.sig.IsSet() {
+				c.abortOwed = true
+			}
+			return err
+		}
+		mem := c.slotBytes(slot)
+		if head > 0 {
+			binary.BigEndian.PutUint32(mem, uint32(len(msg)))
+		}
+		copy(mem[head:], part)
+		if err := c.post(slot, k, head+len(part), i == n-1); err != nil {
+			return err
+		}
+	}
+	c.noteSent(n > 1)
+	if n > 1 {
+		c.t.counters.fragmentsSent.Add(uint64(n))
+	}
+	c.t.counters.messagesSent.Add(1)
+	return nil
+}
+
+func (c *conn) slotBytes(slot int32) []byte {
+	b := int(c.peer.bufSize)
+	return c.sendMR.Bytes()[int(slot)*b : int(slot+1)*b]
+}
+
+// reserve waits for a credit, a send-queue entry and (with needSlot) a
+// send slot, and takes them; it returns the slot, or -1.
+func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
+	waited := false
+	for {
+		if err := ctx.Err(); err != nil {
+			return -1, err
+		}
+		c.mu.Lock()
+		if c.sig.IsSet() {
+			c.mu.Unlock()
+			return -1, c.closeErr()
+		}
+		credit := c.win.Avail() > 0
+		slot := !needSlot || len(c.free) > 0
+		if credit && slot && c.sqFree > ctlHeadroom {
+			c.win.Take()
+			c.sqFree--
+			s := int32(-1)
+			if needSlot {
+				s = c.free[len(c.free)-1]
+				c.free = c.free[:len(c.free)-1]
+			}
+			c.mu.Unlock()
+			return s, nil
+		}
+		if !waited {
+			waited = true
+			if !credit {
+				c.t.counters.creditWaits.Add(1)
+			} else {
+				c.t.counters.slotWaits.Add(1)
+			}
+		}
+		w := c.wake.wait()
+		c.mu.Unlock()
+		err := c.await(ctx, w, c.sig.Done(), false)
+		c.forgetWake(w)
+		if err != nil {
+			return -1, err
+		}
+	}
+}
+
+// post sends a reserved data message of n bytes from slot, with the credits
+// owed piggybacked.
+func (c *conn) post(slot int32, k kind, n int, last bool) error {
+	c.mu.Lock()
+	c.rmu.Lock()
+	grant := c.led.Piggyback()
+	c.rmu.Unlock()
+	// Ask for a completion often enough that slots and send-queue entries
+	// come back: every SignalEvery sends, whenever they run short, and at
+	// the end of a message nobody else waits to follow (so an idle
+	// connection has nothing unreaped and Close knows when all is sent).
+	c.unsignaled++
+	signaled := c.unsignaled >= c.o.SignalEvery || len(c.free) == 0 || c.sqFree <= ctlHeadroom+1 ||
+		(last && c.turnWaiters.Load() == 0)
+	wr := verbs.SendWR{ID: c.seq, Signaled: signaled, Imm: encodeImm(k, grant), HasImm: true}
+	if slot >= 0 {
+		wr.MR, wr.Offset, wr.Length = c.sendMR, uint32(int(slot)*int(c.peer.bufSize)), uint32(n)
+		wr.Inline = n <= c.maxInline
+	}
+	c.enqueueLocked(wr, slot)
+	c.mu.Unlock()
+	return c.flush()
+}
+
+// enqueueLocked queues one send for posting and records it in the ring, in
+// the order it will be posted. Called with mu held.
+func (c *conn) enqueueLocked(wr verbs.SendWR, slot int32) {
+	if wr.Signaled {
+		c.unsignaled = 0
+	}
+	c.outbox = append(c.outbox, wr)
+	c.ring = append(c.ring, posted{seq: wr.ID, slot: slot, signaled: wr.Signaled})
+	c.seq++
+}
+
+// flush posts the queued sends. Senders queue and flush; when a flush is
+// already posting, it takes theirs too, so concurrent senders share one
+// post (one doorbell, one cgo call) instead of taking turns.
+func (c *conn) flush() error {
+	c.mu.Lock()
+	if c.posting {
+		c.mu.Unlock()
+		return nil
+	}
+	c.posting = true
+	var err error
+	for len(c.outbox) > 0 && err == nil {
+		batch := c.outbox
+		c.outbox = c.spareOutbox[:0]
+		c.mu.Unlock()
+		err = c.qp.PostSend(batch)
+		c.t.counters.sendsPosted.Add(uint64(len(batch)))
+		c.mu.Lock()
+		c.spareOutbox = batch[:0]
+	}
+	c.posting = false
+	c.mu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("posting sends: %w", err)
+		c.fail(err)
+		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
+	}
+	return nil
+}
+
+// sendCreditOnly returns owed credits in a credit-only message when enough
+// are owed. It takes no credit and no slot; when the send queue has no room
+// (it always should) the poller tries again after the next completion.
+func (c *conn) sendCreditOnly() {
+	c.mu.Lock()
+	if c.sig.IsSet() || c.win == nil {
+		c.mu.Unlock()
+		return
+	}
+	if c.sqFree == 0 {
+		c.ctlWanted = true
+		c.mu.Unlock()
+		return
+	}
+	c.rmu.Lock()
+	n := c.led.CreditOnly()
+	c.rmu.Unlock()
+	if n == 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.ctlWanted = false
+	c.sqFree--
+	c.enqueueLocked(verbs.SendWR{ID: c.seq, Signaled: true, Imm: encodeImm(kindCredit, n), HasImm: true}, -1)
+	c.mu.Unlock()
+	if c.flush() == nil {
+		c.t.counters.creditOnlySent.Add(1)
+	}
+}
+
+func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, error) {
+	if err := c.checkSend(ctx, n); err != nil {
+		return transport.Buffer{}, err
+	}
+	if n > int(c.peer.bufSize) {
+		// Fragmented anyway: an ordinary buffer, copied into slots.
+		return transport.NewBuffer(bufpool.Get(n), heapSend{}, 0), nil
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return transport.Buffer{}, err
+		}
+		c.mu.Lock()
+		if c.sig.IsSet() {
+			c.mu.Unlock()
+			return transport.Buffer{}, c.closeErr()
+		}
+		// Lend all slots but one: the message in progress always has a
+		// slot to make progress with, whatever buffers are lent.
+		if len(c.free) > 0 && c.lent < c.o.SendSlots-1 {
+			s := c.free[len(c.free)-1]
+			c.free = c.free[:len(c.free)-1]
+			c.lent++
+			c.mu.Unlock()
+			c.lentBufs.Add(1)
+			return transport.NewBuffer(c.slotBytes(s)[:n], sendSlot{c}, uint64(s)), nil
+		}
+		w := c.wake.wait()
+		c.mu.Unlock()
+		err := c.await(ctx, w, c.sig.Done(), false)
+		c.forgetWake(w)
+		if err != nil {
+			return transport.Buffer{}, err
+		}
+	}
+}
+
+func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
+	if b.Owned(heapSend{}) {
+		defer b.Release()
+		return c.Send(ctx, b.Bytes())
+	}
+	if !b.Owned(sendSlot{c}) {
+		b.Release()
+		return errors.New("rdma: SendBuffer takes only buffers from this connection's NewSendBuffer")
+	}
+	slot, n := int32(b.ID()), b.Len()
+	if err := c.takeTurn(ctx); err != nil {
+		b.Release()
+		return err
+	}
+	defer c.giveTurn()
+	if _, err := c.reserve(ctx, false); err != nil {
+		b.Release()
+		return err
+	}
+	// The slot now belongs to the send queue, not to the user.
+	c.mu.Lock()
+	c.lent--
+	c.mu.Unlock()
+	c.unlend()
+	if err := c.post(slot, kindMessage, n, true); err != nil {
+		return err
+	}
+	c.noteSent(false)
+	c.t.counters.messagesSent.Add(1)
+	return nil
+}
+
+// sendSlot owns send slots lent by NewSendBuffer.
+type sendSlot struct{ c *conn }
+
+func (o sendSlot) ReleaseBuffer(id uint64, _ []byte) {
+	c := o.c
+	c.mu.Lock()
+	c.lent--
+	c.free = append(c.free, int32(id))
+	c.broadcastLocked()
+	c.mu.Unlock()
+	c.unlend()
+}
+
+// heapSend owns buffers too large for a slot.
+type heapSend struct{}
+
+func (heapSend) ReleaseBuffer(_ uint64, b []byte) { bufpool.Put(b) }
+
+// forgetWake ends a wait on the send side's notifier.
+func (c *conn) forgetWake(w chan struct{}) {
+	c.mu.Lock()
+	c.wake.forget(w)
+	c.mu.Unlock()
+}
+
+// broadcastLocked wakes everyone waiting for credits or slots. Called with
+// mu held.
+func (c *conn) broadcastLocked() { c.wake.broadcast() }
+
+// sendCompleted frees the slots and send-queue entries of every send up to
+// and including seq (sends complete in order). It reports whether a
+// credit-only message waits for send-queue room.
+func (c *conn) sendCompleted(seq uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := 0
+	for ; i < len(c.ring) && c.ring[i].seq <= seq; i++ {
+		if s := c.ring[i].slot; s >= 0 {
+			c.free = append(c.free, s)
+		}
+		c.sqFree++
+	}
+	// Keep the ring's array: slide what is left to the front.
+	c.ring = c.ring[:copy(c.ring, c.ring[i:])]
+	c.broadcastLocked()
+	return c.ctlWanted
+}
+
+// pendingSends reports whether a posted send will still complete: one that
+// asked for a completion is in the ring (unsignaled ones report nothing).
+func (c *conn) pendingSends() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.ring {
+		if p.signaled {
+			return true
+		}
+	}
+	return false
+}
+
+// posted is one send on the send queue, in posting order.
+type posted struct {
+	seq      uint64
+	slot     int32 // -1: no slot (credit-only)
+	signaled bool
+}

@@ -1,0 +1,211 @@
+package rdma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rdmarpc/rdmarpc/internal/signal"
+	"github.com/rdmarpc/rdmarpc/transport"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
+)
+
+// life is the life cycle of a connection: why and when it closes, and
+// the memory it lent out.
+type life struct {
+	sig       signal.Signal // set, with the reason, when the connection starts closing
+	closing   atomic.Bool   // sig is set (read on every spin: no lock)
+	local     chan struct{} // closed by a local Close
+	closed    chan struct{} // closed when teardown is complete
+	lentBufs  atomic.Int32  // memory lent to users (received messages, send slots)
+	freeOnce  sync.Once
+	torndown  atomic.Bool
+	watchDone chan struct{} // closed when the watcher has returned
+}
+
+// watch waits for the bootstrap TCP connection to end: the peer closed, or
+// died. Nothing is ever sent on it after the handshake.
+func (c *conn) watch() {
+	defer close(c.watchDone)
+	var b [1]byte
+	_, err := c.boot.Read(b[:])
+	switch {
+	case c.sig.IsSet():
+	case err == nil:
+		c.fail(protoErr("unexpected data on the bootstrap connection"))
+	case errors.Is(err, io.EOF):
+		c.fail(errors.New("rdma: connection closed by peer"))
+	default:
+		c.fail(fmt.Errorf("rdma: bootstrap connection lost: %w", err))
+	}
+}
+
+// fail starts closing the connection because of err.
+func (c *conn) fail(err error) {
+	if c.sig.Set(transport.Closed(err)) {
+		c.closing.Store(true)
+		c.ch.Wake()
+	}
+}
+
+// closeErr is why the connection closed (nil while it is open).
+func (c *conn) closeErr() error { return c.sig.Err() }
+
+// Close closes the connection and waits for its teardown.
+func (c *conn) Close() error {
+	if c.sig.Set(fmt.Errorf("%w: closed locally", transport.ErrClosed)) {
+		close(c.local)
+		c.closing.Store(true)
+		c.ch.Wake()
+	}
+	<-c.closed
+	return nil
+}
+
+// teardown runs on the poller once the connection is closing: it lets posted
+// sends complete (a local Close delivers what Send accepted), moves the QP to
+// ERR, drains what is flushed, ends the bootstrap connection, and frees the
+// verbs resources — registered memory only once users gave back every
+// buffer lent to them.
+func (c *conn) teardown(wcs []verbs.WorkCompletion) {
+	defer close(c.closed)
+	deadline := time.Now().Add(c.o.CloseGrace)
+	local := false
+	select {
+	case <-c.local:
+		local = true
+	default:
+	}
+	// Sends already posted: wait for their completions while the peer
+	// lives (a local close; a peer that closed takes nothing more).
+	for local && c.pendingSends() && time.Now().Before(deadline) {
+		c.drainOnce(wcs, deadline)
+	}
+	// Receives that completed before the close are still delivered.
+	for {
+		n, err := c.cq.Poll(wcs)
+		if err != nil || n == 0 {
+			break
+		}
+		c.handleClosing(wcs[:n])
+	}
+	if err := c.qp.ToError(); err != nil {
+		c.log.Debug("moving the queue pair to ERR", zap.Error(err))
+	}
+	c.boot.Close()
+	c.rmu.Lock()
+	c.rdone = true
+	c.asm.reset()
+	c.rwake.broadcast()
+	if local {
+		// Nobody will Recv these: forget them (a receive buffer is not
+		// posted again now, its memory just stops being lent).
+		for i := range c.queue {
+			if c.queue[i].Owned(recvBuffer{c}) {
+				c.lentBufs.Add(-1)
+			} else {
+				c.queue[i].Release()
+			}
+		}
+		c.queue = nil
+	}
+	c.rmu.Unlock()
+	// Every work request still posted completes, flushed; wait for them
+	// (within the grace period) so none is left when the QP goes.
+	for (c.recvOutstanding.Load() > 0 || c.pendingSends()) && time.Now().Before(deadline) {
+		if c.drainOnce(wcs, deadline) == 0 {
+			break
+		}
+	}
+	c.torndown.Store(true)
+	c.mu.Lock()
+	c.broadcastLocked()
+	c.mu.Unlock()
+	<-c.watchDone
+	for _, cl := range []interface{ Close() error }{c.qp, c.cq, c.ch} {
+		if err := cl.Close(); err != nil {
+			c.log.Error("freeing verbs resources", zap.Error(err))
+		}
+	}
+	if c.lentBufs.Load() == 0 {
+		c.freeMemory()
+	}
+	c.t.counters.connsClosed.Add(1)
+}
+
+// freeMemory deregisters the receive and send memory, once.
+func (c *conn) freeMemory() {
+	c.freeOnce.Do(func() {
+		for _, mr := range []*verbs.MR{c.recvMR, c.sendMR} {
+			if mr != nil {
+				if err := mr.Close(); err != nil {
+					c.log.Error("deregistering memory", zap.Error(err))
+				}
+			}
+		}
+		c.uncharge()
+		c.t.release(c.dev)
+	})
+}
+
+// drainOnce waits (until deadline) for completions and handles them; it
+// returns how many it handled.
+func (c *conn) drainOnce(wcs []verbs.WorkCompletion, deadline time.Time) int {
+	n, err := c.cq.Poll(wcs)
+	if err != nil {
+		return 0
+	}
+	if n == 0 {
+		if c.cq.ReqNotify(false) != nil {
+			return 0
+		}
+		if n, _ = c.cq.Poll(wcs); n == 0 {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			_, err := c.ch.Wait(ctx)
+			if errors.Is(err, verbs.ErrWoken) { // the wake that ended poll
+				_, err = c.ch.Wait(ctx)
+			}
+			cancel()
+			if err != nil {
+				return 0
+			}
+			if n, _ = c.cq.Poll(wcs); n == 0 {
+				return 0
+			}
+		}
+	}
+	c.handleClosing(wcs[:n])
+	return n
+}
+
+// handleClosing handles completions during teardown: sends free their
+// entries, received messages are still delivered, failures are expected.
+func (c *conn) handleClosing(wcs []verbs.WorkCompletion) {
+	for i := range wcs {
+		wc := &wcs[i]
+		switch {
+		case wc.Status != verbs.WCSuccess:
+			if wc.Status != verbs.WCWRFlushErr {
+				c.t.counters.wcError(wc.Status)
+			}
+			if isRecv(wc) {
+				c.recvOutstanding.Add(-1)
+			} else {
+				c.sendCompleted(wc.ID)
+			}
+		case !isRecv(wc):
+			c.sendCompleted(wc.ID)
+		default:
+			c.recvOutstanding.Add(-1)
+			if _, err := c.received(wc, nil); err != nil {
+				c.log.Debug("dropping a message received while closing", zap.Error(err))
+			}
+		}
+	}
+}
