@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/rdmarpc/rdmarpc/internal/dynamic"
+	"github.com/rdmarpc/rdmarpc/rpc"
+	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
+)
+
+// probeFlags are the schema flags that find testdata/probe.proto.
+var probeFlags = []string{"-I", "testdata", "--proto", "probe.proto"}
+
+// startProbe serves probe.v1.Probe on tcp:// loopback, with handlers
+// written against dynamic messages (the commands must not need generated
+// code, and neither does their test server), and returns its target.
+func startProbe(t *testing.T) string {
+	t.Helper()
+	src, err := dynamic.LoadProtos(context.Background(), []string{"testdata"}, []string{"probe.proto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := src.FindSymbol(context.Background(), "probe.v1.Probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := d.(protoreflect.ServiceDescriptor)
+	in := func(name string) *dynamicpb.Message {
+		return dynamicpb.NewMessage(sd.Methods().ByName(protoreflect.Name(name)).Input())
+	}
+	resp := dynamicpb.NewMessage(sd.Methods().ByName("Echo").Output())
+	field := func(m protoreflect.Message, name string) protoreflect.FieldDescriptor {
+		return m.Descriptor().Fields().ByName(protoreflect.Name(name))
+	}
+	handler := func(name string, fn func(ctx context.Context, req *dynamicpb.Message) (any, error)) rpc.MethodDesc {
+		return rpc.MethodDesc{MethodName: name, Handler: func(_ any, ctx context.Context, dec func(any) error, _ rpc.UnaryServerInterceptor) (any, error) {
+			req := in(name)
+			if err := dec(req); err != nil {
+				return nil, err
+			}
+			return fn(ctx, req)
+		}}
+	}
+	noteType, err := src.Types().FindMessageByName("probe.v1.Note")
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := &rpc.ServiceDesc{
+		ServiceName: "probe.v1.Probe",
+		Methods: []rpc.MethodDesc{
+			handler("Echo", func(ctx context.Context, req *dynamicpb.Message) (any, error) {
+				out := resp.New()
+				out.Set(field(out, "text"), req.Get(field(req, "text")))
+				out.Set(field(out, "count"), req.Get(field(req, "count")))
+				md, _ := metadata.FromIncomingContext(ctx)
+				var entries []string
+				for k, vs := range md {
+					for _, v := range vs {
+						entries = append(entries, k+"="+v)
+					}
+				}
+				slices.Sort(entries)
+				list := out.Mutable(field(out, "metadata")).List()
+				for _, e := range entries {
+					list.Append(protoreflect.ValueOfString(e))
+				}
+				return out.Interface(), nil
+			}),
+			handler("Fail", func(_ context.Context, req *dynamicpb.Message) (any, error) {
+				code := codes.Code(req.Get(field(req, "code")).Uint())
+				msg := req.Get(field(req, "message")).String()
+				info, _ := anypb.New(&errdetails.ErrorInfo{Reason: "PROBE", Domain: "probe.test"})
+				note := noteType.New()
+				note.Set(note.Descriptor().Fields().ByName("text"), protoreflect.ValueOfString("a note"))
+				nb, err := proto.Marshal(note.Interface())
+				if err != nil {
+					return nil, err
+				}
+				return nil, status.FromParts(code, msg, []*anypb.Any{
+					info,
+					{TypeUrl: "type.googleapis.com/probe.v1.Note", Value: nb},
+					{TypeUrl: "type.googleapis.com/elsewhere.Secret", Value: []byte{1, 2, 3}},
+				}).Err()
+			}),
+			handler("Block", func(ctx context.Context, _ *dynamicpb.Message) (any, error) {
+				<-ctx.Done()
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}),
+		},
+	}
+	srv := rpc.NewServer()
+	srv.RegisterService(desc, struct{}{})
+	lis, err := rpc.Listen("tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		if err := <-done; err != nil && err != rpc.ErrServerStopped {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return "tcp://" + lis.Addr().String()
+}
+
+// run runs a fresh command (flags do not carry over between runs) and
+// returns its stdout, stderr and error.
+func runCmd(t *testing.T, cmd interface {
+	SetArgs([]string)
+	SetOut(io.Writer)
+	SetErr(io.Writer)
+	SetIn(io.Reader)
+	ExecuteContext(context.Context) error
+}, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetIn(strings.NewReader(stdin))
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), errb.String(), err
+}
+
+func args(a ...any) []string {
+	var out []string
+	for _, x := range a {
+		switch x := x.(type) {
+		case string:
+			out = append(out, x)
+		case []string:
+			out = append(out, x...)
+		default:
+			panic(fmt.Sprintf("args: %T", x))
+		}
+	}
+	return out
+}
