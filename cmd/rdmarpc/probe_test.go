@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -119,17 +119,12 @@ func startProbe(t *testing.T) string {
 	return "tcp://" + lis.Addr().String()
 }
 
-// run runs a fresh command (flags do not carry over between runs) and
-// returns its stdout, stderr and error.
-func runCmd(t *testing.T, cmd interface {
-	SetArgs([]string)
-	SetOut(io.Writer)
-	SetErr(io.Writer)
-	SetIn(io.Reader)
-	ExecuteContext(context.Context) error
-}, stdin string, args ...string) (string, string, error) {
+// runCmd runs a fresh command (flags do not carry over between runs), as
+// main runs it, and returns its stdout, stderr and error.
+func runCmd(t *testing.T, cmd *cobra.Command, stdin string, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
+	cmd.SilenceUsage, cmd.SilenceErrors = rootCmd.SilenceUsage, rootCmd.SilenceErrors
 	cmd.SetArgs(args)
 	cmd.SetOut(&out)
 	cmd.SetErr(&errb)
