@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/rdmarpc/rdmarpc/internal/loadgen"
@@ -46,13 +45,20 @@ func writeLatencyPNG(path string, s loadgen.Summary, h *loadgen.Histogram) error
 			bars = append(bars, plot.Point{X: max(mid, 0.001), Y: float64(b.Count)})
 		}
 	}
+	// Ticks at 1-2-5 values, or at decades when those would crowd.
 	var barTicks []plot.Tick
 	lo, hi := float64(h.Min())/float64(time.Microsecond), float64(h.Max())/float64(time.Microsecond)
-	for e := math.Floor(math.Log10(max(lo, 0.001))); e <= math.Ceil(math.Log10(max(hi, 0.001))); e++ {
-		for _, m := range []float64{1, 2, 5} {
-			if v := m * math.Pow(10, e); v >= lo && v <= hi {
-				barTicks = append(barTicks, plot.Tick{V: v, Label: strconv.FormatFloat(v, 'g', 3, 64)})
+	for _, steps := range [][]float64{{1, 2, 5}, {1}} {
+		barTicks = barTicks[:0]
+		for e := math.Floor(math.Log10(max(lo, 0.001))); e <= math.Ceil(math.Log10(max(hi, 0.001))); e++ {
+			for _, m := range steps {
+				if v := m * math.Pow(10, e); v >= lo && v <= hi {
+					barTicks = append(barTicks, plot.Tick{V: v, Label: plot.Number(v)})
+				}
 			}
+		}
+		if len(barTicks) <= 7 {
+			break
 		}
 	}
 	fig := plot.Figure{

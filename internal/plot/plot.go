@@ -316,6 +316,9 @@ func yTicks(lo, hi float64) []float64 {
 	return ts
 }
 
+// Number writes a tick value briefly, as the y axes do: 0.5, 20, 500, 2k.
+func Number(v float64) string { return number(v) }
+
 // number writes a tick value briefly: 0.5, 20, 500, 2k, 10k, 1M.
 func number(v float64) string {
 	switch {
