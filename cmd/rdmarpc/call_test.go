@@ -50,6 +50,10 @@ func TestDescribe(t *testing.T) {
 			}
 		}
 	}
+	out, _, err := runCmd(t, newDescribeCmd(), "", args(probeFlags, "probe.v1.Color", "probe.v1.Note")...)
+	if err != nil || out != "probe.v1.Color is an enum:\nenum Color {\n  COLOR_UNSPECIFIED = 0;\n  COLOR_RED = 1;\n}\nprobe.v1.Note is a message:\nmessage Note {\n  string text = 1;\n}\n" {
+		t.Fatalf("describe of two symbols: %v\n%s", err, out)
+	}
 	if _, _, err := runCmd(t, newDescribeCmd(), "", args(probeFlags, "probe.v1.Nope")...); err == nil || !strings.Contains(err.Error(), `"probe.v1.Nope" not found`) {
 		t.Fatalf("describe of an unknown symbol: %v", err)
 	}

@@ -58,13 +58,12 @@ package.Service.Method, one a line.`,
 func newDescribeCmd() *cobra.Command {
 	var sf schemaFlags
 	cmd := &cobra.Command{
-		Use:   "describe [flags] [SYMBOL]",
+		Use:   "describe [flags] [SYMBOL...]",
 		Short: "Describe a service, method, message or enum of .proto files",
-		Long: `describe prints a symbol (package.Service, package.Service.Method,
+		Long: `describe prints each symbol (package.Service, package.Service.Method,
 package.Message, an enum or a field) as a .proto-like declaration; without a
 symbol, it describes every service.`,
 		Example: `  rdmarpc describe -I examples/kvstore/kvpb --proto kv.proto kv.v1.KV.Get`,
-		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := sf.source(cmd.Context())
 			if err != nil {

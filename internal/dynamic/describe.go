@@ -12,7 +12,7 @@ import (
 // a field.
 func Describe(d protoreflect.Descriptor) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s is a %s:\n", d.FullName(), kindOf(d))
+	fmt.Fprintf(&b, "%s is %s:\n", d.FullName(), article(kindOf(d)))
 	switch d := d.(type) {
 	case protoreflect.ServiceDescriptor:
 		fmt.Fprintf(&b, "service %s {\n", d.Name())
@@ -32,6 +32,14 @@ func Describe(d protoreflect.Descriptor) string {
 		fmt.Fprintf(&b, "%s = %d;\n", d.Name(), d.Number())
 	}
 	return b.String()
+}
+
+// article puts "a" or "an" before a kind.
+func article(kind string) string {
+	if strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind
+	}
+	return "a " + kind
 }
 
 func kindOf(d protoreflect.Descriptor) string {

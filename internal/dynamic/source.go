@@ -159,7 +159,7 @@ func FindMethod(ctx context.Context, src Source, name string) (Method, error) {
 	}
 	sd, ok := d.(protoreflect.ServiceDescriptor)
 	if !ok {
-		return Method{}, fmt.Errorf("method %q: %s is a %s, not a service", name, svc, kindOf(d))
+		return Method{}, fmt.Errorf("method %q: %s is %s, not a service", name, svc, article(kindOf(d)))
 	}
 	md := sd.Methods().ByName(protoreflect.Name(meth))
 	if md == nil {
