@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"image/png"
@@ -8,9 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rdmarpc/rdmarpc/internal/loadgen"
+	"github.com/rdmarpc/rdmarpc/transport"
+	"github.com/rdmarpc/rdmarpc/transport/tcp"
 )
 
 func TestBenchJSON(t *testing.T) {
@@ -126,5 +130,64 @@ func TestBenchFailures(t *testing.T) {
 	}
 	if _, _, err := runCmd(t, newBenchCmd(), "", args(probeFlags, target, "probe.v1.Probe/Watch")...); err == nil || !strings.Contains(err.Error(), "server streaming method") {
 		t.Errorf("bench of a streaming method: %v", err)
+	}
+}
+
+// countingTransport is TCP that counts the messages its connections send,
+// as transport/rdma counts what it does: bench must print what the counters
+// grew by during the run, per call.
+type countingTransport struct {
+	transport.Transport
+	sends atomic.Uint64
+}
+
+type countingConn struct {
+	transport.Conn
+	t *countingTransport
+}
+
+func (c *countingTransport) Dial(ctx context.Context, addr string) (transport.Conn, error) {
+	tc, err := c.Transport.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{tc, c}, nil
+}
+
+func (c *countingTransport) Counters() map[string]uint64 {
+	return map[string]uint64{"sends": c.sends.Load(), "unmoved": 7}
+}
+
+func (c countingConn) Send(ctx context.Context, msg []byte) error {
+	c.t.sends.Add(1)
+	return c.Conn.Send(ctx, msg)
+}
+
+func (c countingConn) SendBuffer(ctx context.Context, b transport.Buffer) error {
+	c.t.sends.Add(1)
+	return c.Conn.SendBuffer(ctx, b)
+}
+
+func TestBenchCounters(t *testing.T) {
+	target := startProbe(t)
+	ct := &countingTransport{Transport: tcp.New(tcp.Options{})}
+	transport.Register("countingtcp", ct)
+	ctarget := strings.Replace(target, "tcp://", "countingtcp://", 1)
+	out, _, err := runCmd(t, newBenchCmd(), "", args(probeFlags, "-n", "100", "-c", "2", "--connections", "2", "--json", ctarget, "probe.v1.Probe/Echo")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s loadgen.Summary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	// Each call sends its request at least (the connection may add control
+	// frames); a counter that did not move is left out.
+	if len(s.Counters) != 1 || s.Counters["sends"] < 1 {
+		t.Fatalf("counters per call %v; want sends, at least 1 per call, alone", s.Counters)
+	}
+	out, _, err = runCmd(t, newBenchCmd(), "", args(probeFlags, "-n", "100", ctarget, "probe.v1.Probe/Echo")...)
+	if err != nil || !strings.Contains(out, "Transport counters per call (this process's transport):\n  sends  ") {
+		t.Fatalf("text: %v\n%s", err, out)
 	}
 }
