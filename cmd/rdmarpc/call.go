@@ -43,9 +43,14 @@ rdma://host:port) and prints the response as JSON (protojson), on one line.
 The request is JSON too: -d '{...}', -d @ to read it from stdin, -d @FILE
 from a file; none sends the empty request.
 
+Streaming methods print each response on its line as it arrives; a client
+stream sends every JSON object of the input, in order, read as it is sent
+(-d @ takes them from stdin, one a line), then half-closes. Until rdmarpc's
+streaming runtime lands, the connection answers every stream with
+Unimplemented, and call says so.
+
 The schema comes from .proto files compiled in process (--proto, -I); server
-reflection (--reflection) is not available yet. Streaming methods are
-refused: rdmarpc's streaming runtime has not landed.
+reflection (--reflection) is not available yet.
 
 A failed call prints its code, message and details (as JSON when their type
 is known: google.rpc's error details and the .proto files' messages; type URL
@@ -85,12 +90,6 @@ func runCall(cmd *cobra.Command, f callFlags, target, method string) error {
 	if err != nil {
 		return err
 	}
-	if m.Streaming() {
-		// Where streams plug in: open cc.NewStream with a StreamDesc from
-		// m.Desc, send each message of the decoder (JSON lines from -d or
-		// stdin), and print each response with enc.Encode.
-		return fmt.Errorf("%s is a %s method: rdmarpc call runs unary methods only until rdmarpc's streaming runtime lands", m.FullMethod, m.Kind())
-	}
 	md, err := parseHeaders(f.headers)
 	if err != nil {
 		return err
@@ -101,15 +100,22 @@ func runCall(cmd *cobra.Command, f callFlags, target, method string) error {
 	}
 	defer closeIn()
 	dec := dynamic.NewDecoder(in, m.Desc.Input(), src.Types())
-	req, err := dec.Next()
-	if err != nil {
-		return err
-	}
-	if _, err := dec.Next(); !errors.Is(err, io.EOF) {
-		if err == nil {
-			err = fmt.Errorf("%s takes one request, and the input holds more than one JSON object", m.FullMethod)
+	// A method that takes one request gets it checked before anything is
+	// dialled; a client stream's requests are read as they are sent, so
+	// that they can come from a terminal one line at a time.
+	next := dec.Next
+	if !m.Desc.IsStreamingClient() {
+		req, err := dec.Next()
+		if err != nil {
+			return err
 		}
-		return err
+		if _, err := dec.Next(); !errors.Is(err, io.EOF) {
+			if err == nil {
+				err = fmt.Errorf("%s takes one request, and the input holds more than one JSON object", m.FullMethod)
+			}
+			return err
+		}
+		next = once(req)
 	}
 
 	cc, err := f.dial(ctx, target, cmd.ErrOrStderr())
@@ -125,21 +131,40 @@ func runCall(cmd *cobra.Command, f callFlags, target, method string) error {
 	if len(md) > 0 {
 		ctx = metadata.NewOutgoingContext(ctx, md)
 	}
+	enc := dynamic.NewEncoder(cmd.OutOrStdout(), src.Types(), f.emitDefaults)
 	var header, trailer metadata.MD
-	resp := newMessage(m.Desc.Output())
-	err = cc.Invoke(ctx, m.FullMethod, req, resp, rpc.Header(&header), rpc.Trailer(&trailer))
+	if m.Streaming() {
+		header, trailer, err = callStream(ctx, cc, m, next, enc)
+	} else {
+		req, _ := next()
+		resp := newMessage(m.Desc.Output())
+		if err = cc.Invoke(ctx, m.FullMethod, req, resp, rpc.Header(&header), rpc.Trailer(&trailer)); err != nil {
+			err = &statusErr{err}
+		} else {
+			err = enc.Encode(resp)
+		}
+	}
 	if f.verbose {
 		printMD(cmd.ErrOrStderr(), "header", header)
-	}
-	if err == nil {
-		err = dynamic.NewEncoder(cmd.OutOrStdout(), src.Types(), f.emitDefaults).Encode(resp)
-	} else {
-		err = rpcFailure(cmd.ErrOrStderr(), err, src.Types())
-	}
-	if f.verbose {
 		printMD(cmd.ErrOrStderr(), "trailer", trailer)
 	}
+	var se *statusErr
+	if errors.As(err, &se) {
+		return rpcFailure(cmd.ErrOrStderr(), se.err, src.Types())
+	}
 	return err
+}
+
+// once returns a source of msg alone.
+func once(msg *dynamicpb.Message) func() (*dynamicpb.Message, error) {
+	done := false
+	return func() (*dynamicpb.Message, error) {
+		if done {
+			return nil, io.EOF
+		}
+		done = true
+		return msg, nil
+	}
 }
 
 // parseHeaders turns -H "key: value" flags into metadata.
