@@ -28,7 +28,11 @@ var probeFlags = []string{"-I", "testdata", "--proto", "probe.proto"}
 // startProbe serves probe.v1.Probe on tcp:// loopback, with handlers
 // written against dynamic messages (the commands must not need generated
 // code, and neither does their test server), and returns its target.
-func startProbe(t *testing.T) string {
+func startProbe(t *testing.T) string { return startProbeOn(t, "tcp://127.0.0.1:0") }
+
+// startProbeOn serves probe.v1.Probe on listen ("rdma://10.9.9.1:0") and
+// returns its target.
+func startProbeOn(t *testing.T, listen string) string {
 	t.Helper()
 	src, err := dynamic.LoadProtos(context.Background(), []string{"testdata"}, []string{"probe.proto"})
 	if err != nil {
@@ -104,10 +108,11 @@ func startProbe(t *testing.T) string {
 	}
 	srv := rpc.NewServer()
 	srv.RegisterService(desc, struct{}{})
-	lis, err := rpc.Listen("tcp://127.0.0.1:0")
+	lis, err := rpc.Listen(listen)
 	if err != nil {
 		t.Fatal(err)
 	}
+	scheme, _, _ := strings.Cut(listen, "://")
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
 	t.Cleanup(func() {
@@ -116,7 +121,7 @@ func startProbe(t *testing.T) string {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return "tcp://" + lis.Addr().String()
+	return scheme + "://" + lis.Addr().String()
 }
 
 // runCmd runs a fresh command (flags do not carry over between runs), as
