@@ -96,6 +96,17 @@ func TestCall(t *testing.T) {
 	}
 }
 
+func TestCallVerbose(t *testing.T) {
+	target := startProbe(t)
+	_, stderr, err := runCmd(t, newCallCmd(), "", args(probeFlags, "-v", target, "probe.v1.Probe/Echo")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "header x-answer: header\nheader x-answer-bin: AP8=\ntrailer x-answer: trailer\n"; stderr != want {
+		t.Fatalf("-v printed %q, want %q", stderr, want)
+	}
+}
+
 func indexOf(ss []string, s string) int {
 	for i, x := range ss {
 		if x == s {

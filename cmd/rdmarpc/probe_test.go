@@ -78,6 +78,12 @@ func startProbeOn(t *testing.T, listen string) string {
 					}
 				}
 				slices.Sort(entries)
+				if err := rpc.SetHeader(ctx, metadata.Pairs("x-answer", "header", "x-answer-bin", "\x00\xff")); err != nil {
+					return nil, err
+				}
+				if err := rpc.SetTrailer(ctx, metadata.Pairs("x-answer", "trailer")); err != nil {
+					return nil, err
+				}
 				list := out.Mutable(field(out, "metadata")).List()
 				for _, e := range entries {
 					list.Append(protoreflect.ValueOfString(e))
