@@ -196,7 +196,8 @@ func runBench(cmd *cobra.Command, f benchFlags, target, method string) error {
 	res, err := loadgen.Run(callCtx, loadgen.Config{Concurrency: f.concurrency, Calls: f.calls, Duration: f.duration, Rate: f.rps},
 		call, func(err error) string { return status.Code(err).String() }, &done)
 	stopBar()
-	if err != nil {
+	interrupted := err != nil && res != nil && errors.Is(err, context.Canceled)
+	if err != nil && !interrupted {
 		return err
 	}
 
@@ -221,6 +222,9 @@ func runBench(cmd *cobra.Command, f benchFlags, target, method string) error {
 		if err := writeLatencyPNG(f.png, s, &res.Latency); err != nil {
 			return err
 		}
+	}
+	if interrupted {
+		return fmt.Errorf("interrupted after %d calls (calls in flight then count as Canceled)", s.Calls)
 	}
 	if s.Codes[codes.OK.String()] == 0 {
 		return fmt.Errorf("no call succeeded (%d calls)", s.Calls)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -189,5 +191,34 @@ func TestBenchCounters(t *testing.T) {
 	out, _, err = runCmd(t, newBenchCmd(), "", args(probeFlags, "-n", "100", ctarget, "probe.v1.Probe/Echo")...)
 	if err != nil || !strings.Contains(out, "Transport counters per call (this process's transport):\n  sends  ") {
 		t.Fatalf("text: %v\n%s", err, out)
+	}
+}
+
+func TestBenchInterrupted(t *testing.T) {
+	target := startProbe(t)
+	for len(blockStarted) > 0 {
+		<-blockStarted
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := newBenchCmd()
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs(args(probeFlags, "-n", "1000", "-c", "2", "--timeout", "0", "--json", target, "probe.v1.Probe/Block"))
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	// Both workers are in a call that only ends when canceled: Ctrl-C.
+	<-blockStarted
+	<-blockStarted
+	cancel()
+	err := <-done
+	if err == nil || !strings.Contains(err.Error(), "interrupted after 2 calls") {
+		t.Fatalf("interrupted bench: %v", err)
+	}
+	var s loadgen.Summary
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil || s.Calls != 2 || s.Codes["Canceled"] != 2 {
+		t.Fatalf("summary of an interrupted bench: %+v (%v); want 2 Canceled calls", s, err)
 	}
 }

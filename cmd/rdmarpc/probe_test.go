@@ -25,6 +25,10 @@ import (
 // probeFlags are the schema flags that find testdata/probe.proto.
 var probeFlags = []string{"-I", "testdata", "--proto", "probe.proto"}
 
+// blockStarted receives a value (when there is room) each time the probe's
+// Block handler starts.
+var blockStarted = make(chan struct{}, 16)
+
 // startProbe serves probe.v1.Probe on tcp:// loopback, with handlers
 // written against dynamic messages (the commands must not need generated
 // code, and neither does their test server), and returns its target.
@@ -107,6 +111,10 @@ func startProbeOn(t *testing.T, listen string) string {
 				}).Err()
 			}),
 			handler("Block", func(ctx context.Context, _ *dynamicpb.Message) (any, error) {
+				select {
+				case blockStarted <- struct{}{}:
+				default:
+				}
 				<-ctx.Done()
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}),
