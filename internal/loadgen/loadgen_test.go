@@ -85,8 +85,9 @@ func TestHistogram(t *testing.T) {
 	}
 }
 
-// fakeClock is a clock whose Sleep moves time on at once: to the sleeper's
-// wake-up time, if that is later than the clock.
+// fakeClock is a clock whose SleepUntil moves time on at once, to the
+// wake-up time if that is later than the clock; it records how far each
+// sleep was from the clock's time then.
 type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
@@ -99,12 +100,12 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+func (c *fakeClock) SleepUntil(ctx context.Context, t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sleeps = append(c.sleeps, d)
-	if wake := c.now.Add(d); wake.After(c.now) {
-		c.now = wake
+	c.sleeps = append(c.sleeps, max(t.Sub(c.now), 0))
+	if t.After(c.now) {
+		c.now = t
 	}
 	return ctx.Err()
 }

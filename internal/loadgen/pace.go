@@ -9,8 +9,9 @@ import (
 // Clock is the time the pacer keeps; tests give a fake one.
 type Clock interface {
 	Now() time.Time
-	// Sleep waits until d has passed, or ctx ends (then returns its error).
-	Sleep(ctx context.Context, d time.Duration) error
+	// SleepUntil waits until t, or until ctx ends (then returns its
+	// error). A t already past returns at once.
+	SleepUntil(ctx context.Context, t time.Time) error
 }
 
 // SystemClock is the real clock.
@@ -18,14 +19,15 @@ type SystemClock struct{}
 
 func (SystemClock) Now() time.Time { return time.Now() }
 
-func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
+func (SystemClock) SleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+	tm := time.NewTimer(d)
+	defer tm.Stop()
 	select {
-	case <-t.C:
+	case <-tm.C:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -61,5 +63,5 @@ func (p *Pacer) Wait(ctx context.Context) error {
 	at := p.next
 	p.next = p.next.Add(p.interval)
 	p.mu.Unlock()
-	return p.clock.Sleep(ctx, at.Sub(now))
+	return p.clock.SleepUntil(ctx, at)
 }
