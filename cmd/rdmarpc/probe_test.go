@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -119,6 +121,46 @@ func startProbeOn(t *testing.T, listen string) string {
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}),
 		},
+	}
+	// Collect and Chat stream (Watch is left unserved): they run once
+	// rdmarpc's streaming runtime has; until then the client's NewStream
+	// answers Unimplemented.
+	desc.Streams = []rpc.StreamDesc{
+		{StreamName: "Collect", ClientStreams: true, Handler: func(_ any, ss rpc.ServerStream) error {
+			var texts []string
+			for {
+				req := in("Collect")
+				if err := ss.RecvMsg(req); errors.Is(err, io.EOF) {
+					break
+				} else if err != nil {
+					return err
+				}
+				texts = append(texts, req.Get(field(req, "text")).String())
+			}
+			out := resp.New()
+			out.Set(field(out, "text"), protoreflect.ValueOfString(strings.Join(texts, ",")))
+			out.Set(field(out, "count"), protoreflect.ValueOfInt32(int32(len(texts))))
+			return ss.SendMsg(out.Interface())
+		}},
+		{StreamName: "Chat", ClientStreams: true, ServerStreams: true, Handler: func(_ any, ss rpc.ServerStream) error {
+			for {
+				req := in("Chat")
+				if err := ss.RecvMsg(req); errors.Is(err, io.EOF) {
+					return nil
+				} else if err != nil {
+					return err
+				}
+				text := req.Get(field(req, "text")).String()
+				if text == "fail" {
+					return status.Error(codes.FailedPrecondition, "asked to fail")
+				}
+				out := resp.New()
+				out.Set(field(out, "text"), protoreflect.ValueOfString("re: "+text))
+				if err := ss.SendMsg(out.Interface()); err != nil {
+					return err
+				}
+			}
+		}},
 	}
 	srv := rpc.NewServer()
 	srv.RegisterService(desc, struct{}{})
