@@ -45,9 +45,9 @@ from a file; none sends the empty request.
 
 Streaming methods print each response on its line as it arrives; a client
 stream sends every JSON object of the input, in order, read as it is sent
-(-d @ takes them from stdin, one a line), then half-closes. Until rdmarpc's
-streaming runtime lands, the connection answers every stream with
-Unimplemented, and call says so.
+(-d @ takes them from stdin, one a line), then half-closes. (An rdmarpc
+built without the streaming runtime answers every stream with
+Unimplemented, and call prints that.)
 
 The schema comes from .proto files compiled in process (--proto, -I); server
 reflection (--reflection) is not available yet.

@@ -34,7 +34,7 @@ type streamer interface {
 // A request that is not valid JSON cancels the stream (the server must not
 // take a cut-short stream for a complete one) and is the error returned.
 //
-// Until rdmarpc's streaming runtime lands, ClientConn.NewStream answers
+// Without rdmarpc's streaming runtime, ClientConn.NewStream answers
 // Unimplemented and that is what the command prints.
 func callStream(ctx context.Context, cc streamer, m dynamic.Method, next func() (*dynamicpb.Message, error), enc *dynamic.Encoder) (header, trailer metadata.MD, err error) {
 	ctx, cancel := context.WithCancel(ctx)
