@@ -63,7 +63,7 @@ transport counts what it does (rdma://), its counters per call follow. A
 progress bar shows on stderr when stderr is a terminal.
 
 It exits 1 when no call succeeded; failed calls are otherwise counted, not
-fatal. Streaming methods are refused until rdmarpc runs streams.`,
+fatal. It loads unary methods only; streaming methods are refused.`,
 		Example: `  rdmarpc bench -I examples/kvstore/kvpb --proto kv.proto \
       -d '{"key": "Z3JlZXRpbmc="}' -c 16 --connections 2 -n 100000 \
       tcp://127.0.0.1:7070 rdmarpc.kvstore.v1.KV/Get`,
@@ -128,7 +128,7 @@ func runBench(cmd *cobra.Command, f benchFlags, target, method string) error {
 	if m.Streaming() {
 		// Where streams plug in: a worker's call would open a stream and
 		// send and receive one message each way (or time each message).
-		return fmt.Errorf("%s is a %s method: rdmarpc bench loads unary methods only until rdmarpc's streaming runtime lands", m.FullMethod, m.Kind())
+		return fmt.Errorf("%s is a %s method: rdmarpc bench loads unary methods only (call runs streams)", m.FullMethod, m.Kind())
 	}
 	md, err := parseHeaders(f.headers)
 	if err != nil {
