@@ -29,7 +29,7 @@ type Call func(ctx context.Context, worker int) error
 
 // Result is what a run measured.
 type Result struct {
-	Elapsed time.Duration // from the first call's start to the last's end
+	Elapsed time.Duration // from the workers' start to the last call's end
 	Latency Histogram     // every call's, failed ones too
 	// Errors counts the calls that failed, by the key errKey gave them;
 	// successful calls are not in it.
