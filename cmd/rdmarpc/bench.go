@@ -263,6 +263,7 @@ func progress(w io.Writer, calls int64, d time.Duration, done *atomic.Int64) fun
 		progressbar.OptionSetItsString("calls"),
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionClearOnFinish())
+	bar.StartWithoutRender() // the rate counts from now, not from the first update
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
