@@ -3,11 +3,11 @@ package plot
 import (
 	"bytes"
 	"image/png"
-	"math"
 	"testing"
 	"time"
 
 	"github.com/rdmarpc/rdmarpc/bench"
+	"github.com/rdmarpc/rdmarpc/internal/plot"
 )
 
 func TestWrite(t *testing.T) {
@@ -34,7 +34,7 @@ func TestWrite(t *testing.T) {
 	}
 	b := img.Bounds()
 	// Two rows (conc 1, 64) of four charts.
-	if wantW, wantH := len(metrics)*(marginL+panelW+gapR)+10, headH+2*(marginT+panelH+marginB)+8; b.Dx() != wantW || b.Dy() != wantH {
+	if wantW, wantH := plot.Dimensions(len(metrics), 2); b.Dx() != wantW || b.Dy() != wantH {
 		t.Errorf("image is %dx%d, want %dx%d", b.Dx(), b.Dy(), wantW, wantH)
 	}
 	if n := buf.Len(); n > 100<<10 {
@@ -58,30 +58,9 @@ func TestFontCoversLabels(t *testing.T) {
 	}
 	for _, s := range texts {
 		for _, r := range s {
-			if _, ok := glyphs[r]; !ok {
+			if !plot.HasGlyph(r) {
 				t.Errorf("no glyph for %q (in %q)", r, s)
 			}
-		}
-	}
-}
-
-func TestNumber(t *testing.T) {
-	for v, want := range map[float64]string{0.5: "0.5", 3 * 0.1: "0.3", 0.03: "0.03", 2: "2", 500: "500", 5000: "5000", 20000: "20k", 1e6: "1M", 2.5e6: "2.5M"} {
-		if got := number(v); got != want {
-			t.Errorf("number(%v) = %q, want %q", v, got, want)
-		}
-	}
-}
-
-func TestNice(t *testing.T) {
-	for _, tc := range []struct {
-		v    float64
-		up   bool
-		want float64
-	}{{25, false, 20}, {25, true, 50}, {259, true, 500}, {259, false, 200}, {100, false, 100}, {100, true, 100},
-		{0.7, false, 0.5}, {0.7, true, 1}, {6, true, 10}, {1.5, false, 1}} {
-		if got := nice(tc.v, tc.up); math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("nice(%v, %v) = %v, want %v", tc.v, tc.up, got, tc.want)
 		}
 	}
 }

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/rdmarpc/rdmarpc/rpc"
+)
+
+// dialFlags say how call and bench connect.
+type dialFlags struct {
+	connectTimeout time.Duration
+	fallback       string
+}
+
+func (f *dialFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.DurationVar(&f.connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for the connection to come up (0: no limit)")
+	fl.StringVar(&f.fallback, "fallback", "", `scheme to dial the same address with when no RDMA device serves an rdma:// target ("tcp"); a line on stderr says when it does`)
+}
+
+// dial connects to target; warnings (a fallback taken) go to stderr.
+func (f *dialFlags) dial(ctx context.Context, target string, stderr io.Writer, opts ...rpc.DialOption) (*rpc.ClientConn, error) {
+	if f.connectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.connectTimeout)
+		defer cancel()
+	}
+	log := zap.New(zapcore.NewCore(
+		zapcore.NewConsoleEncoder(zapcore.EncoderConfig{MessageKey: "msg", LevelKey: "level", EncodeLevel: zapcore.LowercaseLevelEncoder}),
+		zapcore.AddSync(stderr), zapcore.WarnLevel))
+	opts = append([]rpc.DialOption{rpc.WithLogger(log)}, opts...)
+	if f.fallback != "" {
+		opts = append(opts, rpc.WithFallback(f.fallback))
+	}
+	return rpc.Dial(ctx, target, opts...)
+}
