@@ -103,7 +103,14 @@ bind() { # src dst [ro]
 log "unpacking the base into $root"
 mkdir -p "$root"
 tar -C "$root" -xf "$base"
+# The machine's network as the host has it: its resolver, and the local
+# certificate authorities it trusts (a network that inspects HTTPS needs
+# them; Debian keeps them in /usr/local/share/ca-certificates).
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null
+fi
 mkdir -p "$root/proc" "$root/sys"
 mount -t proc proc "$root/proc" && mounts+=("$root/proc")
 mount -t sysfs sysfs "$root/sys" && mounts+=("$root/sys")
