@@ -33,9 +33,11 @@ fi
 export PATH=/usr/local/go/bin:$PATH
 command -v go >/dev/null || { echo "install-deps: needs Go 1.26 at /usr/local/go (https://go.dev/dl)" >&2; exit 1; }
 
-# Every module of the repository (the library, examples/, bench/).
+# Every module of the repository (the library, examples/, bench/), each by
+# its own go.mod and go.sum, as the Makefile builds them (GOWORK=off): the
+# workspace's wider graph would only add entries to go.work.sum.
 for mod in $(find . \( -name .cache -o -name .git \) -prune -o -name go.mod -printf '%h\n' | sort); do
-  (cd "$mod" && timeout 600 go mod download)
+  (cd "$mod" && GOWORK=off timeout 600 go mod download)
 done
 
 gobin=$(go env GOPATH)/bin
