@@ -3,10 +3,13 @@ package codegen
 import (
 	"errors"
 	"fmt"
+	"go/token"
+	"path"
 	"strings"
 
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/pluginpb"
 )
@@ -41,15 +44,15 @@ func Run(req *pluginpb.CodeGeneratorRequest) *pluginpb.CodeGeneratorResponse {
 
 // Generate generates stubs for every file gen was asked to generate and
 // declares the features the generator supports. Files without services get
-// no stub file. If any service has a streaming method, Generate fails naming
-// every such method, and the response gen makes carries no file.
+// no stub file.
 func Generate(gen *protogen.Plugin, opts Options) error {
 	gen.SupportedFeatures = uint64(pluginpb.CodeGeneratorResponse_FEATURE_PROTO3_OPTIONAL |
 		pluginpb.CodeGeneratorResponse_FEATURE_SUPPORTS_EDITIONS)
 	// Stubs depend on no field-level feature, so every edition protogen
-	// understands is fine; 2023 is the newest protocompile compiles.
+	// understands is fine: the range protoc-gen-go and protoc-gen-go-grpc
+	// declare.
 	gen.SupportedEditionsMinimum = descriptorpb.Edition_EDITION_PROTO2
-	gen.SupportedEditionsMaximum = descriptorpb.Edition_EDITION_2023
+	gen.SupportedEditionsMaximum = descriptorpb.Edition_EDITION_2024
 
 	var errs []error
 	for _, f := range gen.Files {
@@ -61,45 +64,79 @@ func Generate(gen *protogen.Plugin, opts Options) error {
 	return errors.Join(errs...)
 }
 
-// checkUnary fails for every streaming method of f, naming it: rpc serves
-// unary calls only, and a method silently left out would surface much later
-// as a missing method.
-func checkUnary(f *protogen.File) error {
-	var errs []error
-	for _, s := range f.Services {
-		for _, m := range s.Methods {
-			if m.Desc.IsStreamingClient() || m.Desc.IsStreamingServer() {
-				errs = append(errs, fmt.Errorf("%s: method %s is streaming; rdmarpc supports unary methods only",
-					f.Desc.Path(), m.Desc.FullName()))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // GenerateFile generates the stub file for f and returns it, or returns nil
-// when f has no services. It fails, naming them, when f has streaming
-// methods.
+// when f has no services.
 func GenerateFile(gen *protogen.Plugin, f *protogen.File, opts Options) (*protogen.GeneratedFile, error) {
-	if err := checkUnary(f); err != nil {
-		return nil, err
-	}
 	if len(f.Services) == 0 {
 		return nil, nil
 	}
-	g := gen.NewGeneratedFile(f.GeneratedFilenamePrefix+FileSuffix, f.GoImportPath)
+	pkg, err := stubPackageOf(f, opts.PackageSuffix)
+	if err != nil {
+		return nil, err
+	}
+	g := gen.NewGeneratedFile(pkg.filePrefix+FileSuffix, pkg.importPath)
+	// The comments above syntax (a license header, usually) and above
+	// package are carried, as protoc-gen-go and protoc-gen-go-grpc do.
+	genLeadingComments(g, f.Desc.SourceLocations().ByPath(protoreflect.SourcePath{fileSyntaxField}))
 	genHeader(gen, g, f)
-	g.P("package ", f.GoPackageName)
+	genLeadingComments(g, f.Desc.SourceLocations().ByPath(protoreflect.SourcePath{filePackageField}))
+	g.P("package ", pkg.name)
 	g.P()
 	g.P("// This guard fails to compile when the rpc package in the build is not")
 	g.P("// the one this file was generated for; regenerate the file with the")
 	g.P("// ", PluginName, " (or rdmarpc gen) that comes with that rpc package.")
-	g.P("const _ = ", rpcPackage.Ident("SupportPackageIsVersion1"))
+	g.P("const _ = ", rpcPackage.Ident("SupportPackageIsVersion2"))
 	g.P()
 	for _, s := range f.Services {
-		(&serviceGen{g: g, f: f, s: s, opts: opts}).generate()
+		(&serviceGen{g: g, f: f, s: s, pkgName: pkg.name, opts: opts}).generate()
 	}
 	return g, nil
+}
+
+// Field numbers of google.protobuf.FileDescriptorProto, for source locations.
+const (
+	filePackageField = 2
+	fileSyntaxField  = 12
+)
+
+func genLeadingComments(g *protogen.GeneratedFile, loc protoreflect.SourceLocation) {
+	for _, c := range loc.LeadingDetachedComments {
+		g.P(protogen.Comments(c))
+		g.P()
+	}
+	if c := loc.LeadingComments; c != "" {
+		g.P(protogen.Comments(c))
+		g.P()
+	}
+}
+
+// stubPackage is where a file's stubs go.
+type stubPackage struct {
+	name       protogen.GoPackageName
+	importPath protogen.GoImportPath
+	filePrefix string // the generated file's name, less FileSuffix
+}
+
+// stubPackageOf returns f's own package when suffix is empty, else the
+// package named f's package name plus suffix, in a directory of that name
+// inside f's: example.com/foo/foopb/x.proto's stubs go to
+// example.com/foo/foopb/foopbrdmarpc, package foopbrdmarpc, which imports
+// foopb for the messages.
+func stubPackageOf(f *protogen.File, suffix string) (stubPackage, error) {
+	if suffix == "" {
+		return stubPackage{name: f.GoPackageName, importPath: f.GoImportPath, filePrefix: f.GeneratedFilenamePrefix}, nil
+	}
+	name := string(f.GoPackageName) + suffix
+	if !token.IsIdentifier(name) {
+		return stubPackage{}, fmt.Errorf("%s: package_suffix=%s makes the package name %q, which is not a Go identifier",
+			f.Desc.Path(), suffix, name)
+	}
+	dir, base := path.Split(f.GeneratedFilenamePrefix)
+	return stubPackage{
+		name:       protogen.GoPackageName(name),
+		importPath: protogen.GoImportPath(path.Join(string(f.GoImportPath), name)),
+		filePrefix: path.Join(dir, name, base),
+	}, nil
 }
 
 func genHeader(gen *protogen.Plugin, g *protogen.GeneratedFile, f *protogen.File) {
@@ -120,10 +157,11 @@ func genHeader(gen *protogen.Plugin, g *protogen.GeneratedFile, f *protogen.File
 
 // serviceGen writes the code of one service.
 type serviceGen struct {
-	g    *protogen.GeneratedFile
-	f    *protogen.File
-	s    *protogen.Service
-	opts Options
+	g       *protogen.GeneratedFile
+	f       *protogen.File
+	s       *protogen.Service
+	pkgName protogen.GoPackageName // of the stubs, f's unless package_suffix
+	opts    Options
 }
 
 func (sg *serviceGen) generate() {
@@ -210,19 +248,76 @@ func (sg *serviceGen) genMethodNames() {
 	g.P()
 }
 
-func (sg *serviceGen) clientSignature(m *protogen.Method) string {
-	g := sg.g
-	return m.GoName + "(ctx " + g.QualifiedGoIdent(contextPackage.Ident("Context")) +
-		", in *" + g.QualifiedGoIdent(m.Input.GoIdent) +
-		", opts ..." + g.QualifiedGoIdent(rpcPackage.Ident("CallOption")) +
-		") (*" + g.QualifiedGoIdent(m.Output.GoIdent) + ", error)"
+func streaming(m *protogen.Method) bool {
+	return m.Desc.IsStreamingClient() || m.Desc.IsStreamingServer()
 }
 
+// typeArgs are the type arguments of m's generic stream types: the request
+// and response messages, or the response alone for a server stream.
+func (sg *serviceGen) typeArgs(m *protogen.Method, both bool) string {
+	out := sg.g.QualifiedGoIdent(m.Output.GoIdent)
+	if !both {
+		return "[" + out + "]"
+	}
+	return "[" + sg.g.QualifiedGoIdent(m.Input.GoIdent) + ", " + out + "]"
+}
+
+// clientStreamType is what the client method of a streaming method returns.
+func (sg *serviceGen) clientStreamType(m *protogen.Method) string {
+	g := sg.g
+	switch {
+	case m.Desc.IsStreamingClient() && m.Desc.IsStreamingServer():
+		return g.QualifiedGoIdent(rpcPackage.Ident("BidiStreamingClient")) + sg.typeArgs(m, true)
+	case m.Desc.IsStreamingClient():
+		return g.QualifiedGoIdent(rpcPackage.Ident("ClientStreamingClient")) + sg.typeArgs(m, true)
+	}
+	return g.QualifiedGoIdent(rpcPackage.Ident("ServerStreamingClient")) + sg.typeArgs(m, false)
+}
+
+// serverStreamType is what the server method of a streaming method gets.
+func (sg *serviceGen) serverStreamType(m *protogen.Method) string {
+	g := sg.g
+	switch {
+	case m.Desc.IsStreamingClient() && m.Desc.IsStreamingServer():
+		return g.QualifiedGoIdent(rpcPackage.Ident("BidiStreamingServer")) + sg.typeArgs(m, true)
+	case m.Desc.IsStreamingClient():
+		return g.QualifiedGoIdent(rpcPackage.Ident("ClientStreamingServer")) + sg.typeArgs(m, true)
+	}
+	return g.QualifiedGoIdent(rpcPackage.Ident("ServerStreamingServer")) + sg.typeArgs(m, false)
+}
+
+// clientSignature is gRPC-go's: a client-streaming method takes no request,
+// a streaming one returns its stream.
+func (sg *serviceGen) clientSignature(m *protogen.Method) string {
+	g := sg.g
+	s := m.GoName + "(ctx " + g.QualifiedGoIdent(contextPackage.Ident("Context"))
+	if !m.Desc.IsStreamingClient() {
+		s += ", in *" + g.QualifiedGoIdent(m.Input.GoIdent)
+	}
+	s += ", opts ..." + g.QualifiedGoIdent(rpcPackage.Ident("CallOption")) + ") ("
+	if streaming(m) {
+		s += sg.clientStreamType(m)
+	} else {
+		s += "*" + g.QualifiedGoIdent(m.Output.GoIdent)
+	}
+	return s + ", error)"
+}
+
+// serverSignature is gRPC-go's: a streaming method gets no context (its
+// stream has it) and the request only when the client sends one.
 func (sg *serviceGen) serverSignature(m *protogen.Method) string {
 	g := sg.g
-	return m.GoName + "(" + g.QualifiedGoIdent(contextPackage.Ident("Context")) +
-		", *" + g.QualifiedGoIdent(m.Input.GoIdent) +
-		") (*" + g.QualifiedGoIdent(m.Output.GoIdent) + ", error)"
+	if !streaming(m) {
+		return m.GoName + "(" + g.QualifiedGoIdent(contextPackage.Ident("Context")) +
+			", *" + g.QualifiedGoIdent(m.Input.GoIdent) +
+			") (*" + g.QualifiedGoIdent(m.Output.GoIdent) + ", error)"
+	}
+	var args []string
+	if !m.Desc.IsStreamingClient() {
+		args = append(args, "*"+g.QualifiedGoIdent(m.Input.GoIdent))
+	}
+	args = append(args, sg.serverStreamType(m))
+	return m.GoName + "(" + strings.Join(args, ", ") + ") error"
 }
 
 func (sg *serviceGen) genClient() {
@@ -255,17 +350,43 @@ func (sg *serviceGen) genClient() {
 	g.P("}")
 	g.P()
 
+	stream := 0 // index of a streaming method in the descriptor's Streams
 	for _, m := range s.Methods {
 		if methodDeprecated(m) {
 			sg.deprecation(false)
 		}
 		g.P("func (c *", sg.clientImplName(), ") ", sg.clientSignature(m), " {")
-		g.P("out := new(", m.Output.GoIdent, ")")
-		g.P("if err := c.cc.Invoke(ctx, ", sg.fullMethodConst(m), ", in, out, opts...); err != nil {")
+		if !streaming(m) {
+			g.P("out := new(", m.Output.GoIdent, ")")
+			g.P("if err := c.cc.Invoke(ctx, ", sg.fullMethodConst(m), ", in, out, opts...); err != nil {")
+			g.P("return nil, err")
+			g.P("}")
+			g.P("return out, nil")
+			g.P("}")
+			g.P()
+			continue
+		}
+		g.P("stream, err := c.cc.NewStream(ctx, &", sg.descName(), ".Streams[", stream, "], ", sg.fullMethodConst(m), ", opts...)")
+		stream++
+		g.P("if err != nil {")
 		g.P("return nil, err")
 		g.P("}")
-		g.P("return out, nil")
+		g.P("x := &", rpcPackage.Ident("GenericClientStream"), sg.typeArgs(m, true), "{ClientStream: stream}")
+		if !m.Desc.IsStreamingClient() {
+			g.P("if err := x.ClientStream.SendMsg(in); err != nil {")
+			g.P("return nil, err")
+			g.P("}")
+			g.P("if err := x.ClientStream.CloseSend(); err != nil {")
+			g.P("return nil, err")
+			g.P("}")
+		}
+		g.P("return x, nil")
 		g.P("}")
+		g.P()
+		alias := sg.s.GoName + "_" + m.GoName + "Client"
+		g.P("// ", alias, " names the client's stream of ", m.GoName, " as gRPC-go's")
+		g.P("// stubs did before they were generic, for code that uses that name.")
+		g.P("type ", alias, " = ", sg.clientStreamType(m))
 		g.P()
 	}
 }
@@ -302,7 +423,11 @@ func (sg *serviceGen) genServer() {
 	g.P()
 	for _, m := range s.Methods {
 		g.P("func (", unimpl, ") ", sg.serverSignature(m), " {")
-		g.P("return nil, ", statusPackage.Ident("Errorf"), "(", codesPackage.Ident("Unimplemented"),
+		nilResult := "nil, "
+		if streaming(m) {
+			nilResult = ""
+		}
+		g.P("return ", nilResult, statusPackage.Ident("Errorf"), "(", codesPackage.Ident("Unimplemented"),
 			`, "method `, m.GoName, ` not implemented")`)
 		g.P("}")
 	}
@@ -340,7 +465,7 @@ func (sg *serviceGen) genRegister() {
 	g.P("func ", name, "(s ", rpcPackage.Ident("ServiceRegistrar"), ", srv ", sg.serverName(), ") {")
 	g.P("if u, ok := srv.(interface{ isNil", unimpl, "() bool }); ok && u.isNil", unimpl, "() {")
 	g.P("panic(", fmtPackage.Ident("Sprintf"), `("`, name, `: %T embeds *`, unimpl, ` and that pointer is nil; `,
-		`embed `, unimpl, ` by value instead (struct{ `, sg.f.GoPackageName, ".", unimpl,
+		`embed `, unimpl, ` by value instead (struct{ `, sg.pkgName, ".", unimpl,
 		`; ... })", srv))`)
 	g.P("}")
 	g.P("s.RegisterService(&", sg.descName(), ", srv)")
@@ -349,26 +474,59 @@ func (sg *serviceGen) genRegister() {
 }
 
 func (sg *serviceGen) genHandlers() {
-	g := sg.g
 	for _, m := range sg.s.Methods {
-		call := "srv.(" + sg.serverName() + ")." + m.GoName
-		g.P("func ", sg.handlerName(m), "(srv any, ctx ", contextPackage.Ident("Context"),
-			", dec func(any) error, interceptor ", rpcPackage.Ident("UnaryServerInterceptor"), ") (any, error) {")
-		g.P("in := new(", m.Input.GoIdent, ")")
-		g.P("if err := dec(in); err != nil {")
-		g.P("return nil, err")
-		g.P("}")
-		g.P("if interceptor == nil {")
-		g.P("return ", call, "(ctx, in)")
-		g.P("}")
-		g.P("info := &", rpcPackage.Ident("UnaryServerInfo"), "{Server: srv, FullMethod: ", sg.fullMethodConst(m), "}")
-		g.P("handler := func(ctx ", contextPackage.Ident("Context"), ", req any) (any, error) {")
-		g.P("return ", call, "(ctx, req.(*", m.Input.GoIdent, "))")
-		g.P("}")
-		g.P("return interceptor(ctx, in, info, handler)")
-		g.P("}")
-		g.P()
+		if streaming(m) {
+			sg.genStreamHandler(m)
+		} else {
+			sg.genUnaryHandler(m)
+		}
 	}
+}
+
+func (sg *serviceGen) genUnaryHandler(m *protogen.Method) {
+	g := sg.g
+	call := "srv.(" + sg.serverName() + ")." + m.GoName
+	g.P("func ", sg.handlerName(m), "(srv any, ctx ", contextPackage.Ident("Context"),
+		", dec func(any) error, interceptor ", rpcPackage.Ident("UnaryServerInterceptor"), ") (any, error) {")
+	g.P("in := new(", m.Input.GoIdent, ")")
+	g.P("if err := dec(in); err != nil {")
+	g.P("return nil, err")
+	g.P("}")
+	g.P("if interceptor == nil {")
+	g.P("return ", call, "(ctx, in)")
+	g.P("}")
+	g.P("info := &", rpcPackage.Ident("UnaryServerInfo"), "{Server: srv, FullMethod: ", sg.fullMethodConst(m), "}")
+	g.P("handler := func(ctx ", contextPackage.Ident("Context"), ", req any) (any, error) {")
+	g.P("return ", call, "(ctx, req.(*", m.Input.GoIdent, "))")
+	g.P("}")
+	g.P("return interceptor(ctx, in, info, handler)")
+	g.P("}")
+	g.P()
+}
+
+// genStreamHandler writes a StreamHandler: it reads the one request of a
+// server-streaming method itself, as gRPC-go's generated handlers do.
+func (sg *serviceGen) genStreamHandler(m *protogen.Method) {
+	g := sg.g
+	call := "srv.(" + sg.serverName() + ")." + m.GoName
+	typed := g.QualifiedGoIdent(rpcPackage.Ident("GenericServerStream")) + sg.typeArgs(m, true) + "{ServerStream: stream}"
+	g.P("func ", sg.handlerName(m), "(srv any, stream ", rpcPackage.Ident("ServerStream"), ") error {")
+	if m.Desc.IsStreamingClient() {
+		g.P("return ", call, "(&", typed, ")")
+	} else {
+		g.P("in := new(", m.Input.GoIdent, ")")
+		g.P("if err := stream.RecvMsg(in); err != nil {")
+		g.P("return err")
+		g.P("}")
+		g.P("return ", call, "(in, &", typed, ")")
+	}
+	g.P("}")
+	g.P()
+	alias := sg.s.GoName + "_" + m.GoName + "Server"
+	g.P("// ", alias, " names the server's stream of ", m.GoName, " as gRPC-go's")
+	g.P("// stubs did before they were generic, for code that uses that name.")
+	g.P("type ", alias, " = ", sg.serverStreamType(m))
+	g.P()
 }
 
 func (sg *serviceGen) genServiceDesc() {
@@ -381,9 +539,29 @@ func (sg *serviceGen) genServiceDesc() {
 	g.P("HandlerType: (*", sg.serverName(), ")(nil),")
 	g.P("Methods: []", rpcPackage.Ident("MethodDesc"), "{")
 	for _, m := range s.Methods {
+		if streaming(m) {
+			continue
+		}
 		g.P("{")
 		g.P("MethodName: ", fmt.Sprintf("%q", m.Desc.Name()), ",")
 		g.P("Handler: ", sg.handlerName(m), ",")
+		g.P("},")
+	}
+	g.P("},")
+	g.P("Streams: []", rpcPackage.Ident("StreamDesc"), "{")
+	for _, m := range s.Methods {
+		if !streaming(m) {
+			continue
+		}
+		g.P("{")
+		g.P("StreamName: ", fmt.Sprintf("%q", m.Desc.Name()), ",")
+		g.P("Handler: ", sg.handlerName(m), ",")
+		if m.Desc.IsStreamingServer() {
+			g.P("ServerStreams: true,")
+		}
+		if m.Desc.IsStreamingClient() {
+			g.P("ClientStreams: true,")
+		}
 		g.P("},")
 	}
 	g.P("},")

@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/pluginpb"
 
 	"github.com/rdmarpc/rdmarpc/codegen"
-	"github.com/rdmarpc/rdmarpc/codegen/compile"
+	"github.com/rdmarpc/rdmarpc/internal/compile"
 )
 
 func request(t *testing.T, importPath, file, param string) *pluginpb.CodeGeneratorRequest {
@@ -25,21 +26,6 @@ func request(t *testing.T, importPath, file, param string) *pluginpb.CodeGenerat
 		req.Parameter = proto.String(param)
 	}
 	return req
-}
-
-func TestStreamingMethodsAreRejectedByName(t *testing.T) {
-	resp := codegen.Run(request(t, "testdata", "streaming/streaming.proto", ""))
-	want := strings.Join([]string{
-		"streaming/streaming.proto: method rdmarpc.test.streaming.Feed.Watch is streaming; rdmarpc supports unary methods only",
-		"streaming/streaming.proto: method rdmarpc.test.streaming.Feed.Upload is streaming; rdmarpc supports unary methods only",
-		"streaming/streaming.proto: method rdmarpc.test.streaming.Feed.Chat is streaming; rdmarpc supports unary methods only",
-	}, "\n")
-	if got := resp.GetError(); got != want {
-		t.Errorf("error:\n%s\nwant:\n%s", got, want)
-	}
-	if len(resp.File) != 0 {
-		t.Errorf("generated %d files for a file with streaming methods; want none", len(resp.File))
-	}
 }
 
 func TestOptions(t *testing.T) {
@@ -90,5 +76,42 @@ func TestSupportedFeatures(t *testing.T) {
 	want := uint64(pluginpb.CodeGeneratorResponse_FEATURE_PROTO3_OPTIONAL)
 	if resp.GetSupportedFeatures()&want == 0 {
 		t.Errorf("supported features %b lack proto3 optional: protoc would refuse optional.proto", resp.GetSupportedFeatures())
+	}
+}
+
+// TestEdition2024 feeds the plugin an edition 2024 file, as protoc 30 and
+// later send it: protoc-gen-go and protoc-gen-go-grpc take it, so must we.
+func TestEdition2024(t *testing.T) {
+	file := &descriptorpb.FileDescriptorProto{
+		Name:    proto.String("e/e.proto"),
+		Package: proto.String("e.v1"),
+		Syntax:  proto.String("editions"),
+		Edition: descriptorpb.Edition_EDITION_2024.Enum(),
+		Options: &descriptorpb.FileOptions{GoPackage: proto.String("example.com/e")},
+		MessageType: []*descriptorpb.DescriptorProto{{
+			Name: proto.String("R"),
+			Field: []*descriptorpb.FieldDescriptorProto{{
+				Name: proto.String("a"), JsonName: proto.String("a"), Number: proto.Int32(1),
+				Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
+				Type:  descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(),
+			}},
+		}},
+		Service: []*descriptorpb.ServiceDescriptorProto{{
+			Name: proto.String("S"),
+			Method: []*descriptorpb.MethodDescriptorProto{{
+				Name: proto.String("M"), InputType: proto.String(".e.v1.R"), OutputType: proto.String(".e.v1.R"),
+				ServerStreaming: proto.Bool(true),
+			}},
+		}},
+	}
+	resp := codegen.Run(&pluginpb.CodeGeneratorRequest{FileToGenerate: []string{"e/e.proto"}, ProtoFile: []*descriptorpb.FileDescriptorProto{file}})
+	if resp.Error != nil {
+		t.Fatal(resp.GetError())
+	}
+	if len(resp.File) != 1 || !strings.Contains(resp.File[0].GetContent(), "M(ctx context.Context, in *R, opts ...rpc.CallOption) (rpc.ServerStreamingClient[R], error)") {
+		t.Errorf("generated %d files, not the stubs of S.M", len(resp.File))
+	}
+	if got := resp.GetMaximumEdition(); got < int32(descriptorpb.Edition_EDITION_2024) {
+		t.Errorf("maximum edition %d; want at least 2024", got)
 	}
 }

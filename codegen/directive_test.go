@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmarpc/rdmarpc/codegen/compile"
+	"github.com/rdmarpc/rdmarpc/internal/compile"
 )
 
 // genDirective prefixes the go:generate lines of checked-in generated code.
@@ -57,6 +57,7 @@ func genCases(t *testing.T) []genCase {
 // genArgs is what a go:generate line asks rdmarpc gen for.
 type genArgs struct {
 	importPaths []string
+	descSets    []string // --descriptor_set_in
 	files       []string
 	outs        map[string]*compile.Output // by plugin name
 }
@@ -111,7 +112,13 @@ func (c genCase) parse(t *testing.T) genArgs {
 		if o.Dir == "" {
 			o.Dir = out
 		}
-		o.Params = append(append([]string(nil), opts...), o.Params...)
+		var common []string
+		for _, opt := range opts {
+			if p.Takes(opt) { // as rdmarpc gen routes --opt
+				common = append(common, opt)
+			}
+		}
+		o.Params = append(common, o.Params...)
 	}
 	return a
 }
@@ -119,7 +126,7 @@ func (c genCase) parse(t *testing.T) genArgs {
 // generate runs rdmarpc gen's pipeline in process.
 func (a genArgs) generate(t *testing.T) []compile.File {
 	t.Helper()
-	req, err := compile.Request(t.Context(), compile.Config{ImportPaths: a.importPaths, Files: a.files})
+	req, err := compile.Request(t.Context(), compile.Config{ImportPaths: a.importPaths, DescriptorSets: a.descSets, Files: a.files})
 	if err != nil {
 		t.Fatal(err)
 	}

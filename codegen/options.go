@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"google.golang.org/protobuf/compiler/protogen"
@@ -9,7 +10,7 @@ import (
 
 // Version is the generator's version, written into the header of every file
 // it generates. It changes when the generated code changes.
-const Version = "v0.1.0"
+const Version = "v0.2.0"
 
 // PluginName is the name protoc knows the plugin by: protoc runs
 // protoc-gen-go-rdmarpc for --go-rdmarpc_out.
@@ -26,6 +27,18 @@ type Options struct {
 	// compiling when methods are added to the service. Default true, as in
 	// gRPC-go; require_unimplemented_servers=false turns it off.
 	RequireUnimplementedServers bool
+
+	// PackageSuffix, when set, puts the stubs into a package of their own,
+	// named the messages' package name plus the suffix, in a directory of
+	// that name inside the messages' directory; it imports the messages'
+	// package. With it, stubs can be generated for a .proto file whose
+	// messages are already compiled into a published Go package (say
+	// google.golang.org/grpc/health/grpc_health_v1), which is then reused
+	// rather than regenerated: two copies of a message package in one binary
+	// panic at startup ("file ... is already registered"). Default "", the
+	// messages' own package; package_suffix=rdmarpc sets it, as connect-go's
+	// option of that name does.
+	PackageSuffix string
 }
 
 // DefaultOptions are the options when the parameter string sets none.
@@ -48,11 +61,21 @@ func (o *Options) Set(name, value string) error {
 		}
 		o.RequireUnimplementedServers = b
 		return nil
+	case "package_suffix":
+		o.PackageSuffix = value
+		return nil
 	}
-	return fmt.Errorf("unknown option %q; %s takes require_unimplemented_servers=true|false "+
+	return fmt.Errorf("unknown option %q; %s takes require_unimplemented_servers=true|false, package_suffix=SUFFIX "+
 		"and protogen's paths=import|source_relative, module=PREFIX, M<file.proto>=<Go import path>, annotate_code",
 		name, PluginName)
 }
+
+// optionNames are the options Set knows.
+var optionNames = []string{"require_unimplemented_servers", "package_suffix"}
+
+// KnowsOption says whether name is one of the generator's own options (not
+// protogen's).
+func KnowsOption(name string) bool { return slices.Contains(optionNames, name) }
 
 // ProtogenOptions returns the protogen options that feed parameters to o.
 func (o *Options) ProtogenOptions() protogen.Options {

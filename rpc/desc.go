@@ -2,9 +2,14 @@ package rpc
 
 import "context"
 
-// SupportPackageIsVersion1 is referenced by generated code. Code generated for
-// another version of this package fails to compile instead of misbehaving.
-const SupportPackageIsVersion1 = true
+// SupportPackageIsVersionN is referenced by code generated for version N of
+// this package's API: code generated for a newer version fails to compile,
+// naming the constant, instead of failing obscurely or misbehaving. Older
+// versions stay defined, so older generated code keeps compiling.
+const (
+	SupportPackageIsVersion1 = true // unary methods
+	SupportPackageIsVersion2 = true // streaming methods: ServiceDesc.Streams, NewStream
+)
 
 // MethodHandler runs one unary method: it decodes the request with dec, then
 // calls the service implementation srv, through interceptor when it is not nil.
@@ -25,7 +30,10 @@ type ServiceDesc struct {
 	// implementation registered must implement it.
 	HandlerType any
 	Methods     []MethodDesc
-	Metadata    any // the .proto file the service came from
+	// Streams are the streaming methods. This version registers them but
+	// answers each with codes.Unimplemented: streams do not run yet.
+	Streams  []StreamDesc
+	Metadata any // the .proto file the service came from
 }
 
 // ServiceRegistrar registers services; *Server is one. Generated
@@ -37,7 +45,11 @@ type ServiceRegistrar interface {
 // ClientConnInterface is what generated clients call through; *ClientConn is
 // one, and tests may supply another.
 type ClientConnInterface interface {
+	// Invoke makes a unary call.
 	Invoke(ctx context.Context, method string, req, reply any, opts ...CallOption) error
+	// NewStream opens a stream for a streaming method. *ClientConn's fails
+	// with codes.Unimplemented in this version.
+	NewStream(ctx context.Context, desc *StreamDesc, method string, opts ...CallOption) (ClientStream, error)
 }
 
 // UnaryServerInfo tells a server interceptor what is being called.

@@ -9,7 +9,10 @@
 // Options (--go-rdmarpc_opt, comma-separated): protogen's paths=, module=,
 // M<file>=<import path> and annotate_code, and
 // require_unimplemented_servers=false to drop the requirement that servers
-// embed UnimplementedXServer. Unknown options are errors.
+// embed UnimplementedXServer, and package_suffix=SUFFIX to write the stubs
+// into a package of their own (the messages' package name plus SUFFIX) that
+// imports the messages' package. Unknown options are errors. --version
+// prints the plugin's version.
 //
 // `rdmarpc gen` produces the same files without protoc.
 package main

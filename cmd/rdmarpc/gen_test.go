@@ -9,6 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
+
+	"github.com/rdmarpc/rdmarpc/codegen"
+	"github.com/rdmarpc/rdmarpc/internal/compile"
 )
 
 var (
@@ -96,6 +102,8 @@ import "google/protobuf/timestamp.proto";
 option go_package = "example.com/demo/demopb";
 service Clock {
   rpc Now(NowRequest) returns (google.protobuf.Timestamp);
+  rpc Ticks(NowRequest) returns (stream google.protobuf.Timestamp);
+  rpc Sync(stream google.protobuf.Timestamp) returns (stream google.protobuf.Timestamp);
 }
 message NowRequest {}
 `
@@ -206,17 +214,6 @@ message A {}
 			},
 		},
 		{
-			name: "streaming method",
-			files: map[string]string{"s.proto": `syntax = "proto3";
-package s;
-option go_package = "example.com/s";
-service Feed { rpc Watch(M) returns (stream M); }
-message M {}
-`},
-			args: []string{"--out", ".", "s.proto"},
-			want: []string{"--go-rdmarpc_out: s.proto: method s.Feed.Watch is streaming; rdmarpc supports unary methods only"},
-		},
-		{
 			name:  "unknown stub option",
 			files: map[string]string{"p.proto": okProto},
 			args:  []string{"--out", ".", "--go-rdmarpc_opt=fast=yes", "p.proto"},
@@ -264,5 +261,149 @@ message A {}
 	}
 	if files := pbFiles(t, dir); len(files) != 1 || files[0] != "w.pb.go" {
 		t.Errorf("wrote %q; want w.pb.go only (no services, no stubs)", files)
+	}
+}
+
+// TestGenOptRoutesOptions checks that --opt gives each generator only the
+// options it takes: protoc-gen-go would refuse the stubs' own.
+func TestGenOptRoutesOptions(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"proto/demo/v1/demo.proto": okProto})
+	stderr, code := runGenIn(t, dir, "-I", "proto", "--out", "gen", "--opt", "paths=source_relative",
+		"--opt", "require_unimplemented_servers=false", "--opt", "package_suffix=rdmarpc", "proto/demo/v1/demo.proto")
+	if code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, stderr)
+	}
+	want := []string{"gen/demo/v1/demo.pb.go", "gen/demo/v1/demopbrdmarpc/demo_rdmarpc.pb.go"}
+	if got := pbFiles(t, dir); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("wrote %q; want %q", got, want)
+	}
+	stubs, err := os.ReadFile(filepath.Join(dir, "gen/demo/v1/demopbrdmarpc/demo_rdmarpc.pb.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(stubs); !strings.Contains(s, "package demopbrdmarpc\n") || strings.Contains(s, "mustEmbedUnimplemented") {
+		t.Errorf("the stubs ignored an --opt option: package_suffix or require_unimplemented_servers=false")
+	}
+
+	stderr, code = runGenIn(t, dir, "--out", "gen2", "--opt", "fast=yes", "proto/demo/v1/demo.proto")
+	if want := `--opt fast=yes: neither protoc-gen-go nor protoc-gen-go-rdmarpc takes the option "fast"`; code == 0 || !strings.Contains(stderr, want) {
+		t.Errorf("exit code %d, stderr:\n%s\nwant a failure saying %s", code, stderr, want)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	cmd := exec.Command(rdmarpcBinary(t), "--version")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "rdmarpc ") ||
+		lines[1] != codegen.PluginName+" "+codegen.Version || !strings.HasPrefix(lines[2], "protoc-gen-go v1.") {
+		t.Errorf("rdmarpc --version printed:\n%s", out)
+	}
+}
+
+// TestGenEdition2024 says plainly what rdmarpc gen cannot compile yet.
+func TestGenEdition2024(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"e.proto": `edition = "2024";
+package e;
+option go_package = "example.com/e";
+message R { string a = 1; }
+`})
+	stderr, code := runGenIn(t, dir, "--out", ".", "e.proto")
+	if want := "stops at edition 2023: generate newer editions with protoc 30 or later and protoc-gen-go-rdmarpc"; code == 0 || !strings.Contains(stderr, want) {
+		t.Errorf("exit code %d, stderr:\n%s\nwant a failure saying %s", code, stderr, want)
+	}
+}
+
+// TestGenDescriptorSetIn generates from a FileDescriptorSet, as protoc
+// --descriptor_set_in does, and says what is missing from an incomplete one.
+func TestGenDescriptorSetIn(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"proto/demo/v1/demo.proto": okProto})
+	req, err := compile.Request(t.Context(), compile.Config{
+		ImportPaths: []string{filepath.Join(dir, "proto")},
+		Files:       []string{filepath.Join(dir, "proto/demo/v1/demo.proto")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSet := func(name string, files []*descriptorpb.FileDescriptorProto) {
+		b, err := proto.Marshal(&descriptorpb.FileDescriptorSet{File: files})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeSet("full.binpb", req.ProtoFile)
+	writeSet("partial.binpb", req.ProtoFile[len(req.ProtoFile)-1:]) // demo.proto without its import
+
+	stderr, code := runGenIn(t, dir, "--descriptor_set_in=full.binpb", "--out", "gen", "--opt", "paths=source_relative", "demo/v1/demo.proto")
+	if code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, stderr)
+	}
+	want := []string{"gen/demo/v1/demo.pb.go", "gen/demo/v1/demo_rdmarpc.pb.go"}
+	if got := pbFiles(t, dir); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("wrote %q; want %q", got, want)
+	}
+
+	for _, tc := range []struct{ set, file, want string }{
+		{"partial.binpb", "demo/v1/demo.proto", `demo/v1/demo.proto: import "google/protobuf/timestamp.proto" is not in the descriptor sets (--descriptor_set_in) "partial.binpb"; build them with --include_imports`},
+		{"full.binpb", "demo/v1/other.proto", `demo/v1/other.proto: not in the descriptor sets (--descriptor_set_in) "full.binpb"`},
+		{"proto/demo/v1/demo.proto", "demo/v1/demo.proto", "proto/demo/v1/demo.proto: not a FileDescriptorSet"},
+		{"full.binpb -I proto", "demo/v1/demo.proto", "--descriptor_set_in takes every file from the sets; -I would not be searched"},
+	} {
+		set, rest, _ := strings.Cut(tc.set, " ")
+		args := append([]string{"--descriptor_set_in=" + set}, strings.Fields(rest)...)
+		stderr, code := runGenIn(t, dir, append(args, "--out", "gen2", tc.file)...)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("--descriptor_set_in=%s %s: exit code %d, stderr:\n%s\nwant a failure saying %s", tc.set, tc.file, code, stderr, tc.want)
+		}
+	}
+}
+
+// TestGenDescriptorSetIn2024 generates an edition 2024 file that protoc 30 or
+// buf compiled: rdmarpc gen cannot compile 2024 sources, but generates from
+// their descriptors, as protoc-gen-go does.
+func TestGenDescriptorSetIn2024(t *testing.T) {
+	file := &descriptorpb.FileDescriptorProto{
+		Name:    proto.String("e/v1/e.proto"),
+		Package: proto.String("e.v1"),
+		Syntax:  proto.String("editions"),
+		Edition: descriptorpb.Edition_EDITION_2024.Enum(),
+		Options: &descriptorpb.FileOptions{GoPackage: proto.String("example.com/e/v1;epb")},
+		MessageType: []*descriptorpb.DescriptorProto{{
+			Name: proto.String("R"),
+			Field: []*descriptorpb.FieldDescriptorProto{{
+				Name: proto.String("a"), JsonName: proto.String("a"), Number: proto.Int32(1),
+				Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
+				Type:  descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(),
+			}},
+		}},
+		Service: []*descriptorpb.ServiceDescriptorProto{{
+			Name: proto.String("S"),
+			Method: []*descriptorpb.MethodDescriptorProto{{
+				Name: proto.String("M"), InputType: proto.String(".e.v1.R"), OutputType: proto.String(".e.v1.R"),
+				ClientStreaming: proto.Bool(true), ServerStreaming: proto.Bool(true),
+			}},
+		}},
+	}
+	dir := t.TempDir()
+	b, err := proto.Marshal(&descriptorpb.FileDescriptorSet{File: []*descriptorpb.FileDescriptorProto{file}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "e.binpb"), b, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	stderr, code := runGenIn(t, dir, "--descriptor_set_in=e.binpb", "--out", ".", "--opt", "paths=source_relative", "e/v1/e.proto")
+	if code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, stderr)
+	}
+	want := []string{"e/v1/e.pb.go", "e/v1/e_rdmarpc.pb.go"}
+	if got := pbFiles(t, dir); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("wrote %q; want %q", got, want)
 	}
 }

@@ -185,6 +185,10 @@ func (c *recordingConn) Invoke(_ context.Context, method string, req, reply any,
 	return nil
 }
 
+func (c *recordingConn) NewStream(context.Context, *rpc.StreamDesc, string, ...rpc.CallOption) (rpc.ClientStream, error) {
+	return nil, errors.New("recordingConn opens no streams")
+}
+
 func TestClient(t *testing.T) {
 	cc := &recordingConn{}
 	c := multipb.NewGreeterClient(cc)

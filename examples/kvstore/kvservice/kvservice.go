@@ -82,6 +82,12 @@ func toStatus(err error) error {
 		return st.Err()
 	case errors.Is(err, store.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, store.ErrDiskFull):
+		// gRPC's code for "the entire file system is out of space": the
+		// client may retry once space is freed, not at once.
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, store.ErrFailed):
+		return status.Error(codes.Internal, err.Error())
 	case errors.Is(err, store.ErrClosed):
 		return status.Error(codes.Unavailable, "the store is closed: the server is shutting down")
 	default:

@@ -61,6 +61,9 @@ func TestToStatus(t *testing.T) {
 		{&store.ConflictError{Found: true, Current: []byte("x")}, codes.Aborted},
 		{store.ErrClosed, codes.Unavailable},
 		{errors.New("disk on fire"), codes.Internal},
+		{&store.DiskFullError{Dir: "d", Free: 1, Need: 2}, codes.ResourceExhausted},
+		{fmt.Errorf("%w: reopening", store.ErrDiskFull), codes.ResourceExhausted},
+		{fmt.Errorf("wrapped: %w", store.ErrFailed), codes.Internal},
 	}
 	for _, tc := range tests {
 		err := toStatus(tc.err)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/rdmarpc/rdmarpc/examples/kvstore/store"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -20,6 +21,9 @@ import (
 //	kvstore_requests_total{method,code}         calls that reached a handler
 //	kvstore_request_duration_seconds{method}    their latency, handler included
 //	kvstore_listener_info{target,scheme}        1 per listener
+//	kvstore_store_writable                      1 while the store takes writes,
+//	                                            0 while it refuses them (full
+//	                                            disk, storage failure)
 //	rdmarpc_transport_<counter>_total{scheme}   the counters of transports
 //	                                            that keep some (transport.Counters)
 //
@@ -55,6 +59,19 @@ func newMetrics() *metrics {
 	m.reg.MustRegister(m.requests, m.latency, m.listeners, m.counters,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// storeWritable exports whether st takes writes.
+func (m *metrics) storeWritable(st *store.Store) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kvstore_store_writable",
+		Help: "1 while the store takes writes, 0 while it refuses them (disk full, storage failed).",
+	}, func() float64 {
+		if st.Writable() != nil {
+			return 0
+		}
+		return 1
+	}))
 }
 
 // interceptor counts and times every call.

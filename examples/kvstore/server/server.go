@@ -95,6 +95,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if s.st, err = store.Open(so); err != nil {
 		return nil, err
 	}
+	s.metrics.storeWritable(s.st)
 	for _, target := range cfg.Listen {
 		lis, actual, t, err := s.listen(target)
 		if err != nil {

@@ -250,6 +250,7 @@ func TestMetrics(t *testing.T) {
 		`kvstore_request_duration_seconds_count{method="Put"} 3`,
 		`kvstore_request_duration_seconds_bucket{method="Put",le="+Inf"} 3`,
 		`kvstore_listener_info{scheme="rdma",target="` + target + `"} 1`,
+		`kvstore_store_writable 1`,
 		`rdmarpc_transport_credit_waits_total{scheme="rdma"} 7`,
 		`rdmarpc_transport_recvs_posted_total{scheme="rdma"} 42`,
 		`rdmarpc_transport_odd_name_total{scheme="rdma"} 1`,

@@ -17,6 +17,16 @@
 // process crash may then lose the last writes still buffered in Pebble, and
 // an OS crash what the kernel had not written back.
 //
+// A full disk: a persistent store keeps Options.MinFreeBytes free on its
+// file system (statfs, asked at most every 100 ms or after a quarter of the
+// threshold was written) and refuses writes that would leave less with a
+// *DiskFullError; reads go on, and writes are accepted again once space is
+// freed. Opened on a full disk, it opens Pebble read-only and reopens it
+// for writes once space is freed. Pebble's fatal errors (its logger's
+// Fatalf) never exit the process: writes then fail with ErrFailed until
+// the store is opened again. Each ENOSPC pauses Pebble's writes (10 ms
+// doubling to 1 s), the back-off its flush and compaction retries lack.
+//
 // The package knows nothing of RPC: the service maps its errors to status
 // codes.
 package store

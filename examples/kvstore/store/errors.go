@@ -35,7 +35,31 @@ var (
 	// ErrCorruptDir is wrapped when the data directory has a marker but
 	// the marker or Pebble's files cannot be read. Open touched nothing.
 	ErrCorruptDir = errors.New("corrupt kvstore data directory")
+
+	// ErrFailed is wrapped by the errors of writes after a fatal storage
+	// error (a write-ahead log that could not be written or synced): the
+	// store serves reads but refuses writes until it is opened again. A
+	// write that fails this way may or may not have been applied.
+	ErrFailed = errors.New("storage failed")
+
+	// ErrDiskFull is wrapped by *DiskFullError.
+	ErrDiskFull = errors.New("disk full")
 )
+
+// DiskFullError refuses a write because the data directory's file system
+// has less free space than the store keeps (Options.MinFreeBytes): nothing
+// was written. Writes are accepted again once space is freed.
+type DiskFullError struct {
+	Dir  string // the data directory
+	Free uint64 // bytes free for the store, as far as it knows
+	Need uint64 // bytes it needs free to accept the write: the threshold plus the write
+}
+
+func (e *DiskFullError) Error() string {
+	return fmt.Sprintf("disk full: %d bytes free in %s, need %d", e.Free, e.Dir, e.Need)
+}
+
+func (e *DiskFullError) Is(target error) bool { return target == ErrDiskFull }
 
 // invalidError is an ErrInvalid whose message says what is wrong alone
 // ("empty key"), since whoever reports it names the kind already.

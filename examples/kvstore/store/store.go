@@ -31,15 +31,57 @@ type Options struct {
 	// Logger receives Pebble's messages and the store's own. Default
 	// zap.NewNop().
 	Logger *zap.Logger
+
+	// MinFreeBytes is the free space a persistent store keeps on its file
+	// system (what df calls available: without the blocks reserved for
+	// root): a write that would leave less is refused with a
+	// *DiskFullError (reads go on), and accepted again once space is
+	// freed. 0 means DefaultMinFreeBytes, unless MinFreePercent is set.
+	// Opening read-write also needs at least the WAL's size free (its
+	// replay is flushed); with less, Open opens read-only and reopens
+	// once there is room.
+	MinFreeBytes int64
+	// MinFreePercent, when positive, is the threshold as a percentage of
+	// the file system's size; with MinFreeBytes too, the larger counts.
+	MinFreePercent float64
+	// NoFreeSpaceCheck turns the free-space threshold off: Pebble then
+	// meets a full disk as it comes, and the store fails (ErrFailed).
+	NoFreeSpaceCheck bool
+
+	// fs replaces vfs.NewMem() for an InMemory store: tests inject errors.
+	fs vfs.FS
+	// diskUsage and now replace statfs and the clock of the free-space
+	// check in tests.
+	diskUsage func(dir string) (vfs.DiskUsage, error)
+	now       func() time.Time
 }
 
 // Store is a sorted key-value map. Its methods are safe for concurrent use.
 type Store struct {
-	db      *pebble.DB
+	db      *pebble.DB   // guarded by closeMu: a reopen replaces it
 	dirLock *pebble.Lock // the data directory's, when we took it ourselves
 	wo      *pebble.WriteOptions
 	log     *zap.Logger
 	seed    maphash.Seed
+	failure *failure   // Pebble's fatal error, if any
+	guard   *diskGuard // nil when in memory or turned off
+	popts   *pebble.Options
+	pdir    string // Pebble's directory, when persistent
+
+	// enospcLog limits the lines about ENOSPC; enospcBackoff, guarded by
+	// enospcMu, is the pause after the last one.
+	enospcLog     *limiter
+	enospcMu      sync.Mutex
+	enospcBackoff time.Duration
+	enospcLast    time.Time
+
+	// readOnly (guarded by closeMu) is set while the database is open
+	// read-only because the disk was full at Open; the watcher goroutine
+	// (wg) reopens it for writes once space is freed, or exits at stop.
+	readOnly bool
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
 
 	// writeLocks serialize writes per key stripe, so that CompareAndSwap's
 	// read and write are atomic against every other write of the key.
@@ -82,91 +124,148 @@ func Open(o Options) (*Store, error) {
 		log = zap.NewNop()
 	}
 	log = log.Named("store")
-	popts := &pebble.Options{Logger: pebbleLogger{log.Named("pebble").Sugar()}}
-	var (
-		db   *pebble.DB
-		lock *pebble.Lock
-		err  error
-	)
-	if o.InMemory {
-		popts.FS = vfs.NewMem()
-		db, err = pebble.Open("", popts)
-	} else {
-		if o.Dir == "" {
-			return nil, errors.New("store: no data directory given")
-		}
-		db, lock, err = openDir(o.Dir, popts, log)
+	s := &Store{
+		wo:        pebble.Sync,
+		log:       log,
+		seed:      maphash.MakeSeed(),
+		failure:   &failure{},
+		enospcLog: newLimiter(errorLogInterval),
+		stop:      make(chan struct{}),
 	}
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{db: db, dirLock: lock, wo: pebble.Sync, log: log, seed: maphash.MakeSeed()}
 	if o.NoSync {
 		s.wo = pebble.NoSync
+	}
+	s.popts = &pebble.Options{Logger: newPebbleLogger(log.Named("pebble"), s.failure)}
+	if o.InMemory {
+		fs := o.fs
+		if fs == nil {
+			fs = vfs.NewMem()
+		}
+		s.popts.FS = vfs.OnDiskFull(fs, s.onDiskFull) // for tests that inject ENOSPC
+		var err error
+		if s.db, err = pebble.Open("", s.popts); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	if o.Dir == "" {
+		return nil, errors.New("store: no data directory given")
+	}
+	if !o.NoFreeSpaceCheck {
+		s.guard = newDiskGuard(o.Dir, o)
+	}
+	s.popts.FS = vfs.OnDiskFull(vfs.Default, s.onDiskFull)
+	if err := s.openDir(o.Dir); err != nil {
+		return nil, err
+	}
+	if s.readOnly {
+		s.wg.Add(1)
+		go s.watch()
 	}
 	return s, nil
 }
 
-// openDir opens (or creates) the Pebble database of a data directory. The
-// lock, when not nil, is to be closed after the database.
-func openDir(dir string, popts *pebble.Options, log *zap.Logger) (*pebble.DB, *pebble.Lock, error) {
+// openDir opens (or creates) the Pebble database of a data directory: read
+// only when the free-space check finds the disk full.
+func (s *Store) openDir(dir string) error {
 	m, err := inspectDir(dir)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	pdir := filepath.Join(dir, pebbleDirName)
+	s.pdir = pdir
 	if m != nil && m.State == stateReady {
 		if err := precheck(pdir); err != nil {
-			return nil, nil, err
+			return err
 		}
 		// Lock before reading anything, so that a directory in use says
 		// so rather than looking corrupt.
 		lock, err := pebble.LockDirectory(pdir, vfs.Default)
 		if err != nil {
 			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "held by current process") {
-				return nil, nil, fmt.Errorf("%w: %s (%v)", ErrDirInUse, dir, err)
+				return fmt.Errorf("%w: %s (%v)", ErrDirInUse, dir, err)
 			}
-			return nil, nil, fmt.Errorf("locking %s: %w", pdir, err)
+			return fmt.Errorf("locking %s: %w", pdir, err)
 		}
-		popts.Lock = lock
-		db, err := probeAndOpen(pdir, popts)
+		s.popts.Lock = lock
+		// On a full disk a read-write open would spin retrying the flush
+		// of the replayed WAL: open read-only, which writes nothing, and
+		// reopen for writes once space is freed (watch).
+		full := s.roomToOpen()
+		db, err := probeAndOpen(pdir, s.popts, full != nil)
 		if err != nil {
 			lock.Close()
-			return nil, nil, err
+			return err
 		}
-		log.Info("opened data directory", zap.String("dir", dir))
-		return db, lock, nil
+		s.db, s.dirLock, s.readOnly = db, lock, full != nil
+		if full != nil {
+			var df *DiskFullError
+			errors.As(full, &df)
+			s.log.Warn("opened data directory read-only: disk full, writes are refused until space is freed",
+				zap.String("dir", dir), zap.Uint64("free_bytes", df.Free), zap.Uint64("need_bytes", df.Need))
+		} else {
+			s.log.Info("opened data directory", zap.String("dir", dir))
+		}
+		return nil
 	}
 
 	// A new store, or one whose creation was cut short: nothing in it was
 	// ever acknowledged, so it is created from scratch.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("creating data directory: %w", err)
+		return fmt.Errorf("creating data directory: %w", err)
+	}
+	if s.guard != nil {
+		if err := s.guard.check(0); errors.Is(err, ErrDiskFull) {
+			return fmt.Errorf("creating data directory: %w", err)
+		}
 	}
 	created := time.Now().UTC()
 	if m != nil {
 		created = m.Created
 		if err := os.RemoveAll(pdir); err != nil {
-			return nil, nil, fmt.Errorf("removing a half-created store: %w", err)
+			return fmt.Errorf("removing a half-created store: %w", err)
 		}
 	}
 	mk := marker{Format: markerFormat, Version: markerVersion, State: stateCreating, Created: created}
 	if err := writeMarker(dir, mk); err != nil {
-		return nil, nil, fmt.Errorf("creating data directory: %w", err)
+		return fmt.Errorf("creating data directory: %w", err)
 	}
-	o := popts.Clone()
+	o := s.popts.Clone()
 	o.ErrorIfExists = true
 	db, err := pebble.Open(pdir, o)
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating %s: %w", pdir, err)
+		return fmt.Errorf("creating %s: %w", pdir, err)
 	}
 	mk.State = stateReady
 	if err := writeMarker(dir, mk); err != nil {
 		db.Close()
-		return nil, nil, fmt.Errorf("creating data directory: %w", err)
+		return fmt.Errorf("creating data directory: %w", err)
 	}
-	log.Info("created data directory", zap.String("dir", dir))
-	return db, nil, nil
+	s.db = db
+	s.log.Info("created data directory", zap.String("dir", dir))
+	return nil
+}
+
+// roomToOpen returns a *DiskFullError unless the file system has room for
+// a read-write open: the threshold, and at least the WAL that the open
+// replays and flushes (until that flush is done, Open does not return).
+// The WAL files counted include those kept for recycling, which errs on
+// the safe side.
+func (s *Store) roomToOpen() error {
+	if s.guard == nil {
+		return nil
+	}
+	var wal uint64
+	logs, _ := filepath.Glob(filepath.Join(s.pdir, "*.log"))
+	for _, l := range logs {
+		if fi, err := os.Stat(l); err == nil {
+			wal += uint64(fi.Size())
+		}
+	}
+	if err := s.guard.check(wal); errors.Is(err, ErrDiskFull) {
+		return err
+	}
+	return nil
 }
 
 // precheck refuses a Pebble directory that is missing or has no LOCK file
@@ -183,14 +282,18 @@ func precheck(pdir string) error {
 
 // probeAndOpen opens Pebble's files read-only first, so that a store that
 // cannot be read is refused before a read-write open changes anything (it
-// would clean up obsolete files, for instance), then opens them for real.
-func probeAndOpen(pdir string, popts *pebble.Options) (*pebble.DB, error) {
+// would clean up obsolete files, for instance), then opens them for real,
+// unless readOnly.
+func probeAndOpen(pdir string, popts *pebble.Options, readOnly bool) (*pebble.DB, error) {
 	o := popts.Clone()
 	o.ReadOnly = true
 	o.ErrorIfNotExists = true
 	db, err := pebble.Open(pdir, o)
 	if err != nil {
 		return nil, fmt.Errorf("%w: Pebble cannot read %s: %v", ErrCorruptDir, pdir, err)
+	}
+	if readOnly {
+		return db, nil
 	}
 	if err := db.Close(); err != nil {
 		return nil, err
@@ -206,14 +309,19 @@ func probeAndOpen(pdir string, popts *pebble.Options) (*pebble.DB, error) {
 // Close syncs what NoSync left unsynced and closes the store. Calls made
 // after Close fail with ErrClosed.
 func (s *Store) Close() error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.wg.Wait() // the watcher, which may be reopening the database
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	if s.closed {
 		return nil
 	}
 	s.closed = true
+	if s.db == nil { // a reopen failed
+		return s.dirLock.Close() // ours: set whenever a reopen can happen
+	}
 	var err error
-	if s.wo == pebble.NoSync {
+	if s.wo == pebble.NoSync && !s.readOnly && s.failure.Err() == nil {
 		err = s.db.Flush()
 	}
 	err = errors.Join(err, s.db.Close())
@@ -231,7 +339,53 @@ func (s *Store) use() (func(), error) {
 		s.closeMu.RUnlock()
 		return nil, ErrClosed
 	}
+	if s.db == nil { // a reopen failed: the failure says why
+		s.closeMu.RUnlock()
+		return nil, s.failure.Err()
+	}
 	return s.closeMu.RUnlock, nil
+}
+
+// Writable returns nil while the store accepts writes, else why it refuses
+// them: a *DiskFullError (below the free-space threshold at the last check,
+// or opened read-only on a full disk), an error wrapping ErrFailed, or
+// ErrClosed. It asks nothing of the file system.
+func (s *Store) Writable() error {
+	done, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := s.failure.Err(); err != nil {
+		return err
+	}
+	if s.readOnly || s.guard != nil {
+		if err := s.guard.full(); err != nil {
+			return err
+		}
+	}
+	if s.readOnly {
+		return fmt.Errorf("%w: space was freed, the store is reopening for writes", ErrDiskFull)
+	}
+	return nil
+}
+
+// writable admits a write of n bytes, or says why not. The caller holds
+// the store open (use).
+func (s *Store) writable(n uint64) error {
+	if err := s.failure.Err(); err != nil {
+		return err
+	}
+	if s.readOnly {
+		if err := s.guard.full(); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: space was freed, the store is reopening for writes", ErrDiskFull)
+	}
+	if s.guard != nil {
+		return s.guard.admit(n)
+	}
+	return nil
 }
 
 func (s *Store) stripe(key []byte) int {
@@ -302,6 +456,13 @@ func (s *Store) Batch(muts []Mutation) error {
 		return err
 	}
 	defer done()
+	var size uint64
+	for _, m := range muts {
+		size += uint64(len(m.Key)+len(m.Value)) + mutationOverhead
+	}
+	if err := s.writable(size); err != nil {
+		return err
+	}
 	unlock := s.lock(muts)
 	defer unlock()
 	b := s.db.NewBatch()
@@ -316,7 +477,17 @@ func (s *Store) Batch(muts []Mutation) error {
 			return err
 		}
 	}
-	return b.Commit(s.wo)
+	return s.committed(b.Commit(s.wo))
+}
+
+// committed returns the error of a commit: its own, or the fatal error
+// Pebble reported through its logger while committing and then carried on
+// from as if the commit had worked.
+func (s *Store) committed(err error) error {
+	if err != nil {
+		return err
+	}
+	return s.failure.Err()
 }
 
 // lock takes the write locks of muts' keys, in stripe order so that two
@@ -357,6 +528,9 @@ func (s *Store) CompareAndSwap(key []byte, expected Expectation, value []byte) e
 		return err
 	}
 	defer done()
+	if err := s.writable(uint64(len(key)+len(value)) + mutationOverhead); err != nil {
+		return err
+	}
 	mu := &s.writeLocks[s.stripe(key)]
 	mu.Lock()
 	defer mu.Unlock()
@@ -367,7 +541,7 @@ func (s *Store) CompareAndSwap(key []byte, expected Expectation, value []byte) e
 	if expected.absent && found || !expected.absent && (!found || !bytes.Equal(cur, expected.value)) {
 		return &ConflictError{Found: found, Current: cur, expectedAbsent: expected.absent}
 	}
-	return s.db.Set(key, value, s.wo)
+	return s.committed(s.db.Set(key, value, s.wo))
 }
 
 // ScanOptions select the pairs of one Scan.
@@ -431,11 +605,3 @@ func (s *Store) Scan(o ScanOptions) (pairs []KV, more bool, err error) {
 	}
 	return pairs, more, nil
 }
-
-// pebbleLogger sends Pebble's messages to zap: its chatty informational
-// lines at debug level.
-type pebbleLogger struct{ l *zap.SugaredLogger }
-
-func (p pebbleLogger) Infof(format string, args ...any)  { p.l.Debugf(format, args...) }
-func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Errorf(format, args...) }
-func (p pebbleLogger) Fatalf(format string, args ...any) { p.l.Fatalf(format, args...) }

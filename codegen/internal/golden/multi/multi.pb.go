@@ -6,7 +6,8 @@
 // 	protoc        (unknown)
 // source: multi/multi.proto
 
-// This comment is detached from the package: it is carried nowhere.
+// This comment is detached from the package: both generators carry it
+// above the package clause, as protoc-gen-go-grpc does.
 
 package multipb
 

@@ -1,13 +1,17 @@
 // Command kvserver serves the key-value store of kv.proto over RDMA or TCP.
 //
 //	kvserver [--listen TARGET]... [--data-dir DIR | --mem] [--sync always|none]
-//	         [--metrics-addr HOST:PORT] [--shutdown-timeout D]
+//	         [--min-free-space 64MiB] [--metrics-addr HOST:PORT] [--shutdown-timeout D]
 //	         [--log-level LEVEL] [--log-format console|json]
 //
 // By default it keeps its data in ./kvdata (Pebble), syncs every write
 // before answering, and listens on auto://127.0.0.1:7070: RDMA when an RDMA
 // device serves that address, else TCP. --listen may be repeated; its
 // schemes are tcp://, rdma:// (RDMA or fail) and auto://.
+//
+// With less than --min-free-space free on the data directory's file system,
+// writes are refused with ResourceExhausted and reads go on; started on a
+// full disk it serves reads, and takes writes once space is freed.
 //
 // SIGINT or SIGTERM shuts it down: no new connections, calls in progress
 // get --shutdown-timeout to finish, then the remaining connections close

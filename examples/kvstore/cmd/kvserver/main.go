@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +32,7 @@ type flags struct {
 	dataDir         string
 	mem             bool
 	sync            string
+	minFree         string
 	metricsAddr     string
 	shutdownTimeout time.Duration
 	logLevel        string
@@ -50,7 +53,9 @@ auto://HOST:PORT (RDMA when an RDMA device serves HOST, else TCP).
 Data lives in --data-dir (Pebble); --mem keeps it in memory instead.
 --sync always (the default) syncs every write to disk before answering: an
 acknowledged write survives a crash. --sync none answers first: a crash may
-lose the last writes.`,
+lose the last writes. Below --min-free-space free on the data directory's
+file system, writes are refused (ResourceExhausted) and reads go on; started
+on a full disk, kvserver serves reads and takes writes once space is freed.`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -67,6 +72,7 @@ lose the last writes.`,
 	fl.StringVar(&f.dataDir, "data-dir", "kvdata", "data directory (created if missing; refused if it holds someone else's files)")
 	fl.BoolVar(&f.mem, "mem", false, "keep the data in memory: nothing survives a restart")
 	fl.StringVar(&f.sync, "sync", "always", "when writes reach the disk: always (before each answer) or none (a crash may lose the last writes)")
+	fl.StringVar(&f.minFree, "min-free-space", "64MiB", "free space to keep on the data directory's file system: below it writes are refused with ResourceExhausted and reads go on (e.g. 64MiB, 2GB, 1%; 0 turns the check off)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls may drain on SIGINT/SIGTERM before connections are closed")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -91,6 +97,10 @@ func serve(f flags, stderr io.Writer) int {
 		MetricsAddr:     f.metricsAddr,
 		ShutdownTimeout: f.shutdownTimeout,
 		Logger:          log,
+	}
+	if err := setMinFree(&cfg.Store, f.minFree); err != nil {
+		fmt.Fprintf(stderr, "kvserver: --min-free-space %q: %v\n", f.minFree, err)
+		return 2
 	}
 	switch f.sync {
 	case "always":
@@ -143,6 +153,41 @@ func serve(f flags, stderr io.Writer) int {
 	}
 	log.Info("stopped cleanly")
 	return 0
+}
+
+// setMinFree sets o's free-space threshold from --min-free-space: a size
+// with an optional unit (B, kB, MB, GB, TB, KiB, MiB, GiB, TiB), a
+// percentage of the file system, or 0 for no check.
+func setMinFree(o *store.Options, v string) error {
+	if pct, ok := strings.CutSuffix(v, "%"); ok {
+		p, err := strconv.ParseFloat(pct, 64)
+		if err != nil || !(p > 0 && p < 100) {
+			return errors.New("want a percentage between 0 and 100")
+		}
+		o.MinFreePercent = p
+		return nil
+	}
+	units := []struct {
+		suffix string
+		size   float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	num, scale := v, 1.0
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			num, scale = n, u.size
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || n < 0 || n*scale >= 1<<62 {
+		return errors.New("want a size such as 64MiB or 2GB, a percentage such as 1%, or 0")
+	}
+	if n == 0 {
+		o.NoFreeSpaceCheck = true
+		return nil
+	}
+	o.MinFreeBytes = max(int64(n*scale), 1)
+	return nil
 }
 
 func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {

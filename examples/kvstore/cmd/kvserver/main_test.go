@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvpb"
+	"github.com/rdmarpc/rdmarpc/examples/kvstore/store"
 	"github.com/rdmarpc/rdmarpc/rpc"
 )
 
@@ -198,6 +199,28 @@ func TestMem(t *testing.T) {
 	}
 }
 
+func TestMinFreeSpaceFlag(t *testing.T) {
+	tests := []struct {
+		in   string
+		want store.Options
+	}{
+		{"64MiB", store.Options{MinFreeBytes: 64 << 20}},
+		{"2GB", store.Options{MinFreeBytes: 2e9}},
+		{"1.5GiB", store.Options{MinFreeBytes: 3 << 29}},
+		{"4096", store.Options{MinFreeBytes: 4096}},
+		{"1%", store.Options{MinFreePercent: 1}},
+		{"0", store.Options{NoFreeSpaceCheck: true}},
+		{"0B", store.Options{NoFreeSpaceCheck: true}},
+	}
+	for _, tc := range tests {
+		var o store.Options
+		err := setMinFree(&o, tc.in)
+		if err != nil || o.MinFreeBytes != tc.want.MinFreeBytes || o.MinFreePercent != tc.want.MinFreePercent || o.NoFreeSpaceCheck != tc.want.NoFreeSpaceCheck {
+			t.Errorf("--min-free-space %s: %+v, %v; want %+v", tc.in, o, err, tc.want)
+		}
+	}
+}
+
 func TestBadFlags(t *testing.T) {
 	tests := []struct {
 		args []string
@@ -207,6 +230,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--no-such-flag"}, "unknown flag"},
 		{[]string{"--log-format", "xml"}, "--log-format"},
 		{[]string{"stray-argument"}, "unknown command"},
+		{[]string{"--min-free-space", "lots"}, "--min-free-space"},
+		{[]string{"--min-free-space", "150%"}, "--min-free-space"},
+		{[]string{"--min-free-space", "-1MiB"}, "--min-free-space"},
 	}
 	for _, tc := range tests {
 		var stderr bytes.Buffer

@@ -23,16 +23,33 @@ type Plugin struct {
 	Name string
 	// Run answers a request as the plugin would over stdin and stdout.
 	Run func(*pluginpb.CodeGeneratorRequest) *pluginpb.CodeGeneratorResponse
+	// own says whether the plugin takes an option protogen does not.
+	own func(name string) bool
 }
 
 var (
 	// Go is protoc-gen-go, at the version of google.golang.org/protobuf
 	// in the build: it writes foo.pb.go.
-	Go = Plugin{Name: "go", Run: runGo}
+	Go = Plugin{Name: "go", Run: runGo, own: func(name string) bool {
+		return name == "plugins" || name == "experimental_strip_nonfunctional_codegen"
+	}}
 
 	// Rdmarpc is protoc-gen-go-rdmarpc: it writes foo_rdmarpc.pb.go.
-	Rdmarpc = Plugin{Name: "go-rdmarpc", Run: codegen.Run}
+	Rdmarpc = Plugin{Name: "go-rdmarpc", Run: codegen.Run, own: codegen.KnowsOption}
 )
+
+// Takes says whether the plugin knows the option param (name=value): every
+// plugin built on protogen takes protogen's (paths, module, M..., and so on),
+// and each its own.
+func (p Plugin) Takes(param string) bool {
+	name, _, _ := strings.Cut(param, "=")
+	switch {
+	case name == "paths", name == "module", name == "annotate_code", name == "default_api_level",
+		strings.HasPrefix(name, "M"), strings.HasPrefix(name, "apilevelM"):
+		return true
+	}
+	return p.own != nil && p.own(name)
+}
 
 // runGo does what protoc-gen-go's main does with a request, so that the
 // same parameters are accepted and rejected.

@@ -10,8 +10,10 @@
 //
 // Paths follow protoc: import paths (-I) are searched in order, an input
 // file is named by its path relative to the import path that holds it, and
-// the well-known types (google/protobuf/*.proto) are built in, searched after
-// the import paths. Diagnostics name files by their paths on disk, as
+// the well-known types (google/protobuf/*.proto, go_features.proto among
+// them) are built in, searched after the import paths. As with protoc's
+// --descriptor_set_in, files may instead be taken already compiled from
+// FileDescriptorSets. Diagnostics name files by their paths on disk, as
 // file:line:col: message.
 //
 // compile knows protoc's conventions and the plugins it runs; it must not

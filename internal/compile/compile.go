@@ -20,6 +20,7 @@ import (
 	"github.com/bufbuild/protocompile/wellknownimports"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/gofeaturespb"
 	"google.golang.org/protobuf/types/pluginpb"
 )
 
@@ -30,8 +31,15 @@ type Config struct {
 	ImportPaths []string
 
 	// Files are the .proto files to generate code for, as paths on disk
-	// inside one of ImportPaths, or as names relative to one of them.
+	// inside one of ImportPaths, or as names relative to one of them; with
+	// DescriptorSets, as names in the sets.
 	Files []string
+
+	// DescriptorSets, as protoc's --descriptor_set_in, are files holding
+	// FileDescriptorSets (protoc -o, buf build -o) that the files and their
+	// imports are taken from, already compiled, instead of from .proto
+	// sources; ImportPaths are then not searched.
+	DescriptorSets []string
 
 	// Warn, when set, receives warnings, such as unused imports, formatted
 	// as file:line:col: warning: message.
@@ -43,6 +51,9 @@ type Config struct {
 // version. Errors list every problem found, one file:line:col: message per
 // line.
 func Request(ctx context.Context, cfg Config) (*pluginpb.CodeGeneratorRequest, error) {
+	if len(cfg.DescriptorSets) > 0 {
+		return requestFromSets(cfg.DescriptorSets, cfg.Files)
+	}
 	paths := cfg.ImportPaths
 	if len(paths) == 0 {
 		paths = []string{"."}
@@ -142,6 +153,16 @@ func buildRequest(names []string, files linker.Files) (*pluginpb.CodeGeneratorRe
 	return req, nil
 }
 
+// builtinDescs are built-in imports taken as the descriptors compiled into
+// the protobuf module rather than from protocompile's well-known imports:
+// go_features.proto, which those lack (the same descriptor protoc-gen-go
+// reads Go features from), and descriptor.proto, which it imports and which
+// must then be the same file for every importer.
+var builtinDescs = map[string]protoreflect.FileDescriptor{
+	gofeaturespb.File_google_protobuf_go_features_proto.Path(): gofeaturespb.File_google_protobuf_go_features_proto,
+	descriptorpb.File_google_protobuf_descriptor_proto.Path():  descriptorpb.File_google_protobuf_descriptor_proto,
+}
+
 // resolver finds files in the import paths and remembers where on disk it
 // found each, so that diagnostics can name disk paths.
 type resolver struct {
@@ -173,6 +194,9 @@ func (r *resolver) FindFileByPath(name string) (protocompile.SearchResult, error
 		}
 		r.disk.Store(name, disk)
 		return protocompile.SearchResult{Source: strings.NewReader(string(b))}, nil
+	}
+	if d, ok := builtinDescs[name]; ok {
+		return protocompile.SearchResult{Desc: d}, nil
 	}
 	return protocompile.SearchResult{}, &notFoundError{name: name, paths: r.paths}
 }
@@ -251,6 +275,11 @@ func (r *resolver) format(err reporter.ErrorWithPos, kind string) string {
 	var nf *notFoundError
 	if errors.As(err, &nf) {
 		msg = kind + "import " + nf.Error()
+	}
+	if strings.Contains(msg, "edition value") && strings.Contains(msg, "not recognized") {
+		msg += "; rdmarpc gen's compiler (protocompile) stops at edition 2023: " +
+			"generate newer editions with protoc 30 or later and protoc-gen-go-rdmarpc, which takes them, " +
+			"or from their descriptors (protoc -o or buf build -o) with rdmarpc gen --descriptor_set_in"
 	}
 	if pos.Line == 0 {
 		return file + ": " + msg
