@@ -389,11 +389,17 @@ func (c *conn) discard(r io.Reader) {
 }
 
 // fail starts closing the connection with err (wrapped in ErrClosed).
-func (c *conn) fail(err error) { c.shut(transport.Closed(err)) }
+func (c *conn) fail(err error) { c.shut(transport.Closed(err), false) }
 
-// shut starts closing the connection with err, unless it already is.
-func (c *conn) shut(err error) {
-	if c.sig.Set(err) {
+// shut starts closing the connection with err, unless it already is; local
+// says Close called it. local is set after sig, so a Recv it wakes finds
+// the reason, and before teardown starts, so teardown sees it.
+func (c *conn) shut(err error, local bool) {
+	won := c.sig.Set(err)
+	if local {
+		c.local.Set(nil)
+	}
+	if won {
 		c.cancel()
 		go c.teardown()
 	}
@@ -441,8 +447,7 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 
 // Close closes the connection and waits until its goroutines have exited.
 func (c *conn) Close() error {
-	c.local.Set(nil)
-	c.shut(fmt.Errorf("%w: closed locally", transport.ErrClosed))
+	c.shut(fmt.Errorf("%w: closed locally", transport.ErrClosed), true)
 	<-c.closed
 	return nil
 }
