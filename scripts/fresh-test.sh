@@ -123,11 +123,15 @@ git clone -q --no-hardlinks "$repo" "$root/root/rdmarpc"
 
 port=${FRESH_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 7171)}
 
-# As a fresh login would: a clean environment, the README's commands.
+# As a fresh login would: a clean environment, the README's commands. It
+# runs in the background and is waited for, so an INT or TERM reaches the
+# traps at once (bash defers them while a foreground command runs), and
+# cleanup ends what runs in the root.
 in_root() {
   chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    PORT="$port" /bin/bash -c "cd /root/rdmarpc && $1"
+    PORT="$port" /bin/bash -c "cd /root/rdmarpc && $1" &
+  wait $!
 }
 
 log "make demo"
