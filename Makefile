@@ -2,7 +2,17 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: demo echo-demo test deps lint build unit vm-test generate check-generate fuzz bench bench-rdma
+.PHONY: demo echo-demo test fresh-test deps lint build unit vm-test generate check-generate fuzz bench bench-rdma
+
+# The repository's modules: the library (what users require), the examples
+# and the benchmarks, each with its own go.mod (and go.work joining them for
+# development). Every target below runs over each of them as its users build
+# it, alone (GOWORK=off), so a module that only builds inside the workspace
+# fails here.
+MODULES := . examples bench
+STATICCHECK := $(shell /usr/local/go/bin/go env GOPATH 2>/dev/null)/bin/staticcheck
+# each CMD: runs CMD in every module, stops at the first failure.
+each = @set -e; for m in $(MODULES); do echo "== $$m: $(1)"; (cd $$m && GOWORK=off $(1)); done
 
 # The main job: the key-value store, served (RDMA when a device serves the
 # address, else TCP) and used from its command-line client.
@@ -18,19 +28,29 @@ echo-demo:
 # generated-code check, and the RDMA suites on real verbs in the Soft-RoCE VM.
 test: deps lint build unit check-generate vm-test
 
+# The README's two commands (make demo, make test) in a pristine Debian root:
+# debootstrap (cached in .cache/fresh), Go bind-mounted, a clone of HEAD.
+# Needs root. See scripts/fresh-test.sh.
+fresh-test:
+	bash scripts/fresh-test.sh
+
 deps:
 	bash scripts/install-deps.sh
 
+# gofmt, go vet, staticcheck, and go.mod/go.sum tidy, in every module.
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
-	go vet ./...
+	@[ -x $(STATICCHECK) ] || { echo "staticcheck missing: run make deps"; exit 1; }
+	$(call each,go vet ./...)
+	$(call each,$(STATICCHECK) ./...)
+	$(call each,go mod tidy -diff)
 
 build:
-	go build ./...
-	CGO_ENABLED=0 go build ./...
+	$(call each,go build ./...)
+	$(call each,CGO_ENABLED=0 go build ./...)
 
 unit:
-	go test -race -count=1 -timeout 20m ./...
+	$(call each,go test -race -count=1 -timeout 20m ./...)
 
 # The RDMA suites on real verbs in the Soft-RoCE guests, race detector on.
 vm-test:
@@ -38,7 +58,7 @@ vm-test:
 
 # Regenerate every checked-in generated file (//go:generate directives).
 generate:
-	go generate ./...
+	$(call each,go generate ./...)
 
 # Fails when regenerating changes a checked-in file.
 check-generate: generate
@@ -47,10 +67,12 @@ check-generate: generate
 # Runs every fuzz target for FUZZTIME each (default 60s).
 FUZZTIME ?= 60s
 fuzz:
-	@for pkg in $$(go list ./...); do \
-	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
-	  done; \
+	@for m in $(MODULES); do (cd $$m && export GOWORK=off && \
+	  for pkg in $$(go list ./...); do \
+	    for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	      echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	    done; \
+	  done) || exit 1; \
 	done
 
 # Benchmarks: rdmarpc-TCP and gRPC-go in one run (go test, then the harness's

@@ -1,21 +1,49 @@
 #!/usr/bin/env bash
-# Installs what building and testing rdmarpc needs on a fresh Debian machine:
-# libibverbs-dev (the cgo verbs binding), protobuf-compiler (the check that
-# `rdmarpc gen` matches protoc byte for byte), and, through the test bed, qemu,
-# a Debian kernel with rdma_rxe and the initramfs that runs tests on real verbs.
-# Idempotent: it installs only what is missing.
+# Installs what building and testing rdmarpc needs on a fresh Debian machine
+# (Go 1.26 at /usr/local/go is the one precondition):
+#   - gcc, libibverbs-dev, ibverbs-providers, rdma-core: the cgo verbs binding;
+#   - protobuf-compiler and libprotobuf-dev: the check that `rdmarpc gen`
+#     matches protoc byte for byte (libprotobuf-dev holds the well-known types,
+#     google/protobuf/*.proto, that protoc needs; --no-install-recommends
+#     leaves it out, so it is named here);
+#   - make, git, ca-certificates: the Makefile, `git diff` in check-generate,
+#     and HTTPS to the Go module proxy;
+#   - every module's Go dependencies, and staticcheck (make lint);
+#   - through the test bed (testbed/vm.sh prepare): qemu, busybox, perftest,
+#     a Debian kernel with rdma_rxe and the initramfs that runs tests on real
+#     verbs.
+# Idempotent: it installs only what is missing, and a warm run takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The staticcheck release make lint runs; one that knows Go 1.26.
+STATICCHECK_VERSION=v0.8.2
+
 need=()
-for p in libibverbs-dev ibverbs-providers rdma-core protobuf-compiler gcc make git; do
-  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+for p in gcc make git ca-certificates libibverbs-dev ibverbs-providers rdma-core \
+         protobuf-compiler libprotobuf-dev; do
+  dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
-  timeout 300 apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  timeout 600 apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive timeout 1200 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+
 export PATH=/usr/local/go/bin:$PATH
-timeout 600 go mod download
+command -v go >/dev/null || { echo "install-deps: needs Go 1.26 at /usr/local/go (https://go.dev/dl)" >&2; exit 1; }
+
+# Every module of the repository (the library, examples/, bench/), each by
+# its own go.mod and go.sum, as the Makefile builds them (GOWORK=off): the
+# workspace's wider graph would only add entries to go.work.sum.
+for mod in $(find . \( -name .cache -o -name .git \) -prune -o -name go.mod -printf '%h\n' | sort); do
+  (cd "$mod" && GOWORK=off timeout 600 go mod download)
+done
+
+gobin=$(go env GOPATH)/bin
+if ! "$gobin/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
+  echo "install-deps: installing staticcheck $STATICCHECK_VERSION"
+  timeout 600 go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+fi
+
 timeout 900 bash testbed/vm.sh prepare

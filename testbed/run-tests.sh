@@ -94,13 +94,25 @@ export RDMARPC_TESTBED_PREPARED=1
 # shellcheck source=/dev/null
 . "$RDMARPC_CACHE/boot.env"
 
+# module_dir PKGDIR: the directory (relative to the repo, "." for the root) of
+# the nearest go.mod at or above the package directory.
+module_dir() {
+  local d=$1
+  while [ "$d" != . ] && [ ! -f "$REPO/$d/go.mod" ]; do d=$(dirname "$d"); done
+  echo "$d"
+}
+
 declare -A built=()  # package -> binary name, or "" when its build failed
 for i in "${!PKGS[@]}"; do
   pkg=${PKGS[$i]}
   [ -n "${built[$pkg]+x}" ] && continue
   bin="${pkg//\//-}.test"; [ "$pkg" = . ] && bin=root.test
   t=${EPOCHREALTIME/./}
-  if ! (cd "$REPO" && CGO_ENABLED=1 timeout 900 go test -c -o "$OUT/$bin" "./$pkg"); then
+  # Built from the module that holds the package (the library, examples/,
+  # bench/ are modules of their own), with or without the go.work.
+  mod=$(module_dir "$pkg")
+  rel=${pkg#"$mod"}; rel=${rel#/}
+  if ! (cd "$REPO/$mod" && CGO_ENABLED=1 timeout 900 go test -c -o "$OUT/$bin" "./$rel"); then
     built[$pkg]=""; host_fail "${pkg}" "go test -c failed"; continue
   fi
   if [ ! -x "$OUT/$bin" ]; then

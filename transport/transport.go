@@ -10,7 +10,10 @@ import (
 )
 
 // DefaultMaxMessageSize is the largest message a transport accepts unless
-// configured otherwise.
+// configured otherwise, for transports that do not document a default of
+// their own (the RDMA transport uses it). The TCP transport's default,
+// tcp.DefaultMaxMessageSize, is the RPC layer's default receive limit plus
+// room for headers.
 const DefaultMaxMessageSize = 64 << 20
 
 var (

@@ -9,14 +9,23 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
+	"github.com/rdmarpc/rdmarpc/internal/signal"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
+
+// readChunk is how much of a frame's body the reader allocates ahead of
+// the bytes that arrive: a frame up to this size gets its buffer at once; a
+// larger one starts with a buffer this size, which doubles each time it
+// fills, so what the reader holds for a frame is never much more than what
+// the peer actually sent (a 4-byte length alone costs at most readChunk).
+const readChunk = 64 << 10
 
 // conn is one framed connection. It owns two goroutines: the reader, which
 // reads frames into a bounded queue for Recv, and the writer, which writes
@@ -24,9 +33,9 @@ import (
 // connection closes; Close waits for them.
 type conn struct {
 	nc      net.Conn
-	log     *zap.Logger
-	maxRecv int // what we announced
-	maxSend int // what the peer announced
+	refused func(msg string, fields ...zap.Field) // the listener's line for a peer we close on; nil when dialled
+	maxRecv int                                   // what we announced
+	maxSend int                                   // what the peer announced
 	grace   time.Duration
 
 	// Send side: a byte budget bounds what is queued for the writer.
@@ -41,16 +50,18 @@ type conn struct {
 	recvBudget *semaphore.Weighted
 	recvCap    int64
 	recvq      chan transport.Buffer // closed by the reader when it stops
+	received   atomic.Uint64         // bytes read off the socket, hello included
+	frameBytes atomic.Uint64         // capacity of the buffers the reader allocated for frames
 
-	closeOnce sync.Once
-	ctx       context.Context // done when the connection starts closing
-	cancel    context.CancelFunc
-	done      <-chan struct{} // ctx.Done()
-	errMu     sync.Mutex
-	err       error // why it closed; wraps transport.ErrClosed
-	local     chan struct{}
-	wg        sync.WaitGroup
-	closed    chan struct{} // closed when teardown has finished
+	// Closing: sig is set once, with why the connection closed (wrapping
+	// transport.ErrClosed), by a failure or by Close; local is set by Close.
+	sig    signal.Signal
+	local  signal.Signal
+	ctx    context.Context // cancelled when sig is set, for the budget waits
+	cancel context.CancelFunc
+	done   <-chan struct{} // sig.Done()
+	wg     sync.WaitGroup
+	closed chan struct{} // closed when teardown has finished
 }
 
 type frame struct {
@@ -58,13 +69,16 @@ type frame struct {
 	pooled bool // b came from bufpool and goes back after writing
 }
 
-func newConn(nc net.Conn, o *Options, maxSend int) *conn {
+// newConn starts the connection's loops on nc, whose hello exchange is
+// done. refused, when not nil, logs the line the listener writes about a
+// peer closed for what it sent.
+func newConn(nc net.Conn, o *Options, maxSend int, refused func(string, ...zap.Field)) *conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true) // latency over packet count: RPCs are small
 	}
 	c := &conn{
 		nc:         nc,
-		log:        o.Logger,
+		refused:    refused,
 		maxRecv:    o.MaxMessageSize,
 		maxSend:    maxSend,
 		grace:      o.CloseGrace,
@@ -74,11 +88,11 @@ func newConn(nc net.Conn, o *Options, maxSend int) *conn {
 		recvCap:    int64(o.RecvQueueBytes),
 		recvBudget: semaphore.NewWeighted(int64(o.RecvQueueBytes)),
 		recvq:      make(chan transport.Buffer, 1024),
-		local:      make(chan struct{}),
 		closed:     make(chan struct{}),
 	}
+	c.received.Store(helloLen)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.done = c.ctx.Done()
+	c.done = c.sig.Done()
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
@@ -280,7 +294,7 @@ func closeWrite(nc net.Conn) {
 func (c *conn) readLoop() {
 	defer c.wg.Done()
 	defer close(c.recvq)
-	r := bufio.NewReaderSize(c.nc, 64<<10)
+	r := bufio.NewReaderSize(countingReader{c.nc, &c.received}, 64<<10)
 	var hdr [frameHeaderLen]byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -290,7 +304,9 @@ func (c *conn) readLoop() {
 		n := int(binary.BigEndian.Uint32(hdr[:]))
 		if n > c.maxRecv {
 			err := fmt.Errorf("%w: peer sent a %d-byte frame, over the %d-byte limit", transport.ErrProtocol, n, c.maxRecv)
-			c.log.Warn("closing connection", zap.Stringer("peer", c.nc.RemoteAddr()), zap.Error(err))
+			if c.refused != nil {
+				c.refused("closing connection", zap.Stringer("peer", c.nc.RemoteAddr()), zap.Error(err))
+			}
 			c.fail(err)
 			return
 		}
@@ -299,9 +315,8 @@ func (c *conn) readLoop() {
 			c.discard(r)
 			return
 		}
-		b := bufpool.Get(n)
-		if _, err := io.ReadFull(r, b); err != nil {
-			bufpool.Put(b)
+		b, err := c.readBody(r, n)
+		if err != nil {
 			c.recvBudget.Release(w)
 			c.readFailed(err)
 			return
@@ -315,6 +330,42 @@ func (c *conn) readLoop() {
 			return
 		}
 	}
+}
+
+// readBody reads a frame body of n bytes, allocating as it arrives (see
+// readChunk). On error nothing is kept.
+func (c *conn) readBody(r io.Reader, n int) ([]byte, error) {
+	b := bufpool.Get(min(n, readChunk))
+	c.frameBytes.Add(uint64(cap(b)))
+	got := 0
+	for {
+		if _, err := io.ReadFull(r, b[got:]); err != nil {
+			bufpool.Put(b)
+			return nil, err
+		}
+		got = len(b)
+		if got == n {
+			return b, nil
+		}
+		// Full, and more is announced: double it, up to n.
+		nb := bufpool.Get(min(2*got, n))
+		c.frameBytes.Add(uint64(cap(nb)))
+		copy(nb, b)
+		bufpool.Put(b)
+		b = nb
+	}
+}
+
+// countingReader counts the bytes read through it, for BytesReceived.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Uint64
+}
+
+func (cr countingReader) Read(p []byte) (int, error) {
+	n, err := cr.r.Read(p)
+	cr.n.Add(uint64(n))
+	return n, err
 }
 
 // readFailed records why reading stopped. Once the connection is closing,
@@ -338,14 +389,20 @@ func (c *conn) discard(r io.Reader) {
 }
 
 // fail starts closing the connection with err (wrapped in ErrClosed).
-func (c *conn) fail(err error) {
-	c.closeOnce.Do(func() {
-		c.errMu.Lock()
-		c.err = transport.Closed(err)
-		c.errMu.Unlock()
+func (c *conn) fail(err error) { c.shut(transport.Closed(err), false) }
+
+// shut starts closing the connection with err, unless it already is; local
+// says Close called it. local is set after sig, so a Recv it wakes finds
+// the reason, and before teardown starts, so teardown sees it.
+func (c *conn) shut(err error, local bool) {
+	won := c.sig.Set(err)
+	if local {
+		c.local.Set(nil)
+	}
+	if won {
 		c.cancel()
 		go c.teardown()
-	})
+	}
 }
 
 // teardown waits for both loops (the writer flushes, the reader drains to
@@ -359,24 +416,19 @@ func (c *conn) teardown() {
 	t.Stop()
 	_ = c.nc.Close()
 	// Messages queued for Recv after a local Close are dropped.
-	select {
-	case <-c.local:
+	if c.local.IsSet() {
 		for b := range c.recvq {
 			b.Release()
 		}
-	default:
 	}
 }
 
-func (c *conn) closeErr() error {
-	c.errMu.Lock()
-	defer c.errMu.Unlock()
-	return c.err
-}
+// closeErr is why the connection closed; it wraps transport.ErrClosed.
+func (c *conn) closeErr() error { return c.sig.Err() }
 
 func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 	select {
-	case <-c.local:
+	case <-c.local.Done():
 		return transport.Buffer{}, c.closeErr()
 	default:
 	}
@@ -386,7 +438,7 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 			return transport.Buffer{}, c.closeErr()
 		}
 		return b, nil
-	case <-c.local:
+	case <-c.local.Done():
 		return transport.Buffer{}, c.closeErr()
 	case <-ctx.Done():
 		return transport.Buffer{}, ctx.Err()
@@ -395,17 +447,14 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 
 // Close closes the connection and waits until its goroutines have exited.
 func (c *conn) Close() error {
-	c.closeOnce.Do(func() {
-		c.errMu.Lock()
-		c.err = fmt.Errorf("%w: closed locally", transport.ErrClosed)
-		c.errMu.Unlock()
-		close(c.local)
-		c.cancel()
-		go c.teardown()
-	})
+	c.shut(fmt.Errorf("%w: closed locally", transport.ErrClosed), true)
 	<-c.closed
 	return nil
 }
+
+// BytesReceived implements transport.Activity: the bytes read off the
+// socket so far, the hello and frames still arriving included.
+func (c *conn) BytesReceived() uint64 { return c.received.Load() }
 
 func (c *conn) Done() <-chan struct{} { return c.done }
 func (c *conn) MaxMessageSize() int   { return c.maxSend }

@@ -45,15 +45,20 @@ func frames(msgs ...[]byte) []byte {
 
 // FuzzFrames feeds arbitrary bytes, after a valid hello, to a real
 // connection's reader and checks it delivers exactly the whole frames an
-// independent parse finds, then fails cleanly: no panic, no hang, no
-// oversized allocation.
+// independent parse finds, then fails cleanly: no panic, no hang, and
+// memory for frames in proportion to the input (O(n) for n bytes), whatever
+// lengths it announces.
 func FuzzFrames(f *testing.F) {
 	f.Add(frames([]byte("hello"), nil, []byte("world")))
 	f.Add(frames(bytes.Repeat([]byte{7}, 1000)))
 	f.Add([]byte{0, 0, 0, 5, 'a', 'b'})      // truncated body
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1}) // over the limit
 	f.Add([]byte{0, 0})                      // truncated header
-	const max = 4096
+	f.Add([]byte{0, 0x10, 0, 0, 'a'})        // announces the whole limit, sends a byte
+	f.Add(frames(bytes.Repeat([]byte{1}, 70000))[:40000])
+	// A limit well above what an input holds: a reader that sized buffers
+	// from the announced length would allocate up to 1 MiB for a few bytes.
+	const max = 1 << 20
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Independent parse: the frames a correct reader must deliver.
 		var want [][]byte
@@ -68,7 +73,7 @@ func FuzzFrames(f *testing.F) {
 		}
 		a, b := net.Pipe()
 		o := Options{MaxMessageSize: max, CloseGrace: time.Second}.withDefaults()
-		c := newConn(b, &o, max)
+		c := newConn(b, &o, max, nil)
 		defer c.Close()
 		go func() {
 			_, _ = a.Write(data)
@@ -85,6 +90,10 @@ func FuzzFrames(f *testing.F) {
 				if i != len(want) {
 					t.Fatalf("delivered %d frames, want %d", i, len(want))
 				}
+				// The reader has stopped (recvq is closed): its count is final.
+				if got, limit := c.frameBytes.Load(), frameAllocBound(len(data)); got > limit {
+					t.Fatalf("%d input bytes: the reader allocated %d bytes for frames, over the O(n) bound %d", len(data), got, limit)
+				}
 				return
 			}
 			if i >= len(want) || !bytes.Equal(m.Bytes(), want[i]) {
@@ -94,3 +103,10 @@ func FuzzFrames(f *testing.F) {
 		}
 	})
 }
+
+// frameAllocBound is what the reader may allocate for frames out of n bytes
+// of input: each complete frame at most twice its size (pool classes are
+// powers of two) plus a small-class minimum, a growing frame at most a few
+// times what arrived of it, and one chunk ahead of the bytes for the last,
+// incomplete frame.
+func frameAllocBound(n int) uint64 { return uint64(readChunk + 32*n + 64) }

@@ -17,6 +17,14 @@ import (
 
 func init() { transport.Register("tcp", New(Options{})) }
 
+// DefaultMaxMessageSize is the largest message the TCP transport accepts,
+// and announces to its peers, unless Options.MaxMessageSize says otherwise:
+// the RPC layer's default receive limit (rpc.DefaultMaxRecvMsgSize, 4 MiB
+// of payload) plus 64 KiB for the RPC frame's header and metadata. A
+// server or client that raises its RPC receive limit raises this one too,
+// or the peer refuses to send what would not fit.
+const DefaultMaxMessageSize = 4<<20 + 64<<10
+
 // Options configure the TCP transport. The zero value is usable.
 type Options struct {
 	// TLS, when set, wraps every connection in TLS: a client config for
@@ -24,7 +32,9 @@ type Options struct {
 	// Listen.
 	TLS *tls.Config
 	// MaxMessageSize is the largest message this side accepts, announced
-	// to the peer. Default transport.DefaultMaxMessageSize.
+	// to the peer. Default DefaultMaxMessageSize. The reader allocates a
+	// message's memory as its bytes arrive, not from the length the peer
+	// announces, so a large limit costs nothing until a message uses it.
 	MaxMessageSize int
 	// SendQueueBytes bounds what Send queues ahead of the socket; Send
 	// blocks beyond it. Default 4 MiB.
@@ -37,14 +47,21 @@ type Options struct {
 	// CloseGrace bounds how long Close waits to flush queued messages and
 	// to see the peer end its stream. Default 2 s.
 	CloseGrace time.Duration
-	// Logger receives one line per refused peer or broken connection.
-	// Default zap.NewNop().
+	// MaxConnections bounds the connections a listener holds at once
+	// (those still in their handshake included); 0 means no bound. Beyond
+	// it, a new connection is accepted and closed at once, with a log
+	// line, so its client fails fast instead of waiting in the backlog.
+	MaxConnections int
+	// Logger receives the listener's lines: refused peers (rate-limited),
+	// temporary accept errors, connections over MaxConnections. Default
+	// zap.NewNop(); an RPC server serving the listener replaces it with its
+	// own (transport.Logged).
 	Logger *zap.Logger
 }
 
 func (o Options) withDefaults() Options {
 	if o.MaxMessageSize <= 0 {
-		o.MaxMessageSize = transport.DefaultMaxMessageSize
+		o.MaxMessageSize = DefaultMaxMessageSize
 	}
 	if o.MaxMessageSize > 1<<32-1 {
 		o.MaxMessageSize = 1<<32 - 1
@@ -64,7 +81,6 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	o.Logger = o.Logger.Named("tcp")
 	return o
 }
 
@@ -74,7 +90,8 @@ type Transport struct{ o Options }
 // New returns a TCP transport with options o.
 func New(o Options) *Transport { return &Transport{o: o.withDefaults()} }
 
-// Dial connects to addr ("host:port") and exchanges hellos.
+// Dial connects to addr ("host:port") and exchanges hellos. When ctx ends
+// first, the error wraps ctx.Err().
 func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
@@ -89,7 +106,7 @@ func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, erro
 		}
 		nc = tls.Client(nc, cfg)
 	}
-	c, err := t.handshake(ctx, nc)
+	c, err := t.handshake(ctx, nc, nil)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("tcp: dial %s: %w", addr, err)
@@ -97,17 +114,24 @@ func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, erro
 	return c, nil
 }
 
-// handshake runs TLS (when configured) and the hello exchange on nc.
-func (t *Transport) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
+// handshake runs TLS (when configured) and the hello exchange on nc, within
+// the handshake timeout. An error caused by the end of the caller's ctx
+// wraps ctx.Err(); a peer that stays silent past the timeout is a protocol
+// error. refused is passed to the connection (see newConn).
+func (t *Transport) handshake(ctx context.Context, nc net.Conn, refused func(string, ...zap.Field)) (*conn, error) {
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, t.o.HandshakeTimeout)
 	defer cancel()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(dl)
-	}
+	// The socket's deadline moves to now when ctx ends, whichever of the
+	// caller's end and the timeout comes first; by then ctx (and, when the
+	// caller's end caused it, caller) already reports why.
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
 	defer stop()
 	if tc, ok := nc.(*tls.Conn); ok {
 		if err := tc.HandshakeContext(ctx); err != nil {
+			if caller.Err() != nil {
+				return nil, fmt.Errorf("tls handshake: %w", caller.Err())
+			}
 			return nil, fmt.Errorf("tls handshake: %w", err)
 		}
 	}
@@ -115,11 +139,17 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
 	// Both sides write first, then read: hellos are tiny, so neither write
 	// can block on the other side's read.
 	if _, err := nc.Write(mine[:]); err != nil {
+		if caller.Err() != nil {
+			return nil, fmt.Errorf("sending hello: %w", caller.Err())
+		}
 		return nil, fmt.Errorf("sending hello: %w", err)
 	}
 	var theirs [helloLen]byte
 	if _, err := io.ReadFull(nc, theirs[:]); err != nil {
-		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		switch {
+		case caller.Err() != nil:
+			return nil, fmt.Errorf("waiting for the peer's hello: %w", caller.Err())
+		case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
 			return nil, fmt.Errorf("%w: no hello from peer within %v", transport.ErrProtocol, t.o.HandshakeTimeout)
 		}
 		return nil, fmt.Errorf("reading hello: %w", err)
@@ -129,10 +159,13 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
 		return nil, err
 	}
 	if !stop() {
-		return nil, ctx.Err()
+		if caller.Err() != nil {
+			return nil, caller.Err()
+		}
+		return nil, fmt.Errorf("%w: no hello from peer within %v", transport.ErrProtocol, t.o.HandshakeTimeout)
 	}
 	if err := nc.SetDeadline(time.Time{}); err != nil {
 		return nil, err
 	}
-	return newConn(nc, &t.o, int(h.max)), nil
+	return newConn(nc, &t.o, int(h.max), refused), nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
 	"github.com/rdmarpc/rdmarpc/transport"
 )
@@ -65,6 +66,8 @@ func Run(t *testing.T, cfg Config) {
 		{"DeliveredBeforeClose", s.testDeliveredBeforeClose},
 		{"ListenerAccept", s.testListenerAccept},
 		{"ManyConns", s.testManyConns},
+		{"Activity", s.testActivity},
+		{"Logged", s.testLogged},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -745,4 +748,68 @@ func (s *suite) testManyConns(t *testing.T) {
 	}
 	cw.Wait()
 	wg.Wait()
+}
+
+// testActivity: a connection that implements transport.Activity counts at
+// least the bytes of every message it received, and its count never goes
+// down. Transports without it skip.
+func (s *suite) testActivity(t *testing.T) {
+	client, server := s.pair(t)
+	ctx := s.ctx(t)
+	for _, side := range []struct {
+		name     string
+		from, to transport.Conn
+	}{{"server", client, server}, {"client", server, client}} {
+		act, ok := side.to.(transport.Activity)
+		if !ok {
+			t.Skipf("%T does not implement transport.Activity", side.to)
+		}
+		last := act.BytesReceived()
+		for _, n := range []int{0, 1, 1000, 100 << 10} {
+			n = min(n, s.cfg.MaxMessageSize)
+			if err := side.from.Send(ctx, pattern(uint64(n), n)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := recvCopy(ctx, side.to); err != nil {
+				t.Fatal(err)
+			}
+			got := act.BytesReceived()
+			if got < last+uint64(n) {
+				t.Fatalf("%s: BytesReceived %d after a %d-byte message, was %d", side.name, got, n, last)
+			}
+			last = got
+		}
+	}
+}
+
+// testLogged: a listener that implements transport.Logged takes a logger
+// while it serves, and goes on serving.
+func (s *suite) testLogged(t *testing.T) {
+	lis, err := s.cfg.Transport.Listen(s.cfg.Addr)
+	if err != nil {
+		t.Fatalf("Listen(%q): %v", s.cfg.Addr, err)
+	}
+	defer lis.Close()
+	logged, ok := lis.(transport.Logged)
+	if !ok {
+		t.Skipf("%T does not implement transport.Logged", lis)
+	}
+	logged.SetLogger(zap.NewNop())
+	logged.SetLogger(nil) // a nil logger is a no-op one, not a crash
+	ctx := s.ctx(t)
+	accepted := make(chan transport.Conn, 1)
+	go func() {
+		c, _ := lis.Accept(ctx) // nil on error
+		accepted <- c
+	}()
+	c, err := s.cfg.Transport.Dial(ctx, lis.Addr().String())
+	if err != nil {
+		t.Fatalf("Dial after SetLogger: %v", err)
+	}
+	defer c.Close()
+	srv := <-accepted
+	if srv == nil {
+		t.Fatal("Accept after SetLogger failed")
+	}
+	srv.Close()
 }

@@ -19,10 +19,10 @@ import (
 	multipb "github.com/rdmarpc/rdmarpc/codegen/internal/golden/multi"
 	"github.com/rdmarpc/rdmarpc/codegen/internal/golden/nested/a/b"
 	wktpb "github.com/rdmarpc/rdmarpc/codegen/internal/golden/wkt"
-	"github.com/rdmarpc/rdmarpc/examples/echo/echopb"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 	_ "github.com/rdmarpc/rdmarpc/transport/tcp"
@@ -83,10 +83,12 @@ func (tree) Lookup(_ context.Context, in *b.Outer_Inner) (*common.Page, error) {
 	return &common.Page{Token: in.GetId(), Size: in.GetN()}, nil
 }
 
-type echo struct{ echopb.UnimplementedEchoServer }
+// echo serves rpctest's Test service (in this module; examples/ is a module
+// of its own): Echo answers with the request's payload.
+type echo struct{ testpb.UnimplementedTestServer }
 
-func (echo) Say(_ context.Context, in *echopb.SayRequest) (*echopb.SayResponse, error) {
-	return &echopb.SayResponse{Message: in.GetMessage(), Payload: in.GetPayload()}, nil
+func (echo) Echo(_ context.Context, in *testpb.EchoRequest) (*testpb.EchoResponse, error) {
+	return &testpb.EchoResponse{Payload: in.GetPayload()}, nil
 }
 
 // methods records full method names, from the server's goroutines.
@@ -125,7 +127,7 @@ func serve(t *testing.T, seen *methods) *rpc.ClientConn {
 	multipb.RegisterCounterServer(s, &counter{})
 	wktpb.RegisterClockServer(s, clock{})
 	b.RegisterTreeServer(s, tree{})
-	echopb.RegisterEchoServer(s, echo{})
+	testpb.RegisterTestServer(s, echo{})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
 
@@ -240,9 +242,9 @@ func TestEndToEnd(t *testing.T) {
 		for i := range payload {
 			payload[i] = byte(i)
 		}
-		say, err := echopb.NewEchoClient(cc).Say(ctx, &echopb.SayRequest{Message: "hi", Payload: payload})
-		if err != nil || say.GetMessage() != "hi" || string(say.GetPayload()) != string(payload) {
-			t.Errorf("Say: message %q, %d payload bytes, %v", say.GetMessage(), len(say.GetPayload()), err)
+		echoed, err := testpb.NewTestClient(cc).Echo(ctx, &testpb.EchoRequest{Payload: payload})
+		if err != nil || string(echoed.GetPayload()) != string(payload) {
+			t.Errorf("Echo: %d payload bytes, %v", len(echoed.GetPayload()), err)
 		}
 	})
 
