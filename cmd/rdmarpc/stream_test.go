@@ -36,7 +36,6 @@ type fakeStream struct {
 	out       chan string
 	ended     chan struct{}
 	err       error // the handler's, once ended is closed
-	field     func(m protoreflect.Message) protoreflect.FieldDescriptor
 }
 
 func (f *fakeStreams) NewStream(ctx context.Context, desc *rpc.StreamDesc, method string, _ ...rpc.CallOption) (rpc.ClientStream, error) {

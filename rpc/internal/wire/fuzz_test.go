@@ -29,7 +29,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(countLie(KindRequest, 16<<10))
 	f.Add(countLie(KindResponse, 16<<10))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fr, err, alloc := decodeMeasured(b)
+		fr, alloc, err := decodeMeasured(b)
 		// Decoding n bytes allocates O(n): copies of what the frame
 		// holds, plus what the metadata limit bounds.
 		if bound := 8*uint64(len(b)) + 128<<10; alloc > bound {
@@ -127,10 +127,10 @@ func countLie(k Kind, n int) []byte {
 }
 
 // decodeMeasured decodes b and returns the bytes the decoding allocated.
-func decodeMeasured(b []byte) (Frame, error, uint64) {
+func decodeMeasured(b []byte) (Frame, uint64, error) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	fr, err := Decode(b)
 	runtime.ReadMemStats(&after)
-	return fr, err, after.TotalAlloc - before.TotalAlloc
+	return fr, after.TotalAlloc - before.TotalAlloc, err
 }
