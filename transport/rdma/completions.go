@@ -273,6 +273,10 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 	return reposts
 }
 
+// errRecvDone is why a message that completes after the receive side was
+// marked done is dropped.
+var errRecvDone = errors.New("the receive side is done")
+
 // received handles one receive completion.
 func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, error) {
 	buf := int32(wc.ID &^ recvTag)
@@ -311,6 +315,14 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
+	if c.rdone {
+		// The teardown's final drain found a message that completed
+		// after its last poll: the receive side is done (after a local
+		// Close its queue is already dropped), so nobody would Recv it.
+		// Drop it here, never lent or queued; its buffer is not posted
+		// again.
+		return reposts, errRecvDone
+	}
 	if err := c.led.Arrived(); err != nil {
 		return reposts, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
 	}

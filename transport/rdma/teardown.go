@@ -27,6 +27,10 @@ type life struct {
 	freeOnce  sync.Once
 	torndown  atomic.Bool
 	watchDone chan struct{} // closed when the watcher has returned
+
+	// beforeERR, set only by tests, runs in the teardown between its last
+	// poll and moving the QP to ERR: the window a late completion falls in.
+	beforeERR func()
 }
 
 // watch waits for the bootstrap TCP connection to end: the peer closed, or
@@ -94,6 +98,9 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 			break
 		}
 		c.handleClosing(wcs[:n])
+	}
+	if c.beforeERR != nil {
+		c.beforeERR()
 	}
 	if err := c.qp.ToError(); err != nil {
 		c.log.Debug("moving the queue pair to ERR", zap.Error(err))
