@@ -15,14 +15,19 @@
 # /proc, /sys and /dev are mounted in the root; every mount is undone on
 # every exit path, and the root is removed only once nothing is mounted in it.
 #
-# Environment: FRESH_SUITE (default bookworm), FRESH_MIRROR (default
-# http://deb.debian.org/debian), FRESH_KEEP=1 (keep the root for a look),
+# Environment: FRESH_SUITE (default bookworm), FRESH_MIRROR (default the
+# first Debian archive this machine's own apt sources name), FRESH_KEEP=1 (keep the root for a look),
 # FRESH_PORT (the demo's port; default a free one, so a demo running on the
 # host at the README's 7070 does not collide).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 suite=${FRESH_SUITE:-bookworm}
-mirror=${FRESH_MIRROR:-http://deb.debian.org/debian}
+# The machine's own apt configuration says where Debian's packages come from.
+host_mirror() {
+  { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}'
+    grep -hs '^deb ' /etc/apt/sources.list | awk '{print $2}'; } | grep -v -- '-security' | head -n 1
+}
+mirror=${FRESH_MIRROR:-$(host_mirror)}
 include=make,git,ca-certificates
 cache=$repo/.cache/fresh
 base=$cache/$suite-base.tar
@@ -31,6 +36,7 @@ log() { printf '[fresh %4ds] %s\n' $((SECONDS - t0)) "$*" >&2; }
 die() { log "FAIL $*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot, mount)"
+[ -n "$mirror" ] || die "no Debian archive in this machine's apt sources: set FRESH_MIRROR"
 [ -x /usr/local/go/bin/go ] || die "needs Go at /usr/local/go (the README's precondition)"
 command -v debootstrap >/dev/null || {
   log "installing debootstrap"
