@@ -76,6 +76,8 @@ func Run(t *testing.T, cfg Config) {
 		{"StalledStream", s.testStalledStream},
 		{"ManyStreams", s.testManyStreams},
 		{"StreamUnimplemented", s.testStreamUnimplemented},
+		{"BadStreamFrames", s.testBadStreamFrames},
+		{"StreamOnDrainingConnection", s.testStreamOnDrainingConnection},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
