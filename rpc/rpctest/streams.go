@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
@@ -431,4 +432,139 @@ func (s *suite) testStreamUnimplemented(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCode(t, "RecvMsg on an unknown service", cs.RecvMsg(new(testpb.EchoResponse)), codes.Unimplemented, "unknown service no.Such")
+}
+
+// testStreamInterceptors: stream interceptors given as a list run in list
+// order, the first outermost, on both ends, as the unary ones.
+func (s *suite) testStreamInterceptors(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	record := func(what string) {
+		mu.Lock()
+		order = append(order, what)
+		mu.Unlock()
+	}
+	server := func(name string) rpc.StreamServerInterceptor {
+		return func(srv any, ss rpc.ServerStream, info *rpc.StreamServerInfo, handler rpc.StreamHandler) error {
+			record(fmt.Sprintf("server %s in %s client=%v server=%v", name, info.FullMethod, info.IsClientStream, info.IsServerStream))
+			err := handler(srv, ss)
+			record("server " + name + " out")
+			return err
+		}
+	}
+	client := func(name string) rpc.StreamClientInterceptor {
+		return func(ctx context.Context, desc *rpc.StreamDesc, cc *rpc.ClientConn, method string, streamer rpc.Streamer, opts ...rpc.CallOption) (rpc.ClientStream, error) {
+			record("client " + name + " in")
+			cs, err := streamer(ctx, desc, cc, method, opts...)
+			record("client " + name + " out")
+			return cs, err
+		}
+	}
+	e := s.start(t, rpc.StreamInterceptor(server("A")), rpc.ChainStreamInterceptor(server("B"), server("C")))
+	cc, _ := s.dial(t, e, rpc.WithChainStreamInterceptor(client("A"), client("B")), rpc.WithStreamInterceptor(client("C")))
+	st := s.list(t, s.ctx(t), cc, 1, nil)
+	readList(t, st, 1, nil)
+	mu.Lock()
+	defer mu.Unlock()
+	m := method("List")
+	want := []string{
+		"client A in", "client B in", "client C in", "client C out", "client B out", "client A out",
+		"server A in " + m + " client=false server=true", "server B in " + m + " client=false server=true", "server C in " + m + " client=false server=true",
+		"server C out", "server B out", "server A out",
+	}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("order:\n%q\nwant\n%q", order, want)
+	}
+}
+
+// testStreamMessageSizes: every message of a stream is held to the limits
+// of both ends.
+func (s *suite) testStreamMessageSizes(t *testing.T) {
+	e := s.start(t, rpc.MaxRecvMsgSize(1<<10))
+	cc, _ := s.dial(t, e)
+	ctx := s.ctx(t)
+
+	// Larger than the client's own send limit: refused before it leaves,
+	// and the stream goes on.
+	st := s.openStream(t, ctx, cc, pingDesc, "Ping")
+	cs, err := cc.NewStream(ctx, pingDesc, method("Ping"), rpc.MaxCallSendMsgSize(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "SendMsg over the call's send limit", cs.SendMsg(&testpb.EchoRequest{Payload: make([]byte, 100)}), codes.ResourceExhausted, "larger than the limit")
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.RecvMsg(new(testpb.EchoResponse)); err != io.EOF {
+		t.Fatalf("RecvMsg after the refused send: %v, want io.EOF", err)
+	}
+
+	// Larger than the server's receive limit: the stream fails with
+	// ResourceExhausted.
+	if err := st.Send(&testpb.EchoRequest{Payload: make([]byte, 2<<10)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Recv()
+	wantCode(t, "Recv after a message over the server's limit", err, codes.ResourceExhausted, "larger than the limit")
+
+	// Larger than the client's receive limit for this call.
+	small := s.openStream(t, ctx, cc, pingDesc, "Ping")
+	cs, err = cc.NewStream(ctx, pingDesc, method("Ping"), rpc.MaxCallRecvMsgSize(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(&testpb.EchoRequest{Payload: make([]byte, 500)}); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "RecvMsg over the call's receive limit", cs.RecvMsg(new(testpb.EchoResponse)), codes.ResourceExhausted, "larger than the limit")
+	// Other streams are unaffected.
+	if err := small.Send(&testpb.EchoRequest{Payload: []byte("ok")}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := small.Recv(); err != nil || string(m.Payload) != "ok" {
+		t.Fatalf("Recv on another stream: %v, %v", m, err)
+	}
+}
+
+// testVersionOnePeer: a server speaking wire version 1 refuses the first
+// frame with a version 1 GOAWAY; the client fails the call with a message
+// that names both versions, without hanging.
+func (s *suite) testVersionOnePeer(t *testing.T) {
+	ctx := s.ctx(t)
+	lis, err := s.cfg.Transport.Listen(s.cfg.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		tc, err := lis.Accept(ctx)
+		if err != nil {
+			return
+		}
+		defer tc.Close()
+		if b, err := tc.Recv(ctx); err == nil {
+			b.Release()
+		}
+		goaway := wire.AppendGoAway(nil, uint32(codes.Internal), "protocol error: unsupported frame version 2 (this side speaks 1)")
+		goaway[0] = 1
+		_ = tc.Send(ctx, goaway)
+		// Wait for the client to close.
+		for {
+			b, err := tc.Recv(ctx)
+			if err != nil {
+				return
+			}
+			b.Release()
+		}
+	}()
+	cc, err := rpc.Dial(ctx, lis.Addr().String(), rpc.WithTransport(s.cfg.Transport))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = testpb.NewTestClient(cc).Echo(ctx, &testpb.EchoRequest{})
+	wantCode(t, "a call to a version 1 server", err, codes.Internal, "unsupported frame version 1 (this side speaks 2)")
+	cc.Close()
+	s.waitFor(t, "the version 1 server to see the close", served)
 }

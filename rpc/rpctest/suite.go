@@ -76,6 +76,9 @@ func Run(t *testing.T, cfg Config) {
 		{"StalledStream", s.testStalledStream},
 		{"ManyStreams", s.testManyStreams},
 		{"StreamUnimplemented", s.testStreamUnimplemented},
+		{"StreamInterceptors", s.testStreamInterceptors},
+		{"StreamMessageSizes", s.testStreamMessageSizes},
+		{"VersionOnePeer", s.testVersionOnePeer},
 		{"BadStreamFrames", s.testBadStreamFrames},
 		{"StreamOnDrainingConnection", s.testStreamOnDrainingConnection},
 	}
