@@ -351,6 +351,7 @@ type clientLink struct {
 	mu       sync.Mutex
 	pending  map[uint64]*pendingCall
 	streams  map[uint64]*clientStream
+	held     atomic.Int64 // bytes of stream messages copied out and not yet read
 	nextID   uint64
 	draining bool // GOAWAY received, or closed: no new calls
 

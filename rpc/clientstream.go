@@ -187,6 +187,7 @@ func (cs *clientStream) finish(st *status.Status, drop bool) bool {
 	}
 	if drop {
 		for _, m := range cs.dropQueued(err) {
+			cs.l.held.Add(-int64(len(m)))
 			bufpool.Put(m)
 		}
 	} else {
@@ -245,11 +246,20 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			cs.reset(status.Newf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(body), cs.ci.maxRecvSize))
 			return true
 		}
+		if held := l.held.Load(); held > 0 && held+int64(len(body)) > int64(l.cc.opts.connWindow) {
+			cs.reset(status.Newf(codes.ResourceExhausted, "the connection holds %d bytes of unread stream messages, its limit is %d", held, l.cc.opts.connWindow))
+			return true
+		}
 		msg := append(bufpool.Get(len(body))[:0], body...)
-		if !cs.in.push(msg, messageCost(len(body))) {
+		switch cs.in.push(msg, messageCost(len(body))) {
+		case pushed:
+			l.held.Add(int64(len(msg)))
+		case pastWindow:
 			bufpool.Put(msg)
 			l.log.Warn("resetting a stream", zap.Uint64("stream", cs.id), zap.String("reason", "the server sent past the stream's window"))
 			cs.reset(status.New(codes.Internal, "flow control: the server sent past the stream's window"))
+		case pushEnded:
+			bufpool.Put(msg)
 		}
 	case wire.KindTrailers:
 		if len(body) > maxMD+responseOverhead {
@@ -406,6 +416,7 @@ func (cs *clientStream) recv(m any) error {
 	if msg == nil {
 		return err
 	}
+	cs.l.held.Add(-int64(len(msg)))
 	if grant > 0 && !cs.l.queueControl(wire.AppendWindow(nil, cs.id, uint32(grant)), maxQueuedCancels) {
 		cs.in.ungrant(grant)
 	}

@@ -40,21 +40,32 @@ func (in *inbox) init(window int) {
 	in.wake = make(chan struct{}, 1)
 }
 
-// push queues msg, which cost bytes of the window. It reports false when the
-// sender had no credit left (it sent past its window); msg is then dropped.
-func (in *inbox) push(msg []byte, cost int) bool {
+// What push did with a message.
+type pushResult int
+
+const (
+	pushed     pushResult = iota // queued for RecvMsg
+	pastWindow                   // the sender had no credit left: a flow-control error
+	pushEnded                    // the stream has ended here: nobody will read it
+)
+
+// push queues msg, which costs cost bytes of the window. Unless it reports
+// pushed, msg is not kept and stays the caller's.
+func (in *inbox) push(msg []byte, cost int) pushResult {
 	in.mu.Lock()
 	if in.inflight >= in.window {
 		in.mu.Unlock()
-		return false
+		return pastWindow
 	}
 	in.inflight += cost
-	if !in.ended {
-		in.msgs = append(in.msgs, msg)
+	if in.ended {
+		in.mu.Unlock()
+		return pushEnded
 	}
+	in.msgs = append(in.msgs, msg)
 	in.mu.Unlock()
 	in.signal()
-	return true
+	return pushed
 }
 
 // end says no message follows the ones queued; RecvMsg returns err after

@@ -74,7 +74,7 @@ func (m *flowModel) reader(t *testing.T) bool {
 	}
 	w := m.landed[0]
 	m.landed = m.landed[1:]
-	if !m.streams[w.stream].in.push(make([]byte, w.size), messageCost(w.size)) {
+	if m.streams[w.stream].in.push(make([]byte, w.size), messageCost(w.size)) != pushed {
 		t.Fatalf("stream %d: a sender that kept to its credit was taken for one past its window", w.stream)
 	}
 	m.credits++

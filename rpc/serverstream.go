@@ -210,9 +210,14 @@ func (l *serverLink) streamMessage(ss *serverStream, payload []byte) bool {
 	}
 	msg := append(bufpool.Get(len(payload))[:0], payload...)
 	l.held.Add(int64(len(msg)))
-	if !ss.in.push(msg, messageCost(len(payload))) {
+	switch ss.in.push(msg, messageCost(len(payload))) {
+	case pastWindow:
 		l.release(len(msg))
+		bufpool.Put(msg)
 		return l.streamError(ss, status.New(codes.Internal, "flow control: the client sent past the stream's window"))
+	case pushEnded: // the handler returned meanwhile
+		l.release(len(msg))
+		bufpool.Put(msg)
 	}
 	return true
 }
@@ -373,7 +378,12 @@ func (ss *serverStream) SendMsg(m any) error {
 		return ss.sendError(ss.ctx.Err())
 	}
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], ss.id)
+	// Counted by the send watch as responses are: a client that takes
+	// nothing for ResponseTimeout is disconnected.
+	ss.l.sending.Add(1)
 	n, err := sendFrame(ss.ctx, ss.l.tc, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget)
+	ss.l.sent.Add(1)
+	ss.l.sending.Add(-1)
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && ss.ctx.Err() == nil {

@@ -110,6 +110,34 @@ func (s *suite) testBadStreamFrames(t *testing.T) {
 		})
 	}
 
+	t.Run("past the connection's bound", func(t *testing.T) {
+		// Two streams whose handlers never read hold 64 KiB, the least
+		// bound: the message that would pass it resets its stream, and
+		// the connection serves on.
+		e := s.start(t, rpc.InitialConnWindowSize(64<<10))
+		raw, err := s.cfg.Transport.Dial(ctx, e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		m30 := func(id uint64) []byte {
+			return message(id, &testpb.EchoRequest{Payload: bytes.Repeat([]byte{'c'}, 30<<10)})
+		}
+		for _, f := range [][]byte{open(1, "Hold"), open(2, "Hold"), m30(1), m30(2), m30(2)} {
+			if err := raw.Send(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f := waitFrame(t, ctx, raw, wire.KindReset, 2)
+		if codes.Code(f.Reset.Code) != codes.ResourceExhausted || !strings.Contains(f.Reset.Message, "unread stream messages") {
+			t.Fatalf("RESET %+v, want ResourceExhausted naming the connection's bound", f.Reset)
+		}
+		sendRequest(t, ctx, raw, 100, testpb.Test_Echo_FullMethodName, &testpb.EchoRequest{Payload: []byte("x")})
+		if f := waitFrame(t, ctx, raw, wire.KindResponse, 100); f.Response.Code != 0 {
+			t.Fatalf("unary call after the stream error: %+v", f.Response)
+		}
+	})
+
 	t.Run("a frame only servers send", func(t *testing.T) {
 		// A server-only frame at the server is a connection error; the
 		// server keeps serving others.
