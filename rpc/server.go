@@ -229,6 +229,7 @@ type serverLink struct {
 	queuedBytes int
 	streams     map[uint64]*serverStream // open streams
 	held        atomic.Int64             // bytes of stream messages copied out and not yet read
+	lastNotOpen uint64                   // the last stream answered "not open" (the reader's)
 	wg          sync.WaitGroup           // handler goroutines
 }
 

@@ -225,10 +225,18 @@ func (l *serverLink) streamMessage(ss *serverStream, payload []byte) bool {
 // release gives back n bytes of the connection's bound on held messages.
 func (l *serverLink) release(n int) { l.held.Add(-int64(n)) }
 
-// notOpen answers a data frame for a stream the server does not have.
+// notOpen answers a data frame for a stream the server does not have: one
+// RESET and one log line per stream, however many of its frames were in
+// flight (a client streams on until it hears of the stream's end, so a
+// burst of them is normal). It never closes the connection.
 func (l *serverLink) notOpen(h wire.Header) bool {
+	if h.CallID == l.lastNotOpen {
+		return true
+	}
+	l.lastNotOpen = h.CallID
 	l.s.peerLog.warn("frame for a stream that is not open", zap.Stringer("peer", l.peer.Addr), zap.Stringer("kind", h.Kind), zap.Uint64("stream", h.CallID))
-	return l.queueOrClose(wire.AppendReset(nil, h.CallID, uint32(codes.Internal), fmt.Sprintf("stream %d is not open", h.CallID)))
+	l.queueControl(wire.AppendReset(nil, h.CallID, uint32(codes.Internal), fmt.Sprintf("stream %d is not open", h.CallID)), maxQueuedControl)
+	return true
 }
 
 // streamError resets ss because the client broke the stream's rules: one

@@ -110,6 +110,44 @@ func (s *suite) testBadStreamFrames(t *testing.T) {
 		})
 	}
 
+	t.Run("a burst for an ended stream", func(t *testing.T) {
+		// A client streams on until it hears that the stream ended: a
+		// burst of frames for it gets one RESET and one log line, and the
+		// connection stays.
+		before := e.logs.FilterMessage("frame for a stream that is not open").Len()
+		raw, err := s.cfg.Transport.Dial(ctx, e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		m := message(77, &testpb.EchoRequest{Payload: []byte("late")})
+		for range 3000 {
+			if err := raw.Send(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sendRequest(t, ctx, raw, 78, testpb.Test_Echo_FullMethodName, &testpb.EchoRequest{Payload: []byte("x")})
+		resets := 0
+		for {
+			f, err := recvFrame(t, ctx, raw)
+			if err != nil {
+				t.Fatalf("after the burst: %v (%d RESETs)", err, resets)
+			}
+			if f.Header.Kind == wire.KindReset {
+				resets++
+			}
+			if f.Header.Kind == wire.KindResponse && f.Header.CallID == 78 {
+				break
+			}
+		}
+		if n := e.logs.FilterMessage("frame for a stream that is not open").Len() - before; n != 1 {
+			t.Fatalf("%d log lines for one burst, want 1", n)
+		}
+		if resets > 1 {
+			t.Fatalf("%d RESETs for one stream, want 1", resets)
+		}
+	})
+
 	t.Run("past the connection's bound", func(t *testing.T) {
 		// Two streams whose handlers never read hold 64 KiB, the least
 		// bound: the message that would pass it resets its stream, and
