@@ -145,6 +145,34 @@ func BenchmarkPingPong(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+		// A unary call made as a degenerate stream (OPEN, MESSAGE,
+		// CLOSE_SEND; HEADERS, MESSAGE, TRAILERS), to measure what unary
+		// calls would cost on streams.
+		b.Run("transport="+tr.name+"/kind=stream-per-call", func(b *testing.B) {
+			cc := benchConn(b, tr.tr(), tr.addr)
+			desc := &rpc.StreamDesc{ClientStreams: true, ServerStreams: true}
+			req, resp := &testpb.EchoRequest{Payload: make([]byte, 64)}, new(testpb.EchoResponse)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				cs, err := cc.NewStream(context.Background(), desc, "/rdmarpc.bench.Streams/Ping")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := cs.SendMsg(req); err != nil {
+					b.Fatal(err)
+				}
+				if err := cs.CloseSend(); err != nil {
+					b.Fatal(err)
+				}
+				if err := cs.RecvMsg(resp); err != nil {
+					b.Fatal(err)
+				}
+				if err := cs.RecvMsg(resp); err != io.EOF {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run("transport="+tr.name+"/kind=unary", func(b *testing.B) {
 			c := testpb.NewTestClient(benchConn(b, tr.tr(), tr.addr))
 			req := &testpb.EchoRequest{Payload: make([]byte, 64)}
