@@ -139,10 +139,11 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 	defer b.Release()
 	l.mu.Lock()
 	ss := l.streams[h.CallID]
-	if ss != nil && ss.reset {
-		ss = nil
-	}
+	reset := ss != nil && ss.reset
 	l.mu.Unlock()
+	if reset {
+		return true // the client has been told; what crossed the RESET is dropped
+	}
 	switch h.Kind {
 	case wire.KindMessage:
 		if ss == nil {
@@ -257,16 +258,20 @@ func (ss *serverStream) run() {
 	l := ss.l
 	defer l.wg.Done()
 	err := ss.call()
-	l.mu.Lock()
-	delete(l.streams, ss.id)
-	reset := ss.reset
-	l.mu.Unlock()
 	l.release(ss.in.fail(io.EOF))
 	ss.cancel()
-	if reset || l.ctx.Err() != nil {
-		return
+	l.mu.Lock()
+	reset := ss.reset
+	l.mu.Unlock()
+	if !reset && l.ctx.Err() == nil {
+		ss.sendTrailers(err)
 	}
-	ss.sendTrailers(err)
+	// Only now is the stream not open: frames that crossed the end are
+	// dropped until the TRAILERS have left, so no "not open" RESET can
+	// overtake them.
+	l.mu.Lock()
+	delete(l.streams, ss.id)
+	l.mu.Unlock()
 }
 
 func (ss *serverStream) call() (err error) {

@@ -70,14 +70,21 @@ var streamsDesc = rpc.ServiceDesc{
 			srv.(*streamsImpl).ended <- ss.Context().Err()
 			return ss.Context().Err()
 		}},
+		{StreamName: "First", ClientStreams: true, Handler: func(srv any, ss rpc.ServerStream) error {
+			if err := ss.RecvMsg(new(testpb.EchoRequest)); err != nil {
+				return err
+			}
+			return status.Error(codes.FailedPrecondition, "one is enough")
+		}},
 	},
 }
 
 var (
-	listDesc = &streamsDesc.Streams[0]
-	sumDesc  = &streamsDesc.Streams[1]
-	pingDesc = &streamsDesc.Streams[2]
-	holdDesc = &streamsDesc.Streams[3]
+	listDesc  = &streamsDesc.Streams[0]
+	sumDesc   = &streamsDesc.Streams[1]
+	pingDesc  = &streamsDesc.Streams[2]
+	holdDesc  = &streamsDesc.Streams[3]
+	firstDesc = &streamsDesc.Streams[4]
 )
 
 func method(name string) string { return "/" + streamService + "/" + name }
@@ -567,4 +574,25 @@ func (s *suite) testVersionOnePeer(t *testing.T) {
 	wantCode(t, "a call to a version 1 server", err, codes.Internal, "unsupported frame version 1 (this side speaks 2)")
 	cc.Close()
 	s.waitFor(t, "the version 1 server to see the close", served)
+}
+
+// testHandlerEndsEarly: a client-streaming handler that returns after the
+// first message while the client streams on: the client's sends end with
+// io.EOF, and it gets the handler's status, never a reset for the messages
+// that crossed the end.
+func (s *suite) testHandlerEndsEarly(t *testing.T) {
+	e := s.start(t)
+	cc, _ := s.dial(t, e)
+	for range 20 {
+		st := s.openStream(t, s.ctx(t), cc, firstDesc, "First")
+		for range 200 {
+			if err := st.Send(&testpb.EchoRequest{Payload: []byte("more")}); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("Send: %v", err)
+			}
+		}
+		_, err := st.CloseAndRecv()
+		wantCode(t, "CloseAndRecv", err, codes.FailedPrecondition, "one is enough")
+	}
 }

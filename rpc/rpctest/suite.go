@@ -76,6 +76,7 @@ func Run(t *testing.T, cfg Config) {
 		{"StalledStream", s.testStalledStream},
 		{"ManyStreams", s.testManyStreams},
 		{"StreamUnimplemented", s.testStreamUnimplemented},
+		{"HandlerEndsEarly", s.testHandlerEndsEarly},
 		{"StreamInterceptors", s.testStreamInterceptors},
 		{"StreamMessageSizes", s.testStreamMessageSizes},
 		{"VersionOnePeer", s.testVersionOnePeer},
