@@ -426,9 +426,11 @@ func main() {
 		os.Exit(1)
 	}
 	_, err = c.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "nope"})
-	_, werr := c.Watch(context.Background(), &healthpb.HealthCheckRequest{})
-	var w grpc_health_v1rdmarpc.Health_WatchClient = nil
-	_ = w
+	var w grpc_health_v1rdmarpc.Health_WatchClient
+	w, werr := c.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if werr == nil {
+		_, werr = w.Recv() // the embedded UnimplementedHealthServer answers
+	}
 	fmt.Println(resp.GetStatus(), status.Code(err), status.Code(werr))
 }
 `

@@ -33,6 +33,8 @@ type ClientConn struct {
 	connect ConnectParams
 	log     *zap.Logger
 	invoke  UnaryInvoker // the interceptor chain, ending in cc.call
+	// streamer is the stream interceptor chain, ending in cc.newStream.
+	streamer Streamer
 
 	mu      sync.Mutex
 	cur     *clientLink          // where new calls go
@@ -83,6 +85,9 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*ClientConn, 
 		all:     make(map[*clientLink]bool),
 	}
 	cc.invoke = chainClient(o.interceptors, cc.call)
+	cc.streamer = chainStreamClient(o.streamInterceptors, func(ctx context.Context, desc *StreamDesc, cc *ClientConn, method string, opts ...CallOption) (ClientStream, error) {
+		return cc.newStream(ctx, desc, method, cc, opts...)
+	})
 	if _, err := cc.link(ctx, false); err != nil {
 		cc.Close()
 		return nil, err
@@ -345,6 +350,8 @@ type clientLink struct {
 
 	mu       sync.Mutex
 	pending  map[uint64]*pendingCall
+	streams  map[uint64]*clientStream
+	held     atomic.Int64 // bytes of stream messages copied out and not yet read
 	nextID   uint64
 	draining bool // GOAWAY received, or closed: no new calls
 
@@ -377,6 +384,7 @@ func newClientLink(cc *ClientConn, tc transport.Conn) *clientLink {
 		link:    newLink(tc, cc.log, cc.opts.keepalive, sendWatch{}),
 		cc:      cc,
 		pending: make(map[uint64]*pendingCall),
+		streams: make(map[uint64]*clientStream),
 	}
 }
 
@@ -420,7 +428,7 @@ func (l *clientLink) abandon(id uint64, p *pendingCall) {
 // idleDraining reports whether l is draining with no call left, so it can
 // close. Called with l.mu held.
 func (l *clientLink) idleDraining() bool {
-	return l.draining && len(l.pending) == 0 && l.ctx.Err() == nil
+	return l.draining && len(l.pending) == 0 && len(l.streams) == 0 && l.ctx.Err() == nil
 }
 
 func (l *clientLink) retire() {
@@ -440,7 +448,7 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 		}
 	}
 	head := wire.AppendRequestHead(bufpool.Get(256)[:0], id, timeout, method, md)
-	err = sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil)
+	_, err = sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil)
 	bufpool.Put(head)
 	if err != nil {
 		l.abandon(id, p)
@@ -572,6 +580,10 @@ func (l *clientLink) dispatch(b transport.Buffer) bool {
 		}
 		return true
 	}
+	switch h.Kind {
+	case wire.KindHeaders, wire.KindMessage, wire.KindTrailers, wire.KindReset, wire.KindWindow, wire.KindOpen, wire.KindCloseSend:
+		return l.streamFrame(h, body, b)
+	}
 	ga, err := l.control(h, body, "server", "clients")
 	b.Release()
 	if err != nil {
@@ -612,8 +624,15 @@ func (l *clientLink) failAll(st *status.Status) {
 	l.draining = true
 	calls := l.pending
 	l.pending = map[uint64]*pendingCall{}
+	streams := make([]*clientStream, 0, len(l.streams))
+	for _, cs := range l.streams {
+		streams = append(streams, cs)
+	}
 	l.mu.Unlock()
 	for _, p := range calls {
 		p.done <- result{err: st.Err()}
+	}
+	for _, cs := range streams {
+		cs.finish(st, true)
 	}
 }

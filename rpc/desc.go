@@ -30,8 +30,7 @@ type ServiceDesc struct {
 	// implementation registered must implement it.
 	HandlerType any
 	Methods     []MethodDesc
-	// Streams are the streaming methods. This version registers them but
-	// answers each with codes.Unimplemented: streams do not run yet.
+	// Streams are the streaming methods.
 	Streams  []StreamDesc
 	Metadata any // the .proto file the service came from
 }
@@ -47,8 +46,7 @@ type ServiceRegistrar interface {
 type ClientConnInterface interface {
 	// Invoke makes a unary call.
 	Invoke(ctx context.Context, method string, req, reply any, opts ...CallOption) error
-	// NewStream opens a stream for a streaming method. *ClientConn's fails
-	// with codes.Unimplemented in this version.
+	// NewStream opens a stream for a streaming method.
 	NewStream(ctx context.Context, desc *StreamDesc, method string, opts ...CallOption) (ClientStream, error)
 }
 

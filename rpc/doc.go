@@ -1,11 +1,11 @@
 // Package rpc is rdmarpc's RPC layer: a Server that serves registered
-// services, a ClientConn that makes unary calls, multiplexed by call id over
-// one transport connection, with deadlines, cancellation, status codes,
-// metadata, interceptors, keepalive and graceful shutdown. The wire format is
-// in docs/wire.md.
+// services, a ClientConn that makes unary calls and opens streams,
+// multiplexed by id over one transport connection, with deadlines,
+// cancellation, status codes, metadata, interceptors, keepalive and graceful
+// shutdown. The wire format is in docs/wire.md.
 //
 // Its shape is gRPC-go's: generated code fills a ServiceDesc and calls
-// Invoke, so code written for gRPC reads the same here.
+// Invoke or NewStream, so code written for gRPC reads the same here.
 //
 // rpc sits above any transport. It picks one by the target's scheme through
 // the transport package's registry and must never import a concrete
@@ -19,6 +19,13 @@
 // is disconnected; metadata is capped by MaxHeaderListSize on both ends.
 // The server never stops reading a connection to push back, so keepalive
 // and cancellation work whatever its handlers do.
+//
+// Streams are flow-controlled one by one (flow.go): each end gives each
+// stream a receive window (InitialWindowSize) and copies the messages of a
+// stream nobody reads out of transport memory, within the window and a
+// bound per connection (InitialConnWindowSize), so the reader always reads
+// and one stalled stream stalls nothing else. At most MaxConcurrentStreams
+// are open on a connection.
 //
 // Interceptor order: interceptors given as a list run in list order, the
 // first being the outermost: for [A, B], A runs first, calls B, which calls

@@ -35,3 +35,38 @@ func chainClient(is []UnaryClientInterceptor, final UnaryInvoker) UnaryInvoker {
 	}
 	return final
 }
+
+// chainStreamServer folds stream interceptors into one, the first
+// outermost; nil when there are none.
+func chainStreamServer(is []StreamServerInterceptor) StreamServerInterceptor {
+	switch len(is) {
+	case 0:
+		return nil
+	case 1:
+		return is[0]
+	}
+	return func(srv any, ss ServerStream, info *StreamServerInfo, handler StreamHandler) error {
+		return is[0](srv, ss, info, nextStreamServer(is[1:], info, handler))
+	}
+}
+
+func nextStreamServer(is []StreamServerInterceptor, info *StreamServerInfo, final StreamHandler) StreamHandler {
+	if len(is) == 0 {
+		return final
+	}
+	return func(srv any, ss ServerStream) error {
+		return is[0](srv, ss, info, nextStreamServer(is[1:], info, final))
+	}
+}
+
+// chainStreamClient folds stream interceptors around final, the first
+// outermost.
+func chainStreamClient(is []StreamClientInterceptor, final Streamer) Streamer {
+	for i := len(is) - 1; i >= 0; i-- {
+		inner, ic := final, is[i]
+		final = func(ctx context.Context, desc *StreamDesc, cc *ClientConn, method string, opts ...CallOption) (ClientStream, error) {
+			return ic(ctx, desc, cc, method, inner, opts...)
+		}
+	}
+	return final
+}

@@ -410,53 +410,55 @@ func transportStatus(err error) *status.Status {
 // in place in transport memory when the codec can. limit caps the payload
 // size (ResourceExhausted beyond). With a budget, the whole frame's bytes
 // are acquired from it before v is encoded and given back once the
-// transport has taken the frame (or refused it).
-func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte, v any, limit int, budget *byteBudget) error {
+// transport has taken the frame (or refused it). It returns the payload's
+// size.
+func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte, v any, limit int, budget *byteBudget) (int, error) {
 	if sc, ok := codec.(SizedCodec); ok && v != nil {
 		n := sc.Size(v)
 		if err := checkSize(n, limit, len(head), tc); err != nil {
-			return err
+			return n, err
 		}
 		if budget != nil {
 			if err := budget.acquire(ctx, len(head)+n); err != nil {
-				return err
+				return n, err
 			}
 			defer budget.release(len(head) + n)
 		}
 		buf, err := tc.NewSendBuffer(ctx, len(head)+n)
 		if err != nil {
-			return err
+			return n, err
 		}
 		b := buf.Bytes()
 		copy(b, head)
 		if err := sc.MarshalTo(b[len(head):], v); err != nil {
 			buf.Release()
-			return status.Errorf(codes.Internal, "encoding %T: %v", v, err)
+			return n, status.Errorf(codes.Internal, "encoding %T: %v", v, err)
 		}
-		return tc.SendBuffer(ctx, buf)
+		return n, tc.SendBuffer(ctx, buf)
 	}
 	var payload []byte
 	if v != nil {
 		var err error
 		if payload, err = codec.Marshal(v); err != nil {
-			return status.Errorf(codes.Internal, "encoding %T: %v", v, err)
+			return 0, status.Errorf(codes.Internal, "encoding %T: %v", v, err)
 		}
 	}
-	if err := checkSize(len(payload), limit, len(head), tc); err != nil {
-		return err
+	n := len(payload)
+	if err := checkSize(n, limit, len(head), tc); err != nil {
+		return n, err
 	}
 	if budget != nil {
-		if err := budget.acquire(ctx, len(head)+len(payload)); err != nil {
-			return err
+		if err := budget.acquire(ctx, len(head)+n); err != nil {
+			return n, err
 		}
-		defer budget.release(len(head) + len(payload))
+		defer budget.release(len(head) + n)
 	}
-	b := bufpool.Get(len(head) + len(payload))
+	b := bufpool.Get(len(head) + n)
 	copy(b, head)
 	copy(b[len(head):], payload)
 	err := tc.Send(ctx, b)
 	bufpool.Put(b)
-	return err
+	return n, err
 }
 
 func checkSize(n, limit, head int, tc transport.Conn) error {

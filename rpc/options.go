@@ -48,6 +48,8 @@ type settings struct {
 	maxRecvSize       int
 	maxSendSize       int
 	maxHeaderListSize int
+	window            int // a stream's receive window
+	connWindow        int // bytes of stream messages a connection buffers
 }
 
 func defaultSettings() settings {
@@ -57,6 +59,8 @@ func defaultSettings() settings {
 		maxRecvSize:       DefaultMaxRecvMsgSize,
 		maxSendSize:       DefaultMaxSendMsgSize,
 		maxHeaderListSize: wire.DefaultMaxMetadata,
+		window:            defaultWindow,
+		connWindow:        defaultConnWindow,
 	}
 }
 
@@ -73,7 +77,9 @@ type ServerOption func(*serverOptions)
 type serverOptions struct {
 	settings
 	interceptors       []UnaryServerInterceptor
+	streamInterceptors []StreamServerInterceptor
 	maxConcurrentCalls int
+	maxStreams         int
 	maxQueuedBytes     int
 	maxUnsentBytes     int
 	responseTimeout    time.Duration
@@ -151,11 +157,12 @@ type DialOption func(*dialOptions)
 
 type dialOptions struct {
 	settings
-	interceptors []UnaryClientInterceptor
-	callOptions  []CallOption
-	transport    transport.Transport
-	fallback     string
-	connect      ConnectParams
+	interceptors       []UnaryClientInterceptor
+	streamInterceptors []StreamClientInterceptor
+	callOptions        []CallOption
+	transport          transport.Transport
+	fallback           string
+	connect            ConnectParams
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as
@@ -218,4 +225,78 @@ func WithFallback(scheme string) DialOption { return func(o *dialOptions) { o.fa
 // target's scheme (for instance a TCP transport with TLS).
 func WithTransport(t transport.Transport) DialOption {
 	return func(o *dialOptions) { o.transport = t }
+}
+
+// windowSize is a window option's value: below the protocol's initial 64 KiB
+// it is raised to it, as gRPC-go ignores smaller windows.
+func windowSize(n int32) int { return max(int(n), defaultWindow) }
+
+// InitialWindowSize sets each stream's receive window on the server: the
+// bytes of messages a client may send on one stream before the handler
+// reads them (docs/wire.md, "Flow control"). Values below 64 KiB, the
+// default, are raised to it.
+func InitialWindowSize(n int32) ServerOption {
+	return func(o *serverOptions) { o.window = windowSize(n) }
+}
+
+// InitialConnWindowSize bounds the bytes of stream messages one connection
+// holds for handlers that have not read them, all streams together; a
+// message past it resets its stream with ResourceExhausted. One message is
+// always let in when nothing is held. Values below 64 KiB are raised to
+// it; default 16 MiB.
+func InitialConnWindowSize(n int32) ServerOption {
+	return func(o *serverOptions) { o.connWindow = windowSize(n) }
+}
+
+// MaxConcurrentStreams caps the streams open at once on one connection;
+// one more is refused with Unavailable (and the refusal mark). Default
+// 4096. Unary calls are counted apart, by MaxConcurrentCalls.
+func MaxConcurrentStreams(n uint32) ServerOption {
+	return func(o *serverOptions) { o.maxStreams = clampInt(n) }
+}
+
+// StreamInterceptor appends one interceptor to the server's stream chain;
+// see the package documentation for the order.
+func StreamInterceptor(i StreamServerInterceptor) ServerOption {
+	return func(o *serverOptions) { o.streamInterceptors = append(o.streamInterceptors, i) }
+}
+
+// ChainStreamInterceptor appends interceptors to the server's stream
+// chain, the first outermost.
+func ChainStreamInterceptor(is ...StreamServerInterceptor) ServerOption {
+	return func(o *serverOptions) { o.streamInterceptors = append(o.streamInterceptors, is...) }
+}
+
+// ChainUnaryInterceptor appends interceptors to the server's unary chain,
+// as UnaryInterceptor does.
+func ChainUnaryInterceptor(is ...UnaryServerInterceptor) ServerOption { return UnaryInterceptor(is...) }
+
+// WithInitialWindowSize sets each stream's receive window on the client
+// (see InitialWindowSize).
+func WithInitialWindowSize(n int32) DialOption {
+	return func(o *dialOptions) { o.window = windowSize(n) }
+}
+
+// WithInitialConnWindowSize bounds the bytes of stream messages one client
+// connection holds unread (see InitialConnWindowSize).
+func WithInitialConnWindowSize(n int32) DialOption {
+	return func(o *dialOptions) { o.connWindow = windowSize(n) }
+}
+
+// WithStreamInterceptor appends one interceptor to the client's stream
+// chain; see the package documentation for the order.
+func WithStreamInterceptor(i StreamClientInterceptor) DialOption {
+	return func(o *dialOptions) { o.streamInterceptors = append(o.streamInterceptors, i) }
+}
+
+// WithChainStreamInterceptor appends interceptors to the client's stream
+// chain, the first outermost.
+func WithChainStreamInterceptor(is ...StreamClientInterceptor) DialOption {
+	return func(o *dialOptions) { o.streamInterceptors = append(o.streamInterceptors, is...) }
+}
+
+// WithChainUnaryInterceptor appends interceptors to the client's unary
+// chain, as WithUnaryInterceptor does.
+func WithChainUnaryInterceptor(is ...UnaryClientInterceptor) DialOption {
+	return WithUnaryInterceptor(is...)
 }

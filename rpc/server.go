@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -28,6 +29,8 @@ type Server struct {
 	log         *zap.Logger
 	peerLog     *limitedLogger // lines a peer can cause, rate-limited
 	interceptor UnaryServerInterceptor
+	// streamInterceptor is the stream chain, nil when empty.
+	streamInterceptor StreamServerInterceptor
 
 	mu        sync.Mutex
 	services  map[string]*service
@@ -44,6 +47,7 @@ type service struct {
 	name    string
 	impl    any
 	methods map[string]*MethodDesc
+	streams map[string]*StreamDesc
 }
 
 // NewServer returns a server with the given options.
@@ -51,6 +55,7 @@ func NewServer(opts ...ServerOption) *Server {
 	o := serverOptions{
 		settings:           defaultSettings(),
 		maxConcurrentCalls: 1024,
+		maxStreams:         defaultMaxConcurrentStreams,
 		maxQueuedBytes:     defaultMaxQueuedRequestBytes,
 		maxUnsentBytes:     defaultMaxUnsentResponseBytes,
 		responseTimeout:    defaultResponseTimeout,
@@ -60,13 +65,14 @@ func NewServer(opts ...ServerOption) *Server {
 	}
 	log := o.log.Named("rpc.server")
 	s := &Server{
-		opts:        o,
-		log:         log,
-		peerLog:     newLimitedLogger(log, peerLogBurst, peerLogEvery, time.Now),
-		interceptor: chainServer(o.interceptors),
-		services:    make(map[string]*service),
-		listeners:   make(map[transport.Listener]bool),
-		conns:       make(map[*serverLink]bool),
+		opts:              o,
+		log:               log,
+		peerLog:           newLimitedLogger(log, peerLogBurst, peerLogEvery, time.Now),
+		interceptor:       chainServer(o.interceptors),
+		streamInterceptor: chainStreamServer(o.streamInterceptors),
+		services:          make(map[string]*service),
+		listeners:         make(map[transport.Listener]bool),
+		conns:             make(map[*serverLink]bool),
 	}
 	s.cv = sync.NewCond(&s.mu)
 	return s
@@ -93,9 +99,12 @@ func (s *Server) RegisterService(desc *ServiceDesc, impl any) {
 	if _, dup := s.services[desc.ServiceName]; dup {
 		panic(fmt.Sprintf("rpc: service %s registered twice", desc.ServiceName))
 	}
-	svc := &service{name: desc.ServiceName, impl: impl, methods: make(map[string]*MethodDesc)}
+	svc := &service{name: desc.ServiceName, impl: impl, methods: make(map[string]*MethodDesc), streams: make(map[string]*StreamDesc)}
 	for i := range desc.Methods {
 		svc.methods[desc.Methods[i].MethodName] = &desc.Methods[i]
+	}
+	for i := range desc.Streams {
+		svc.streams[desc.Streams[i].StreamName] = &desc.Streams[i]
 	}
 	s.services[desc.ServiceName] = svc
 }
@@ -218,7 +227,10 @@ type serverLink struct {
 	running     int                    // call slots taken
 	queue       list.List              // of *callStream waiting for a slot, oldest first
 	queuedBytes int
-	wg          sync.WaitGroup // handler goroutines
+	streams     map[uint64]*serverStream // open streams
+	held        atomic.Int64             // bytes of stream messages copied out and not yet read
+	lastNotOpen uint64                   // the last stream answered "not open" (the reader's)
+	wg          sync.WaitGroup           // handler goroutines
 }
 
 // callStream is one call on a server connection: a stream with one message
@@ -248,11 +260,12 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 		s.peerLog.warn("closing a connection whose client takes no responses", zap.Stringer("peer", tc.RemoteAddr()), zap.Duration("timeout", s.opts.responseTimeout))
 	}}
 	return &serverLink{
-		link:   newLink(tc, s.log, s.opts.keepalive, watch),
-		s:      s,
-		peer:   &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr()},
-		budget: newByteBudget(s.opts.maxUnsentBytes),
-		calls:  make(map[uint64]*callStream),
+		link:    newLink(tc, s.log, s.opts.keepalive, watch),
+		s:       s,
+		peer:    &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr()},
+		budget:  newByteBudget(s.opts.maxUnsentBytes),
+		calls:   make(map[uint64]*callStream),
+		streams: make(map[uint64]*serverStream),
 	}
 }
 
@@ -284,6 +297,12 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 	switch h.Kind {
 	case wire.KindRequest:
 		return l.admit(l.newStream(h.CallID, body, b))
+	case wire.KindOpen:
+		ok := l.openStream(h, body)
+		b.Release()
+		return ok
+	case wire.KindMessage, wire.KindCloseSend, wire.KindReset, wire.KindWindow:
+		return l.streamFrame(h, body, b)
 	case wire.KindCancel:
 		err = wire.ParseCancel(body)
 		b.Release()
@@ -354,7 +373,7 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 // link is closing.
 func (l *serverLink) admit(st *callStream) bool {
 	l.mu.Lock()
-	if _, dup := l.calls[st.id]; dup {
+	if _, dup := l.calls[st.id]; dup || l.streams[st.id] != nil {
 		l.mu.Unlock()
 		st.frame.Release()
 		l.fatal(fmt.Errorf("call id %d is already in use", st.id))
@@ -527,8 +546,13 @@ func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (r
 	return st.md.Handler(st.svc.impl, ctx, dec, l.s.interceptor)
 }
 
+// cutMethod splits "/pkg.Service/Method".
+func cutMethod(method string) (svc, m string, ok bool) {
+	return strings.Cut(strings.TrimPrefix(method, "/"), "/")
+}
+
 func (l *serverLink) lookup(method string) (*service, *MethodDesc) {
-	name, m, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	name, m, ok := cutMethod(method)
 	if !ok {
 		return nil, nil
 	}
@@ -570,7 +594,7 @@ func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) {
 	}
 	if err == nil {
 		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, header, trailer)
-		err = sendFrame(l.ctx, l.tc, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget)
+		_, err = sendFrame(l.ctx, l.tc, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget)
 		bufpool.Put(head)
 		if err == nil || l.ctx.Err() != nil {
 			return

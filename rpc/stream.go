@@ -3,16 +3,13 @@ package rpc
 import (
 	"context"
 
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
 )
 
 // The stream API, in gRPC-go's shape, so that generated code for streaming
-// methods, and code written against it, compiles unchanged. The streaming
-// runtime (frames, per-stream flow control) is not part of this version:
-// ClientConn.NewStream fails with codes.Unimplemented, and the server answers
-// a streaming method with codes.Unimplemented.
+// methods, and code written against it, compiles unchanged. The runtime is
+// in clientstream.go and serverstream.go, flow control in flow.go, the
+// frames in docs/wire.md.
 
 // StreamHandler runs one streaming method on the server: generated code
 // provides one per streaming method, which calls the service implementation
@@ -220,15 +217,3 @@ type Streamer func(ctx context.Context, desc *StreamDesc, cc *ClientConn, method
 // StreamClientInterceptor wraps the opening of a client stream; it may
 // return a ClientStream of its own that wraps the one streamer returns.
 type StreamClientInterceptor func(ctx context.Context, desc *StreamDesc, cc *ClientConn, method string, streamer Streamer, opts ...CallOption) (ClientStream, error)
-
-// errStreamingUnsupported is what NewStream returns until streams run.
-var errStreamingUnsupported = status.Error(codes.Unimplemented, "rdmarpc: streaming calls are not supported by this version yet")
-
-// NewStream would open a stream for a streaming method; generated clients of
-// streaming methods call it. This version of rdmarpc does not run streams
-// yet: NewStream always fails with codes.Unimplemented, before anything is
-// sent. It exists so that code generated for streaming methods compiles
-// today and works unchanged once streams run.
-func (cc *ClientConn) NewStream(ctx context.Context, desc *StreamDesc, method string, opts ...CallOption) (ClientStream, error) {
-	return nil, errStreamingUnsupported
-}

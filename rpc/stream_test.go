@@ -16,19 +16,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
 )
-
-func TestNewStreamIsUnimplemented(t *testing.T) {
-	var cc ClientConn
-	s, err := cc.NewStream(t.Context(), &StreamDesc{ServerStreams: true}, "/a.B/C")
-	if s != nil || status.Code(err) != codes.Unimplemented ||
-		status.Convert(err).Message() != "rdmarpc: streaming calls are not supported by this version yet" {
-		t.Errorf("NewStream: %v, %v; want no stream and Unimplemented", s, err)
-	}
-}
 
 // recordingStream is a ClientStream and a ServerStream that records the
 // calls made on it and fails the ones named in fail.

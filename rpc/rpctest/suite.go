@@ -65,6 +65,23 @@ func Run(t *testing.T, cfg Config) {
 		{"ClientClose", s.testClientClose},
 		{"BadFrames", s.testBadFrames},
 		{"BadResponses", s.testBadResponses},
+		{"ServerStreaming", s.testServerStreaming},
+		{"ClientStreaming", s.testClientStreaming},
+		{"BidiPingPong", s.testBidiPingPong},
+		{"EmptyStream", s.testEmptyStream},
+		{"CancelAfterFirstResponse", s.testCancelAfterFirstResponse},
+		{"StreamDeadline", s.testStreamDeadline},
+		{"StreamMetadata", s.testStreamMetadata},
+		{"StreamStatusMidStream", s.testStreamStatusMidStream},
+		{"StalledStream", s.testStalledStream},
+		{"ManyStreams", s.testManyStreams},
+		{"StreamUnimplemented", s.testStreamUnimplemented},
+		{"HandlerEndsEarly", s.testHandlerEndsEarly},
+		{"StreamInterceptors", s.testStreamInterceptors},
+		{"StreamMessageSizes", s.testStreamMessageSizes},
+		{"VersionOnePeer", s.testVersionOnePeer},
+		{"BadStreamFrames", s.testBadStreamFrames},
+		{"StreamOnDrainingConnection", s.testStreamOnDrainingConnection},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,11 +102,12 @@ func (s *suite) ctx(t *testing.T) context.Context {
 
 // env is one server under test.
 type env struct {
-	svc   *testService
-	srv   *rpc.Server
-	addr  string
-	logs  *observer.ObservedLogs
-	serve chan error // Serve's result
+	svc     *testService
+	streams *streamsImpl
+	srv     *rpc.Server
+	addr    string
+	logs    *observer.ObservedLogs
+	serve   chan error // Serve's result
 }
 
 // start starts a server with the Test service on a new listener; it is
@@ -97,9 +115,10 @@ type env struct {
 func (s *suite) start(t *testing.T, opts ...rpc.ServerOption) *env {
 	t.Helper()
 	core, logs := observer.New(zap.InfoLevel)
-	e := &env{svc: newTestService(), logs: logs, serve: make(chan error, 1)}
+	e := &env{svc: newTestService(), streams: newStreamsImpl(), logs: logs, serve: make(chan error, 1)}
 	e.srv = rpc.NewServer(append([]rpc.ServerOption{rpc.Logger(zap.New(core))}, opts...)...)
 	testpb.RegisterTestServer(e.srv, e.svc)
+	e.srv.RegisterService(&streamsDesc, e.streams)
 	lis, err := s.cfg.Transport.Listen(s.cfg.Addr)
 	if err != nil {
 		t.Fatalf("Listen(%q): %v", s.cfg.Addr, err)

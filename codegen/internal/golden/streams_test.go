@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -21,10 +22,8 @@ import (
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
-// What generated code for streaming methods promises, without a stream
-// runtime: handlers and clients driven through fake streams, and a real
-// server that registers the service and answers its streaming methods
-// Unimplemented.
+// What generated code for streaming methods promises: handlers and clients
+// driven through fake streams, and a real server over TCP.
 
 // fakeServerStream hands out queued requests, then io.EOF, and records what
 // the handler sends.
@@ -365,8 +364,8 @@ func (failingConn) NewStream(context.Context, *rpc.StreamDesc, string, ...rpc.Ca
 }
 
 // TestStreamsOverTCP registers a service with streaming methods on a real
-// server: unary methods of it work, and its streaming methods are answered
-// Unimplemented on both ends until streams run.
+// server: its unary and streaming methods of every kind work through the
+// generated stubs.
 func TestStreamsOverTCP(t *testing.T) {
 	lis, err := transport.Listen("tcp://127.0.0.1:0")
 	if err != nil {
@@ -397,9 +396,64 @@ func TestStreamsOverTCP(t *testing.T) {
 	if it, err := c.Get(ctx, &streamspb.Item{Id: "u"}); err != nil || it.GetId() != "u" {
 		t.Errorf("Get: %v, %v; want the unary method of a service with streams to work", it, err)
 	}
-	_, err = c.Watch(ctx, timestamppb.Now())
-	if status.Code(err) != codes.Unimplemented || status.Convert(err).Message() != "rdmarpc: streaming calls are not supported by this version yet" {
-		t.Errorf("Watch: %v; want NewStream's Unimplemented", err)
+	// Server streaming.
+	w, err := c.Watch(ctx, timestamppb.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	var got []string
+	for {
+		it, err := w.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Watch: Recv: %v", err)
+		}
+		got = append(got, it.GetId())
+	}
+	if strings.Join(got, " ") != "2026/a 2026/b 2026/c" {
+		t.Errorf("Watch sent %q, want 2026/a 2026/b 2026/c", got)
+	}
+	// Client streaming.
+	u, err := c.Upload(ctx)
+	if err != nil {
+		t.Fatalf("Upload: %v", err)
+	}
+	for range 5 {
+		if err := u.Send(&streamspb.Item{Id: "x"}); err != nil {
+			t.Fatalf("Upload: Send: %v", err)
+		}
+	}
+	if p, err := u.CloseAndRecv(); err != nil || p.GetSize() != 5 {
+		t.Errorf("Upload: CloseAndRecv: %v, %v; want size 5", p, err)
+	}
+	// Bidirectional.
+	ch, err := c.Chat(ctx)
+	if err != nil {
+		t.Fatalf("Chat: %v", err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if err := ch.Send(&streamspb.Item{Id: id}); err != nil {
+			t.Fatalf("Chat: Send: %v", err)
+		}
+		if it, err := ch.Recv(); err != nil || it.GetId() != "re: "+id {
+			t.Fatalf("Chat: Recv: %v, %v; want re: %s", it, err, id)
+		}
+	}
+	if err := ch.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.Recv(); err != io.EOF {
+		t.Errorf("Chat: Recv after CloseSend: %v, want io.EOF", err)
+	}
+	// The embedded Unimplemented server answers over the wire.
+	tail, err := c.Tail(ctx, &emptypb.Empty{})
+	if err != nil {
+		t.Fatalf("Tail: %v", err)
+	}
+	if _, err := tail.Recv(); status.Code(err) != codes.Unimplemented || status.Convert(err).Message() != "method Tail not implemented" {
+		t.Errorf("Tail: Recv: %v; want Unimplemented: method Tail not implemented", err)
 	}
 	// A peer that sends a streaming method's name as a unary call is
 	// answered Unimplemented by the server.

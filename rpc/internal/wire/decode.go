@@ -1,5 +1,7 @@
 package wire
 
+import "github.com/rdmarpc/rdmarpc/rpc/metadata"
+
 // Frame is any decoded frame; which field is set depends on Header.Kind.
 type Frame struct {
 	Header   Header
@@ -7,6 +9,12 @@ type Frame struct {
 	Response Response // KindResponse
 	Ping     uint64   // KindPing, KindPong
 	GoAway   GoAway   // KindGoAway
+	Open     Request  // KindOpen (no payload)
+	Headers  metadata.MD
+	Trailers Response // KindTrailers (no payload)
+	Message  []byte   // KindMessage, aliasing the frame
+	Reset    Reset    // KindReset
+	Window   uint32   // KindWindow
 }
 
 // Decode decodes a whole frame, with DefaultMaxMetadata as the metadata
@@ -29,6 +37,20 @@ func Decode(frame []byte) (Frame, error) {
 		f.Ping, err = ParsePing(body)
 	case KindGoAway:
 		f.GoAway, err = ParseGoAway(body)
+	case KindOpen:
+		f.Open, err = ParseOpen(body, DefaultMaxMetadata)
+	case KindMessage:
+		f.Message = body
+	case KindCloseSend:
+		err = ParseCloseSend(body)
+	case KindHeaders:
+		f.Headers, err = ParseHeaders(body, DefaultMaxMetadata)
+	case KindTrailers:
+		f.Trailers, err = ParseTrailers(body, DefaultMaxMetadata)
+	case KindReset:
+		f.Reset, err = ParseReset(body)
+	case KindWindow:
+		f.Window, err = ParseWindow(body)
 	}
 	return f, err
 }

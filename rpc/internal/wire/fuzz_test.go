@@ -23,6 +23,16 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendPing(nil, false, 12345))
 	f.Add(AppendPing(nil, true, 12345))
 	f.Add(AppendGoAway(nil, 0, "server shutting down"))
+	f.Add(AppendOpen(nil, 4, FlagClientStreams|FlagServerStreams, time.Second, "/a.B/C", md))
+	f.Add(append(AppendMessageHead(nil, 4), 0x0a, 0x01, 'x'))
+	f.Add(AppendCloseSend(nil, 4))
+	f.Add(AppendHeaders(nil, 4, md))
+	f.Add(AppendTrailers(nil, 4, 3, "bad", [][]byte{{1}}, nil, metadata.Pairs("t", "2")))
+	f.Add(AppendReset(nil, 4, 1, "canceled"))
+	f.Add(AppendWindow(nil, 4, 65536))
+	f.Add(countLie(KindOpen, 16<<10))
+	f.Add(countLie(KindHeaders, 16<<10))
+	f.Add(countLie(KindTrailers, 16<<10))
 	// Frames whose counts claim far more entries than they carry: a
 	// decoder that sizes anything from a count allocates far more than
 	// the frame.
@@ -57,6 +67,22 @@ func FuzzDecode(f *testing.F) {
 		case KindGoAway:
 			again = AppendGoAway(nil, fr.GoAway.Code, fr.GoAway.Message)
 			copy(again[4:12], b[4:12]) // the call id, which goaways ignore
+		case KindOpen:
+			r := fr.Open
+			again = AppendOpen(nil, fr.Header.CallID, fr.Header.Flags, r.Timeout, r.Method, r.MD)
+		case KindMessage:
+			again = append(AppendMessageHead(nil, fr.Header.CallID), fr.Message...)
+		case KindCloseSend:
+			again = AppendCloseSend(nil, fr.Header.CallID)
+		case KindHeaders:
+			again = AppendHeaders(nil, fr.Header.CallID, fr.Headers)
+		case KindTrailers:
+			r := fr.Trailers
+			again = AppendTrailers(nil, fr.Header.CallID, r.Code, r.Message, r.Details, r.Header, r.Trailer)
+		case KindReset:
+			again = AppendReset(nil, fr.Header.CallID, fr.Reset.Code, fr.Reset.Message)
+		case KindWindow:
+			again = AppendWindow(nil, fr.Header.CallID, fr.Window)
 		}
 		fr2, err := Decode(again)
 		if err != nil {
@@ -69,7 +95,15 @@ func FuzzDecode(f *testing.F) {
 }
 
 func equalFrames(a, b Frame) bool {
-	if a.Header != b.Header || a.Ping != b.Ping || a.GoAway != b.GoAway {
+	if a.Header != b.Header || a.Ping != b.Ping || a.GoAway != b.GoAway || a.Reset != b.Reset || a.Window != b.Window ||
+		string(a.Message) != string(b.Message) || !sameMD(a.Headers, b.Headers) {
+		return false
+	}
+	if oa, ob := a.Open, b.Open; oa.Timeout != ob.Timeout || oa.Method != ob.Method || !sameMD(oa.MD, ob.MD) {
+		return false
+	}
+	if ta, tb := a.Trailers, b.Trailers; ta.Code != tb.Code || ta.Message != tb.Message || len(ta.Details) != len(tb.Details) ||
+		!sameMD(ta.Header, tb.Header) || !sameMD(ta.Trailer, tb.Trailer) {
 		return false
 	}
 	ra, rb := a.Request, b.Request
@@ -113,9 +147,11 @@ func sameMD(a, b metadata.MD) bool {
 // response, details) count claims n/2 entries, of which one is there.
 func countLie(k Kind, n int) []byte {
 	b := AppendHeader(nil, k, 0, 1)
-	if k == KindRequest {
+	switch k {
+	case KindRequest, KindOpen:
 		b = append(b, 0, 0) // no timeout, empty method
-	} else {
+	case KindHeaders:
+	default:
 		b = append(b, 0, 0, 0) // code 0, empty message, no details
 	}
 	b = appendUvarint(b, uint64(n/2-16))

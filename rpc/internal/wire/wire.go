@@ -10,8 +10,10 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 )
 
-// Version is the frame format version this package speaks.
-const Version = 1
+// Version is the frame format version this package speaks. Version 2 adds
+// streams (OPEN … WINDOW_UPDATE); a version 1 peer is refused by the
+// version byte of the first frame either side reads.
+const Version = 2
 
 // HeaderLen is the size of the fixed frame header.
 const HeaderLen = 12
@@ -26,6 +28,22 @@ const (
 	KindPing     Kind = 4 // either way: are you there?
 	KindPong     Kind = 5 // either way: the answer to a ping
 	KindGoAway   Kind = 6 // server → client: no new calls on this connection
+
+	// Streams (version 2).
+	KindOpen      Kind = 7  // client → server: open a stream
+	KindMessage   Kind = 8  // either way: one message on a stream
+	KindCloseSend Kind = 9  // client → server: no more messages (half-close)
+	KindHeaders   Kind = 10 // server → client: the stream's response headers
+	KindTrailers  Kind = 11 // server → client: status and trailers; ends the stream
+	KindReset     Kind = 12 // either way: abandon a stream, with a code
+	KindWindow    Kind = 13 // either way: the receiver read this many more bytes
+	lastKind           = KindWindow
+)
+
+// OPEN flags: what kind of stream the client believes it opens.
+const (
+	FlagClientStreams uint8 = 1 << 0
+	FlagServerStreams uint8 = 1 << 1
 )
 
 func (k Kind) String() string {
@@ -42,6 +60,20 @@ func (k Kind) String() string {
 		return "PONG"
 	case KindGoAway:
 		return "GOAWAY"
+	case KindOpen:
+		return "OPEN"
+	case KindMessage:
+		return "MESSAGE"
+	case KindCloseSend:
+		return "CLOSE_SEND"
+	case KindHeaders:
+		return "HEADERS"
+	case KindTrailers:
+		return "TRAILERS"
+	case KindReset:
+		return "RESET"
+	case KindWindow:
+		return "WINDOW_UPDATE"
 	}
 	return fmt.Sprintf("KIND(%d)", uint8(k))
 }
@@ -71,19 +103,26 @@ func ParseHeader(frame []byte) (Header, []byte, error) {
 		return Header{}, nil, malformed("%d bytes, shorter than the %d-byte header", len(frame), HeaderLen)
 	}
 	if frame[0] != Version {
-		return Header{}, nil, fmt.Errorf("%w %d (this side speaks %d)", ErrVersion, frame[0], Version)
+		return Header{}, nil, fmt.Errorf("%w %d (this side speaks %d): upgrade the older peer", ErrVersion, frame[0], Version)
 	}
 	h := Header{Kind: Kind(frame[1]), Flags: frame[2], CallID: binary.BigEndian.Uint64(frame[4:])}
-	if h.Kind < KindRequest || h.Kind > KindGoAway {
+	if h.Kind < KindRequest || h.Kind > lastKind {
 		return Header{}, nil, malformed("unknown frame kind %d", frame[1])
 	}
-	if frame[2] != 0 {
+	if frame[2]&^allowedFlags(h.Kind) != 0 {
 		return Header{}, nil, malformed("unknown flags %#x", frame[2])
 	}
 	if frame[3] != 0 {
 		return Header{}, nil, malformed("reserved header byte is %d, not 0", frame[3])
 	}
 	return h, frame[HeaderLen:], nil
+}
+
+func allowedFlags(k Kind) uint8 {
+	if k == KindOpen {
+		return FlagClientStreams | FlagServerStreams
+	}
+	return 0
 }
 
 // AppendHeader appends a frame header.
@@ -429,4 +468,123 @@ func ParseGoAway(body []byte) (GoAway, error) {
 		return GoAway{}, r.err
 	}
 	return GoAway{Code: uint32(code), Message: msg}, nil
+}
+
+// An OPEN body is a REQUEST body without a payload: AppendOpen and
+// ParseOpen reuse the request's layout.
+
+// AppendOpen appends an OPEN frame for stream id.
+func AppendOpen(b []byte, id uint64, flags uint8, timeout time.Duration, method string, md metadata.MD) []byte {
+	start := len(b)
+	b = AppendRequestHead(b, id, timeout, method, md)
+	b[start+1], b[start+2] = byte(KindOpen), flags
+	return b
+}
+
+// ParseOpen decodes an OPEN body (see ParseRequest for maxMD).
+func ParseOpen(body []byte, maxMD int) (Request, error) {
+	r, err := ParseRequest(body, maxMD)
+	if err == nil && len(r.Payload) != 0 {
+		return Request{}, malformed("%d trailing bytes after the open frame's metadata", len(r.Payload))
+	}
+	return r, err
+}
+
+// AppendHeaders appends a HEADERS frame for stream id.
+func AppendHeaders(b []byte, id uint64, md metadata.MD) []byte {
+	b = AppendHeader(b, KindHeaders, 0, id)
+	return appendMD(b, md)
+}
+
+// ParseHeaders decodes a HEADERS body whose metadata may take maxMD bytes.
+func ParseHeaders(body []byte, maxMD int) (metadata.MD, error) {
+	r := reader{b: body, mdMax: maxMD}
+	md := r.md("stream header")
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%d trailing bytes after the stream header", len(r.b))
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return md, nil
+}
+
+// A TRAILERS body is a RESPONSE body without a payload; its header field
+// is empty unless no HEADERS frame was sent (a trailers-only stream).
+
+// AppendTrailers appends a TRAILERS frame.
+func AppendTrailers(b []byte, id uint64, code uint32, msg string, details [][]byte, header, trailer metadata.MD) []byte {
+	start := len(b)
+	b = AppendResponseHead(b, id, code, msg, details, header, trailer)
+	b[start+1] = byte(KindTrailers)
+	return b
+}
+
+// ParseTrailers decodes a TRAILERS body (see ParseResponse for maxMD).
+func ParseTrailers(body []byte, maxMD int) (Response, error) {
+	r, err := ParseResponse(body, maxMD)
+	if err == nil && len(r.Payload) != 0 {
+		return Response{}, malformed("%d trailing bytes after the trailers", len(r.Payload))
+	}
+	return r, err
+}
+
+// AppendMessageHead appends a MESSAGE frame's header; the message follows.
+func AppendMessageHead(b []byte, id uint64) []byte { return AppendHeader(b, KindMessage, 0, id) }
+
+// AppendCloseSend appends a CLOSE_SEND frame (empty body).
+func AppendCloseSend(b []byte, id uint64) []byte { return AppendHeader(b, KindCloseSend, 0, id) }
+
+// ParseCloseSend checks a CLOSE_SEND body (empty).
+func ParseCloseSend(body []byte) error {
+	if len(body) != 0 {
+		return malformed("close-send frame with a %d-byte body", len(body))
+	}
+	return nil
+}
+
+// Reset is a decoded RESET body.
+type Reset struct {
+	Code    uint32
+	Message string
+}
+
+// AppendReset appends a RESET frame.
+func AppendReset(b []byte, id uint64, code uint32, msg string) []byte {
+	b = AppendHeader(b, KindReset, 0, id)
+	b = appendUvarint(b, uint64(code))
+	return appendString(b, msg)
+}
+
+// ParseReset decodes a RESET body.
+func ParseReset(body []byte) (Reset, error) {
+	g, err := ParseGoAway(body) // the same layout: code, message
+	if err != nil {
+		return Reset{}, malformed("reset: %v", err)
+	}
+	return Reset{Code: g.Code, Message: g.Message}, nil
+}
+
+// MaxWindowIncrement is the largest WINDOW_UPDATE increment (2^31−1, as
+// HTTP/2's).
+const MaxWindowIncrement = 1<<31 - 1
+
+// AppendWindow appends a WINDOW_UPDATE frame granting n more bytes.
+func AppendWindow(b []byte, id uint64, n uint32) []byte {
+	b = AppendHeader(b, KindWindow, 0, id)
+	return appendUvarint(b, uint64(n))
+}
+
+// ParseWindow decodes a WINDOW_UPDATE body: an increment from 1 to
+// MaxWindowIncrement.
+func ParseWindow(body []byte) (uint32, error) {
+	r := reader{b: body}
+	n := r.uvarint("window increment")
+	if r.err == nil && (n == 0 || n > MaxWindowIncrement) {
+		r.fail("window increment %d out of range 1..%d", n, MaxWindowIncrement)
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%d trailing bytes after the window increment", len(r.b))
+	}
+	return uint32(n), r.err
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"strings"
@@ -58,10 +59,20 @@ func TestRejects(t *testing.T) {
 	}{
 		{"empty", nil, "shorter than the 12-byte header"},
 		{"short header", req[:5], "shorter than"},
-		{"version", append([]byte{2}, req[1:]...), "unsupported frame version 2"},
-		{"unknown kind", append([]byte{1, 99}, req[2:]...), "unknown frame kind 99"},
-		{"flags", append([]byte{1, 1, 4}, req[3:]...), "unknown flags"},
-		{"reserved", append([]byte{1, 1, 0, 9}, req[4:]...), "reserved header byte"},
+		{"version 1 peer", append([]byte{1}, req[1:]...), "unsupported frame version 1 (this side speaks 2): upgrade the older peer"},
+		{"version 3", append([]byte{3}, req[1:]...), "unsupported frame version 3"},
+		{"unknown kind", append([]byte{2, 99}, req[2:]...), "unknown frame kind 99"},
+		{"flags", append([]byte{2, 1, 4}, req[3:]...), "unknown flags"},
+		{"open flags", append([]byte{2, 7, 4}, req[3:]...), "unknown flags"},
+		{"reserved", append([]byte{2, 1, 0, 9}, req[4:]...), "reserved header byte"},
+		{"open with payload", append(AppendOpen(nil, 1, 0, 0, "/a/b", nil), 'x'), "trailing bytes after the open"},
+		{"trailers with payload", append(AppendTrailers(nil, 1, 0, "", nil, nil, nil), 'x'), "trailing bytes after the trailers"},
+		{"headers trailing", append(AppendHeaders(nil, 1, nil), 'x'), "trailing bytes after the stream header"},
+		{"close-send body", append(AppendCloseSend(nil, 1), 'x'), "close-send frame with a 1-byte body"},
+		{"reset trailing", append(AppendReset(nil, 1, 1, "x"), 'x'), "reset:"},
+		{"zero window", AppendHeader(nil, KindWindow, 0, 1), "bad varint for window increment"},
+		{"window 0", append(AppendHeader(nil, KindWindow, 0, 1), 0), "window increment 0 out of range"},
+		{"window too large", binary.AppendUvarint(AppendHeader(nil, KindWindow, 0, 1), 1<<31), "out of range"},
 		{"truncated method", req[:len(req)-3], "method of 4 bytes"},
 		{"md count lie", append(AppendHeader(nil, KindRequest, 0, 1), 0, 0, 200, 1), "bad varint for request metadata key length"},
 		{"bad md key", append(AppendHeader(nil, KindRequest, 0, 1), 0, 0, 1, 1, 'A', 1, 'v'), `metadata key "A"`},
@@ -144,5 +155,31 @@ func TestMetadataLimit(t *testing.T) {
 		if _, err := ParseResponse(body, 132); !errors.Is(err, ErrMetadataTooLarge) {
 			t.Errorf("%s over the limit: %v, want ErrMetadataTooLarge", name, err)
 		}
+	}
+}
+
+func TestStreamFramesRoundTrip(t *testing.T) {
+	md := metadata.Pairs("a", "1")
+	f, err := Decode(AppendOpen(nil, 5, FlagServerStreams, time.Second, "/p.S/M", md))
+	if err != nil || f.Header.Flags != FlagServerStreams || f.Header.Kind != KindOpen || f.Open.Method != "/p.S/M" || f.Open.Timeout != time.Second || !reflect.DeepEqual(f.Open.MD, md) {
+		t.Fatalf("open: %+v, %v", f, err)
+	}
+	if f, err := Decode(append(AppendMessageHead(nil, 5), "msg"...)); err != nil || string(f.Message) != "msg" || f.Header.CallID != 5 {
+		t.Fatalf("message: %+v, %v", f, err)
+	}
+	if f, err := Decode(AppendHeaders(nil, 5, md)); err != nil || !reflect.DeepEqual(f.Headers, md) {
+		t.Fatalf("headers: %+v, %v", f, err)
+	}
+	if f, err := Decode(AppendTrailers(nil, 5, 9, "no", nil, nil, md)); err != nil || f.Trailers.Code != 9 || !reflect.DeepEqual(f.Trailers.Trailer, md) {
+		t.Fatalf("trailers: %+v, %v", f, err)
+	}
+	if f, err := Decode(AppendReset(nil, 5, 1, "canceled")); err != nil || f.Reset != (Reset{1, "canceled"}) {
+		t.Fatalf("reset: %+v, %v", f, err)
+	}
+	if f, err := Decode(AppendWindow(nil, 5, MaxWindowIncrement)); err != nil || f.Window != MaxWindowIncrement {
+		t.Fatalf("window: %+v, %v", f, err)
+	}
+	if _, err := Decode(AppendCloseSend(nil, 5)); err != nil {
+		t.Fatalf("close-send: %v", err)
 	}
 }

@@ -1,0 +1,211 @@
+package rpc
+
+import (
+	"sync"
+
+	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
+)
+
+// Per-stream flow control (docs/wire.md, "Flow control"). Every stream
+// starts with defaultWindow bytes of credit each way; a receiver with a
+// larger window grants the rest with a WINDOW_UPDATE when the stream opens.
+// Each MESSAGE frame costs its whole length (header included, so that empty
+// messages are not free). A sender may send while its credit is positive,
+// so one message larger than the window goes alone.
+const defaultWindow = 64 << 10
+
+// Defaults for what a connection buffers for streams nobody reads.
+const (
+	defaultConnWindow           = 16 << 20
+	defaultMaxConcurrentStreams = 4096
+)
+
+// inbox is the receiving half of one stream: messages copied out of
+// transport memory, waiting for RecvMsg, within the stream's window. The
+// reader pushes and never waits; RecvMsg pops and grants the bytes read back
+// to the sender.
+type inbox struct {
+	mu       sync.Mutex
+	msgs     [][]byte
+	ended    bool  // no more messages will come
+	endErr   error // what RecvMsg returns once msgs are drained: io.EOF or a status error
+	window   int   // what this side lets the sender have in flight
+	inflight int   // bytes received and not yet granted back
+	consumed int   // bytes read and not yet granted back
+	wake     chan struct{}
+}
+
+func (in *inbox) init(window int) {
+	in.window = window
+	in.wake = make(chan struct{}, 1)
+}
+
+// What push did with a message.
+type pushResult int
+
+const (
+	pushed     pushResult = iota // queued for RecvMsg
+	pastWindow                   // the sender had no credit left: a flow-control error
+	pushEnded                    // the stream has ended here: nobody will read it
+)
+
+// push queues msg, which costs cost bytes of the window. Unless it reports
+// pushed, msg is not kept and stays the caller's.
+func (in *inbox) push(msg []byte, cost int) pushResult {
+	in.mu.Lock()
+	if in.inflight >= in.window {
+		in.mu.Unlock()
+		return pastWindow
+	}
+	in.inflight += cost
+	if in.ended {
+		in.mu.Unlock()
+		return pushEnded
+	}
+	in.msgs = append(in.msgs, msg)
+	in.mu.Unlock()
+	in.signal()
+	return pushed
+}
+
+// end says no message follows the ones queued; RecvMsg returns err after
+// them. The first end wins.
+func (in *inbox) end(err error) {
+	in.mu.Lock()
+	if !in.ended {
+		in.ended, in.endErr = true, err
+	}
+	in.mu.Unlock()
+	in.signal()
+}
+
+// fail ends the stream with err at once, dropping what is queued; it
+// returns the bytes dropped.
+func (in *inbox) fail(err error) int {
+	in.mu.Lock()
+	dropped := 0
+	for _, m := range in.msgs {
+		dropped += len(m)
+	}
+	in.msgs = nil
+	if !in.ended {
+		in.ended = true
+	}
+	in.endErr = err
+	in.mu.Unlock()
+	in.signal()
+	return dropped
+}
+
+func (in *inbox) signal() {
+	select {
+	case in.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pop takes the next message, waiting until one comes, the stream ends, or
+// done is closed (then it returns nil, nil, false). grant is the window to
+// give back to the sender now (0: not yet, to batch updates).
+func (in *inbox) pop(done <-chan struct{}, cost func([]byte) int) (msg []byte, grant int, err error, ok bool) {
+	for {
+		in.mu.Lock()
+		if len(in.msgs) > 0 {
+			msg = in.msgs[0]
+			in.msgs[0] = nil
+			in.msgs = in.msgs[1:]
+			if len(in.msgs) == 0 {
+				in.msgs = nil
+			}
+			in.consumed += cost(msg)
+			// Grant in batches of half a window, so a stream of small
+			// messages sends one update per half window, not one each.
+			if !in.ended && in.consumed >= in.window/2 {
+				grant = min(in.consumed, wire.MaxWindowIncrement)
+				in.consumed -= grant
+				in.inflight -= grant
+			}
+			in.mu.Unlock()
+			return msg, grant, nil, true
+		}
+		if in.ended {
+			err := in.endErr
+			in.mu.Unlock()
+			return nil, 0, err, true
+		}
+		in.mu.Unlock()
+		select {
+		case <-in.wake:
+		case <-done:
+			return nil, 0, nil, false
+		}
+	}
+}
+
+// ungrant puts back a grant that could not be sent, to go with the next.
+func (in *inbox) ungrant(n int) {
+	in.mu.Lock()
+	in.consumed += n
+	in.inflight += n
+	in.mu.Unlock()
+}
+
+// credit is the sending half of one stream's flow control: what the peer
+// lets this side send. It may go negative by the last message sent.
+type credit struct {
+	mu   sync.Mutex
+	n    int64
+	wake chan struct{}
+}
+
+func (c *credit) init() {
+	c.n = defaultWindow
+	c.wake = make(chan struct{}, 1)
+}
+
+// wait waits until the credit is positive; false when done closed first.
+func (c *credit) wait(done <-chan struct{}) bool {
+	for {
+		c.mu.Lock()
+		ok := c.n > 0
+		c.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-c.wake:
+		case <-done:
+			return false
+		}
+	}
+}
+
+func (c *credit) take(n int) {
+	c.mu.Lock()
+	c.n -= int64(n)
+	c.mu.Unlock()
+}
+
+// add takes a WINDOW_UPDATE; it reports false when the credit would pass
+// 2^31−1, which no honest receiver grants (a flow-control error).
+func (c *credit) add(n uint32) bool {
+	c.mu.Lock()
+	c.n += int64(n)
+	ok := c.n <= wire.MaxWindowIncrement
+	c.mu.Unlock()
+	c.signal()
+	return ok
+}
+
+func (c *credit) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// messageCost is what one MESSAGE frame of a payload of n bytes costs of a
+// window.
+func messageCost(n int) int { return wire.HeaderLen + n }
+
+func payloadCost(b []byte) int { return messageCost(len(b)) }

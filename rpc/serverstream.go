@@ -1,0 +1,440 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rdmarpc/rdmarpc/internal/bufpool"
+	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
+	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/transport"
+)
+
+// serverStream is one stream on a server connection, and the ServerStream
+// its handler gets. The reader feeds its inbox and credit; the handler's
+// goroutine sends.
+type serverStream struct {
+	l      *serverLink
+	id     uint64
+	method string
+	desc   *StreamDesc
+	svc    *service
+	sc     *serverCall // header and trailer, shared with SetHeader(ctx)
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	in  inbox
+	out credit
+
+	// Owned by the reader (under l.mu): what the client did.
+	halfClosed bool
+	reset      bool // ended by a RESET either way: no TRAILERS follow
+
+	mu         sync.Mutex // the handler's side
+	headerSent bool
+}
+
+// openStream handles an OPEN: it starts the stream's handler, or answers
+// at once with TRAILERS when it cannot run (malformed, unknown method, too
+// many streams). It reports false when the link is closing.
+func (l *serverLink) openStream(h wire.Header, body []byte) bool {
+	req, err := wire.ParseOpen(body, l.s.opts.maxHeaderListSize)
+	var fail *status.Status
+	var svc *service
+	var desc *StreamDesc
+	switch {
+	case errors.Is(err, wire.ErrMetadataTooLarge):
+		fail = status.Newf(codes.ResourceExhausted, "stream %v", err)
+	case err != nil:
+		l.s.peerLog.warn("malformed open frame", zap.Stringer("peer", l.peer.Addr), zap.Uint64("stream", h.CallID), zap.Error(err))
+		fail = status.Newf(codes.Internal, "malformed open frame: %v", err)
+	default:
+		svc, desc = l.lookupStream(req.Method)
+		if desc == nil {
+			l.s.peerLog.warn("unknown streaming method", zap.Stringer("peer", l.peer.Addr), zap.String("method", req.Method))
+			fail = status.Convert(l.unknownMethod(req.Method, svc))
+		}
+	}
+	l.mu.Lock()
+	if _, dup := l.calls[h.CallID]; dup || l.streams[h.CallID] != nil {
+		l.mu.Unlock()
+		l.fatal(fmt.Errorf("stream id %d is already in use", h.CallID))
+		return false
+	}
+	if fail == nil && len(l.streams) >= l.s.opts.maxStreams {
+		l.mu.Unlock()
+		frame := wire.AppendTrailers(nil, h.CallID, uint32(codes.Unavailable), "server busy: too many streams on this connection", nil, nil, refusedTrailer)
+		return l.queueOrClose(frame)
+	}
+	if fail != nil {
+		l.mu.Unlock()
+		return l.queueOrClose(wire.AppendTrailers(nil, h.CallID, uint32(fail.Code()), fail.Message(), nil, nil, nil))
+	}
+	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, svc: svc,
+		sc: &serverCall{method: req.Method, peer: l.peer}}
+	ss.in.init(l.s.opts.window)
+	ss.out.init()
+	ctx, cancel := context.WithCancel(l.ctx)
+	if req.Timeout > 0 {
+		ctx, cancel = contextWithTimeout(ctx, cancel, req.Timeout)
+	}
+	if req.MD != nil {
+		ctx = metadata.NewIncomingContext(ctx, req.MD)
+	}
+	ss.ctx, ss.cancel = context.WithValue(ctx, serverCallKey{}, ss.sc), cancel
+	l.streams[h.CallID] = ss
+	l.wg.Add(1)
+	l.mu.Unlock()
+	if extra := l.s.opts.window - defaultWindow; extra > 0 {
+		l.queueOrClose(wire.AppendWindow(nil, h.CallID, uint32(min(extra, wire.MaxWindowIncrement))))
+	}
+	go ss.run()
+	return true
+}
+
+// contextWithTimeout adds a deadline to ctx, whose cancel is parent's.
+func contextWithTimeout(ctx context.Context, parent context.CancelFunc, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return ctx, func() { cancel(); parent() }
+}
+
+// queueOrClose sends frame from the control goroutine; a client that keeps
+// the control queue full does not read, and its connection is closed.
+func (l *serverLink) queueOrClose(frame []byte) bool {
+	if l.queueControl(frame, maxQueuedControl) {
+		return true
+	}
+	st := status.New(codes.ResourceExhausted, "the client takes no control frames")
+	if l.close(st) {
+		l.s.peerLog.warn("closing connection", zap.Stringer("peer", l.peer.Addr), zap.String("reason", st.Message()))
+	}
+	return false
+}
+
+func (l *serverLink) lookupStream(method string) (*service, *StreamDesc) {
+	svc, _ := l.lookup(method)
+	if svc == nil {
+		return nil, nil
+	}
+	_, m, _ := cutMethod(method)
+	return svc, svc.streams[m]
+}
+
+// streamFrame handles a frame for an open stream: MESSAGE, CLOSE_SEND,
+// RESET or WINDOW_UPDATE. Frames for a stream the server does not have
+// (never opened, or already ended here) are answered with a RESET when
+// they carry data, and ignored otherwise (a RESET or WINDOW_UPDATE may
+// cross the stream's end). It reports false when the link is closing.
+func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer) bool {
+	defer b.Release()
+	l.mu.Lock()
+	ss := l.streams[h.CallID]
+	reset := ss != nil && ss.reset
+	l.mu.Unlock()
+	if reset {
+		return true // the client has been told; what crossed the RESET is dropped
+	}
+	switch h.Kind {
+	case wire.KindMessage:
+		if ss == nil {
+			return l.notOpen(h)
+		}
+		return l.streamMessage(ss, body)
+	case wire.KindCloseSend:
+		if err := wire.ParseCloseSend(body); err != nil {
+			l.fatal(err)
+			return false
+		}
+		if ss == nil {
+			return l.notOpen(h)
+		}
+		l.mu.Lock()
+		second := ss.halfClosed
+		ss.halfClosed = true
+		l.mu.Unlock()
+		if second {
+			return l.streamError(ss, status.New(codes.Internal, "second half-close on the stream"))
+		}
+		ss.in.end(io.EOF)
+	case wire.KindReset:
+		r, err := wire.ParseReset(body)
+		if err != nil {
+			l.fatal(err)
+			return false
+		}
+		if ss != nil {
+			l.mu.Lock()
+			ss.reset = true
+			l.mu.Unlock()
+			l.release(ss.in.fail(status.New(codes.Code(r.Code), "stream reset by the client: "+r.Message).Err()))
+			ss.cancel()
+		}
+	case wire.KindWindow:
+		n, err := wire.ParseWindow(body)
+		if err != nil {
+			l.fatal(err)
+			return false
+		}
+		if ss != nil && !ss.out.add(n) {
+			return l.streamError(ss, status.New(codes.Internal, "flow control: window updates past 2^31-1 bytes"))
+		}
+	}
+	return true
+}
+
+// streamMessage takes a MESSAGE for ss: copied out of transport memory (so
+// that, on rdma://, the receive buffer and its credit go back at once) into
+// the stream's inbox, within the stream's window and the connection's
+// bound.
+func (l *serverLink) streamMessage(ss *serverStream, payload []byte) bool {
+	l.mu.Lock()
+	after := ss.halfClosed
+	l.mu.Unlock()
+	if after {
+		return l.streamError(ss, status.New(codes.Internal, "message after half-close"))
+	}
+	if len(payload) > l.s.opts.maxRecvSize {
+		return l.streamError(ss, status.Newf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(payload), l.s.opts.maxRecvSize))
+	}
+	if held := l.held.Load(); held > 0 && held+int64(len(payload)) > int64(l.s.opts.connWindow) {
+		return l.streamError(ss, status.Newf(codes.ResourceExhausted, "the connection holds %d bytes of unread stream messages, its limit is %d", held, l.s.opts.connWindow))
+	}
+	msg := append(bufpool.Get(len(payload))[:0], payload...)
+	l.held.Add(int64(len(msg)))
+	switch ss.in.push(msg, messageCost(len(payload))) {
+	case pastWindow:
+		l.release(len(msg))
+		bufpool.Put(msg)
+		return l.streamError(ss, status.New(codes.Internal, "flow control: the client sent past the stream's window"))
+	case pushEnded: // the handler returned meanwhile
+		l.release(len(msg))
+		bufpool.Put(msg)
+	}
+	return true
+}
+
+// release gives back n bytes of the connection's bound on held messages.
+func (l *serverLink) release(n int) { l.held.Add(-int64(n)) }
+
+// notOpen answers a data frame for a stream the server does not have: one
+// RESET and one log line per stream, however many of its frames were in
+// flight (a client streams on until it hears of the stream's end, so a
+// burst of them is normal). It never closes the connection.
+func (l *serverLink) notOpen(h wire.Header) bool {
+	if h.CallID == l.lastNotOpen {
+		return true
+	}
+	l.lastNotOpen = h.CallID
+	l.s.peerLog.warn("frame for a stream that is not open", zap.Stringer("peer", l.peer.Addr), zap.Stringer("kind", h.Kind), zap.Uint64("stream", h.CallID))
+	l.queueControl(wire.AppendReset(nil, h.CallID, uint32(codes.Internal), fmt.Sprintf("stream %d is not open", h.CallID)), maxQueuedControl)
+	return true
+}
+
+// streamError resets ss because the client broke the stream's rules: one
+// log line, a RESET that says why, and the handler sees st. Other streams
+// and calls go on.
+func (l *serverLink) streamError(ss *serverStream, st *status.Status) bool {
+	l.s.peerLog.warn("resetting a stream", zap.Stringer("peer", l.peer.Addr), zap.Uint64("stream", ss.id), zap.String("method", ss.method), zap.String("reason", st.Message()))
+	l.mu.Lock()
+	ss.reset = true
+	l.mu.Unlock()
+	l.release(ss.in.fail(st.Err()))
+	ss.cancel()
+	return l.queueOrClose(wire.AppendReset(nil, ss.id, uint32(st.Code()), st.Message()))
+}
+
+// run runs the handler and ends the stream with its outcome.
+func (ss *serverStream) run() {
+	l := ss.l
+	defer l.wg.Done()
+	err := ss.call()
+	l.release(ss.in.fail(io.EOF))
+	ss.cancel()
+	l.mu.Lock()
+	reset := ss.reset
+	l.mu.Unlock()
+	if !reset && l.ctx.Err() == nil {
+		ss.sendTrailers(err)
+	}
+	// Only now is the stream not open: frames that crossed the end are
+	// dropped until the TRAILERS have left, so no "not open" RESET can
+	// overtake them.
+	l.mu.Lock()
+	delete(l.streams, ss.id)
+	l.mu.Unlock()
+}
+
+func (ss *serverStream) call() (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ss.l.log.Error("handler panicked", zap.String("method", ss.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+			err = status.Errorf(codes.Internal, "handler for %s panicked: %v", ss.method, p)
+		}
+	}()
+	if ss.ctx.Err() != nil {
+		return ss.ctx.Err()
+	}
+	if ic := ss.l.s.streamInterceptor; ic != nil {
+		info := &StreamServerInfo{FullMethod: ss.method, IsClientStream: ss.desc.ClientStreams, IsServerStream: ss.desc.ServerStreams}
+		return ic(ss.svc.impl, ss, info, ss.desc.Handler)
+	}
+	return ss.desc.Handler(ss.svc.impl, ss)
+}
+
+// sendTrailers ends the stream with err's status; the header goes with it
+// when no HEADERS frame went before.
+func (ss *serverStream) sendTrailers(err error) {
+	l := ss.l
+	st := status.Convert(err)
+	var details [][]byte
+	for _, d := range st.RawDetails() {
+		if b, err := proto.Marshal(d); err == nil {
+			details = append(details, b)
+		}
+	}
+	ss.mu.Lock()
+	ss.sc.mu.Lock()
+	var header metadata.MD
+	if !ss.headerSent {
+		header = ss.sc.header
+	}
+	ss.headerSent = true
+	trailer := ss.sc.trailer
+	ss.sc.mu.Unlock()
+	ss.mu.Unlock()
+	frame := wire.AppendTrailers(nil, ss.id, uint32(st.Code()), st.Message(), details, header, trailer)
+	if len(frame) > l.tc.MaxMessageSize() {
+		frame = wire.AppendTrailers(frame[:0], ss.id, uint32(st.Code()), truncate(st.Message(), 1024), nil, nil, nil)
+	}
+	if err := l.budget.acquire(l.ctx, len(frame)); err != nil {
+		return
+	}
+	defer l.budget.release(len(frame))
+	if err := l.tc.Send(l.ctx, frame); err != nil && l.ctx.Err() == nil {
+		l.log.Info("sending trailers failed", zap.String("method", ss.method), zap.Error(err))
+	}
+}
+
+// SetHeader adds md to the header, sent with the first message or by
+// SendHeader.
+func (ss *serverStream) SetHeader(md metadata.MD) error {
+	if err := wire.CheckMD(md); err != nil {
+		return err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.headerSent {
+		return errors.New("rpc: SetHeader after the header was sent")
+	}
+	ss.sc.mu.Lock()
+	ss.sc.header = metadata.Join(ss.sc.header, md)
+	ss.sc.mu.Unlock()
+	return nil
+}
+
+// SendHeader sends the header, md added, now.
+func (ss *serverStream) SendHeader(md metadata.MD) error {
+	if err := ss.SetHeader(md); err != nil {
+		return err
+	}
+	return ss.sendHeader()
+}
+
+// sendHeader sends the HEADERS frame unless it went already.
+func (ss *serverStream) sendHeader() error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.headerSent {
+		return nil
+	}
+	ss.headerSent = true
+	ss.sc.mu.Lock()
+	md := ss.sc.header
+	ss.sc.sent = true
+	ss.sc.mu.Unlock()
+	frame := wire.AppendHeaders(nil, ss.id, md)
+	if err := ss.l.tc.Send(ss.ctx, frame); err != nil {
+		return ss.sendError(err)
+	}
+	return nil
+}
+
+// SetTrailer adds md to the trailer, sent when the handler returns.
+func (ss *serverStream) SetTrailer(md metadata.MD) {
+	if wire.CheckMD(md) != nil {
+		return
+	}
+	ss.sc.mu.Lock()
+	ss.sc.trailer = metadata.Join(ss.sc.trailer, md)
+	ss.sc.mu.Unlock()
+}
+
+// Context is the stream's context.
+func (ss *serverStream) Context() context.Context { return ss.ctx }
+
+// SendMsg sends m, once the client's window lets it.
+func (ss *serverStream) SendMsg(m any) error {
+	if err := ss.sendHeader(); err != nil {
+		return err
+	}
+	if !ss.out.wait(ss.ctx.Done()) {
+		return ss.sendError(ss.ctx.Err())
+	}
+	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], ss.id)
+	// Counted by the send watch as responses are: a client that takes
+	// nothing for ResponseTimeout is disconnected.
+	ss.l.sending.Add(1)
+	n, err := sendFrame(ss.ctx, ss.l.tc, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget)
+	ss.l.sent.Add(1)
+	ss.l.sending.Add(-1)
+	bufpool.Put(head)
+	if err != nil {
+		if _, ok := status.FromError(err); ok && ss.ctx.Err() == nil {
+			return err // too large or not encodable: the stream goes on
+		}
+		return ss.sendError(err)
+	}
+	ss.out.take(messageCost(n))
+	return nil
+}
+
+// sendError is what a send reports once the stream or the connection is
+// over.
+func (ss *serverStream) sendError(err error) error {
+	if ss.ctx.Err() != nil {
+		return status.FromContextError(ss.ctx.Err()).Err()
+	}
+	return transportStatus(err).Err()
+}
+
+// RecvMsg receives the client's next message into m; io.EOF after the
+// client's half-close.
+func (ss *serverStream) RecvMsg(m any) error {
+	msg, grant, err, ok := ss.in.pop(ss.ctx.Done(), payloadCost)
+	if !ok {
+		return status.FromContextError(ss.ctx.Err()).Err()
+	}
+	if msg == nil {
+		return err
+	}
+	ss.l.release(len(msg))
+	if grant > 0 && !ss.l.queueControl(wire.AppendWindow(nil, ss.id, uint32(grant)), maxQueuedCancels) {
+		ss.in.ungrant(grant)
+	}
+	err = ss.l.s.opts.codec.Unmarshal(msg, m)
+	bufpool.Put(msg)
+	if err != nil {
+		return status.Errorf(codes.Internal, "decoding request into %T: %v", m, err)
+	}
+	return nil
+}
