@@ -448,7 +448,7 @@ func TestStreamsOverTCP(t *testing.T) {
 		t.Errorf("Chat: Recv after CloseSend: %v, want io.EOF", err)
 	}
 	// The embedded Unimplemented server answers over the wire.
-	tail, err := c.Tail(ctx, &emptypb.Empty{})
+	tail, err := c.Tail(ctx, &emptypb.Empty{}) //lint:ignore SA1019 the deprecated method is the golden file's point: it must still work
 	if err != nil {
 		t.Fatalf("Tail: %v", err)
 	}

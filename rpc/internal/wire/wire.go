@@ -562,7 +562,7 @@ func ParseReset(body []byte) (Reset, error) {
 	if err != nil {
 		return Reset{}, malformed("reset: %v", err)
 	}
-	return Reset{Code: g.Code, Message: g.Message}, nil
+	return Reset(g), nil
 }
 
 // MaxWindowIncrement is the largest WINDOW_UPDATE increment (2^31−1, as
