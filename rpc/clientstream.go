@@ -68,6 +68,7 @@ type clientStream struct {
 	ci     callInfo
 	ctx    context.Context
 	cancel context.CancelFunc
+	parent context.Context // the caller's: once it is done, nobody reads the stream
 
 	in  inbox
 	out credit
@@ -82,6 +83,10 @@ type clientStream struct {
 	done       chan struct{}  // closed when ended
 	sentClose  bool
 	gotOne     bool // !ServerStreams: the one response was received
+	// Messages kept past the stream's end (TRAILERS: finish without drop)
+	// wait for RecvMsg until the caller abandons the stream.
+	abandoned bool        // RecvMsg returned its final error, or they were dropped
+	stopDrop  func() bool // stops the drop when the caller's context ends
 }
 
 // open registers a stream on l and sends its OPEN frame.
@@ -96,6 +101,7 @@ func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, 
 	cs.in.init(l.cc.opts.window)
 	cs.out.init()
 	cs.ctx, cs.cancel = context.WithCancel(ctx)
+	cs.parent = ctx
 	l.mu.Lock()
 	if l.draining || l.ctx.Err() != nil {
 		l.mu.Unlock()
@@ -186,16 +192,62 @@ func (cs *clientStream) finish(st *status.Status, drop bool) bool {
 		err = st.Err()
 	}
 	if drop {
-		for _, m := range cs.dropQueued(err) {
-			cs.l.held.Add(-int64(len(m)))
-			bufpool.Put(m)
-		}
+		cs.release(cs.dropQueued(err))
 	} else {
 		cs.in.end(err)
+		if cs.in.queued() {
+			cs.keepUnread()
+		}
 	}
 	cs.l.forgetStream(cs.id)
 	cs.cancel()
 	return true
+}
+
+// release gives the bytes of dropped messages back to the link.
+func (cs *clientStream) release(msgs [][]byte) {
+	for _, m := range msgs {
+		cs.l.held.Add(-int64(len(m)))
+		bufpool.Put(m)
+	}
+}
+
+// keepUnread: the stream ended with messages nobody has read yet. They wait
+// for RecvMsg, counted in the link's held, until the caller abandons the
+// stream as gRPC-go's ClientStream lets it: its context done (cancel or
+// deadline), or RecvMsg returned a final error. Then they are dropped.
+func (cs *clientStream) keepUnread() {
+	stop := context.AfterFunc(cs.parent, func() {
+		st := callerEnded(cs.parent)
+		if st == nil {
+			st = status.New(codes.Canceled, context.Canceled.Error())
+		}
+		cs.discard(st.Err())
+	})
+	cs.mu.Lock()
+	if cs.abandoned {
+		cs.mu.Unlock()
+		stop()
+		return
+	}
+	cs.stopDrop = stop
+	cs.mu.Unlock()
+}
+
+// discard abandons an ended stream's unread messages: they are dropped,
+// and when there were some RecvMsg returns err from now on. The drop
+// waiting for the caller's context is stopped, so that a long-lived context
+// keeps nothing of the stream.
+func (cs *clientStream) discard(err error) {
+	cs.mu.Lock()
+	cs.abandoned = true
+	stop := cs.stopDrop
+	cs.stopDrop = nil
+	cs.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	cs.release(cs.in.drop(err))
 }
 
 func (cs *clientStream) dropQueued(err error) [][]byte {
@@ -317,11 +369,15 @@ func streamDecodeStatus(what string, err error) *status.Status {
 	return status.Newf(codes.Internal, "malformed stream %s: %v", what, err)
 }
 
-// reset ends the stream here with st and tells the server.
+// reset ends the stream here with st and tells the server. A stream the
+// server has ended already (by its TRAILERS) drops what is still queued:
+// the caller got st from RecvMsg, its final error.
 func (cs *clientStream) reset(st *status.Status) {
 	if cs.finish(st, true) {
 		cs.l.queueControl(wire.AppendReset(nil, cs.id, uint32(st.Code()), st.Message()), maxQueuedCancels)
+		return
 	}
+	cs.discard(st.Err())
 }
 
 // Header waits for the server's header.
@@ -414,6 +470,8 @@ func (cs *clientStream) RecvMsg(m any) error {
 func (cs *clientStream) recv(m any) error {
 	msg, grant, err, _ := cs.in.pop(nil, payloadCost)
 	if msg == nil {
+		// The final error: nothing is queued, and nothing will be.
+		cs.discard(err)
 		return err
 	}
 	cs.l.held.Add(-int64(len(msg)))

@@ -97,6 +97,29 @@ func (in *inbox) fail(err error) int {
 	return dropped
 }
 
+// queued reports whether messages wait for RecvMsg.
+func (in *inbox) queued() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.msgs) > 0
+}
+
+// drop ends the stream at once and takes what is queued, for the caller to
+// release. When there was something, RecvMsg returns err from now on (the
+// end it would have seen after those messages is not the whole story);
+// otherwise the end stays as it was.
+func (in *inbox) drop(err error) [][]byte {
+	in.mu.Lock()
+	msgs := in.msgs
+	in.msgs = nil
+	if !in.ended || len(msgs) > 0 {
+		in.ended, in.endErr = true, err
+	}
+	in.mu.Unlock()
+	in.signal()
+	return msgs
+}
+
 func (in *inbox) signal() {
 	select {
 	case in.wake <- struct{}{}:

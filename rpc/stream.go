@@ -30,6 +30,11 @@ type StreamDesc struct {
 
 // ClientStream is the client's end of one stream. SendMsg and RecvMsg may be
 // called from two goroutines at once (one each), but neither from two.
+//
+// As in gRPC-go, a caller done with a stream cancels its context or calls
+// RecvMsg until it returns a non-nil error: messages the server sent before
+// ending the stream wait for RecvMsg, counted against the connection's
+// bound (WithInitialConnWindowSize), until one of the two.
 type ClientStream interface {
 	// Header waits for the server's header metadata and returns it; it
 	// fails when the stream ends before any header came.
