@@ -123,8 +123,12 @@ func (c *conn) letGo() {
 		if err := c.cq.ReqNotify(false); err != nil {
 			c.fail(fmt.Errorf("arming the completion queue: %w", err))
 		} else {
-			// A completion that came before arming raised no event.
-			c.pollOnce()
+			// Completions that came before arming raised no event, and
+			// none will come for them: drain the queue, not one batch of
+			// it, or what is left waits for a completion that may never
+			// come (the peer waiting for the credits those hold).
+			for c.pollOnce() == len(c.wcs) {
+			}
 		}
 	}
 	c.pmu.Unlock()
