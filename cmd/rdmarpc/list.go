@@ -19,7 +19,7 @@ func newListCmd() *cobra.Command {
 those they import), one a line; given a service, it prints its methods as
 package.Service.Method, one a line.`,
 		Example: `  rdmarpc list -I examples/kvstore/kvpb --proto kv.proto
-  rdmarpc list -I examples/kvstore/kvpb --proto kv.proto kv.v1.KV`,
+  rdmarpc list -I examples/kvstore/kvpb --proto kv.proto rdmarpc.kvstore.v1.KV`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := sf.source(cmd.Context())
@@ -63,7 +63,7 @@ func newDescribeCmd() *cobra.Command {
 		Long: `describe prints each symbol (package.Service, package.Service.Method,
 package.Message, an enum or a field) as a .proto-like declaration; without a
 symbol, it describes every service.`,
-		Example: `  rdmarpc describe -I examples/kvstore/kvpb --proto kv.proto kv.v1.KV.Get`,
+		Example: `  rdmarpc describe -I examples/kvstore/kvpb --proto kv.proto rdmarpc.kvstore.v1.KV.Get`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := sf.source(cmd.Context())
 			if err != nil {
