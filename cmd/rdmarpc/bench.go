@@ -27,8 +27,7 @@ import (
 type benchFlags struct {
 	schemaFlags
 	dialFlags
-	data        string
-	headers     []string
+	requestFlags
 	timeout     time.Duration
 	concurrency int
 	connections int
@@ -74,9 +73,8 @@ fatal. It loads unary methods only; streaming methods are refused.`,
 	}
 	f.schemaFlags.add(cmd)
 	f.dialFlags.add(cmd)
+	f.requestFlags.add(cmd)
 	fl := cmd.Flags()
-	fl.StringVarP(&f.data, "data", "d", "", "the request as JSON; @ reads it from stdin, @FILE from FILE")
-	fl.StringArrayVarP(&f.headers, "header", "H", nil, `request metadata "key: value" (repeatable); a key ending in -bin takes its value in base64`)
 	fl.DurationVar(&f.timeout, "timeout", 20*time.Second, "each call's deadline (0: none)")
 	fl.IntVarP(&f.concurrency, "concurrency", "c", 8, "workers, each making one call at a time")
 	fl.IntVar(&f.connections, "connections", 1, "connections the workers share, round robin")

@@ -25,8 +25,7 @@ import (
 type callFlags struct {
 	schemaFlags
 	dialFlags
-	data         string
-	headers      []string
+	requestFlags
 	timeout      time.Duration
 	emitDefaults bool
 	verbose      bool
@@ -58,10 +57,10 @@ otherwise) on stderr, and exits with 64 + the status code (grpcurl's
 convention: 69 for Unavailable(14), 68 for DeadlineExceeded(4)); any other
 failure (flags, schema, JSON) exits 1.`,
 		Example: `  rdmarpc call -I examples/kvstore/kvpb --proto kv.proto \
-      -d '{"key": "Z3JlZXRpbmc="}' tcp://127.0.0.1:7070 kv.v1.KV/Get
+      -d '{"key": "Z3JlZXRpbmc="}' tcp://127.0.0.1:7070 rdmarpc.kvstore.v1.KV/Get
 
   echo '{"key": "Z3JlZXRpbmc="}' | rdmarpc call --proto kv.proto -d @ \
-      -H 'request-id: 42' --timeout 2s rdma://10.0.0.1:7070 kv.v1.KV/Get`,
+      -H 'request-id: 42' --timeout 2s rdma://10.0.0.1:7070 rdmarpc.kvstore.v1.KV/Get`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCall(cmd, f, args[0], args[1])
@@ -69,9 +68,8 @@ failure (flags, schema, JSON) exits 1.`,
 	}
 	f.schemaFlags.add(cmd)
 	f.dialFlags.add(cmd)
+	f.requestFlags.add(cmd)
 	fl := cmd.Flags()
-	fl.StringVarP(&f.data, "data", "d", "", "the request as JSON; @ reads it from stdin, @FILE from FILE")
-	fl.StringArrayVarP(&f.headers, "header", "H", nil, `request metadata "key: value" (repeatable); a key ending in -bin takes its value in base64`)
 	fl.DurationVar(&f.timeout, "timeout", 0, "the call's deadline, sent to the server (0: none)")
 	fl.BoolVar(&f.emitDefaults, "emit-defaults", false, "print fields that hold their default value too")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print the response headers and trailers on stderr")

@@ -24,6 +24,18 @@ func (f *dialFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.fallback, "fallback", "", `scheme to dial the same address with when no RDMA device serves an rdma:// target ("tcp"); a line on stderr says when it does`)
 }
 
+// requestFlags are what call and bench send: the request and its metadata.
+type requestFlags struct {
+	data    string
+	headers []string
+}
+
+func (f *requestFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVarP(&f.data, "data", "d", "", "the request as JSON; @ reads it from stdin, @FILE from FILE")
+	fl.StringArrayVarP(&f.headers, "header", "H", nil, `request metadata "key: value" (repeatable); a key ending in -bin takes its value in base64`)
+}
+
 // dial connects to target; warnings (a fallback taken) go to stderr.
 func (f *dialFlags) dial(ctx context.Context, target string, stderr io.Writer, opts ...rpc.DialOption) (*rpc.ClientConn, error) {
 	if f.connectTimeout > 0 {
