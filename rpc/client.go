@@ -35,6 +35,7 @@ type ClientConn struct {
 	invoke  UnaryInvoker // the interceptor chain, ending in cc.call
 	// streamer is the stream interceptor chain, ending in cc.newStream.
 	streamer Streamer
+	uaMD     metadata.MD // {"user-agent": …}, shared read-only by calls
 
 	mu      sync.Mutex
 	cur     *clientLink          // where new calls go
@@ -69,6 +70,9 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*ClientConn, 
 	if o.transport != nil {
 		tr = o.transport
 	}
+	if err := wire.CheckValue([]byte(userAgentKey), []byte(o.userAgent)); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "WithUserAgent: %v", err)
+	}
 	if o.connect.Backoff.BaseDelay <= 0 {
 		o.connect.Backoff = backoff.DefaultConfig
 	}
@@ -83,6 +87,7 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*ClientConn, 
 		opts:    o,
 		log:     o.log.Named("rpc.client").With(zap.String("target", target)),
 		all:     make(map[*clientLink]bool),
+		uaMD:    metadata.Pairs(userAgentKey, joinUserAgent(o.userAgent)),
 	}
 	cc.invoke = chainClient(o.interceptors, cc.call)
 	cc.streamer = chainStreamClient(o.streamInterceptors, func(ctx context.Context, desc *StreamDesc, cc *ClientConn, method string, opts ...CallOption) (ClientStream, error) {
@@ -267,6 +272,7 @@ func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _
 	if err := wire.CheckMD(md); err != nil {
 		return status.Errorf(codes.Internal, "request metadata: %v", err)
 	}
+	md = cc.outgoingMD(md)
 	// A call that never left (the link was draining, or closed before the
 	// transport took the request) is safely sent again on a new link. One
 	// the server refused before running it (its queue for call slots was

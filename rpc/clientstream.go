@@ -43,6 +43,7 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method st
 	if err := wire.CheckMD(md); err != nil {
 		return nil, status.Errorf(codes.Internal, "request metadata: %v", err)
 	}
+	md = cc.outgoingMD(md)
 	for attempt := 1; ; attempt++ {
 		l, err := cc.link(ctx, ci.waitForReady)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 // trailers. It travels in the handler's context.
 type serverCall struct {
 	method  string
-	peer    *Peer
 	mu      sync.Mutex
 	header  metadata.MD
 	trailer metadata.MD

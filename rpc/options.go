@@ -163,6 +163,7 @@ type dialOptions struct {
 	transport          transport.Transport
 	fallback           string
 	connect            ConnectParams
+	userAgent          string
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as
@@ -186,6 +187,10 @@ func WithConnectParams(p ConnectParams) DialOption { return func(o *dialOptions)
 func WithMaxHeaderListSize(n uint32) DialOption {
 	return func(o *dialOptions) { o.maxHeaderListSize = clampInt(n) }
 }
+
+// WithUserAgent puts ua before the user-agent every call sends
+// ("ua rdmarpc-go/<Version>"), as gRPC-go's.
+func WithUserAgent(ua string) DialOption { return func(o *dialOptions) { o.userAgent = ua } }
 
 // WithLogger sets the client's logger. Default zap.NewNop().
 func WithLogger(l *zap.Logger) DialOption { return func(o *dialOptions) { o.log = l } }

@@ -19,6 +19,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/peer"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
@@ -218,9 +219,10 @@ func (s *Server) GracefulStop() {
 // the handlers are doing.
 type serverLink struct {
 	*link
-	s      *Server
-	peer   *Peer
-	budget *byteBudget // encoded responses the transport has not taken
+	s         *Server
+	peer      *Peer
+	authority string      // the calls' ":authority"
+	budget    *byteBudget // encoded responses the transport has not taken
 
 	mu          sync.Mutex
 	calls       map[uint64]*callStream // running or queued
@@ -259,13 +261,15 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 	watch := sendWatch{after: max(s.opts.responseTimeout, 0), stuck: func() {
 		s.peerLog.warn("closing a connection whose client takes no responses", zap.Stringer("peer", tc.RemoteAddr()), zap.Duration("timeout", s.opts.responseTimeout))
 	}}
+	ai := authInfo(tc)
 	return &serverLink{
-		link:    newLink(tc, s.log, s.opts.keepalive, watch),
-		s:       s,
-		peer:    &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr()},
-		budget:  newByteBudget(s.opts.maxUnsentBytes),
-		calls:   make(map[uint64]*callStream),
-		streams: make(map[uint64]*serverStream),
+		link:      newLink(tc, s.log, s.opts.keepalive, watch),
+		s:         s,
+		peer:      &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr(), AuthInfo: ai},
+		authority: connAuthority(tc, ai),
+		budget:    newByteBudget(s.opts.maxUnsentBytes),
+		calls:     make(map[uint64]*callStream),
+		streams:   make(map[uint64]*serverStream),
 	}
 }
 
@@ -493,7 +497,7 @@ func (l *serverLink) dropQueue() {
 
 // serveStream runs st's handler and sends its outcome.
 func (l *serverLink) serveStream(st *callStream, ctx context.Context) {
-	sc := &serverCall{method: st.method, peer: l.peer}
+	sc := &serverCall{method: st.method}
 	ctx = context.WithValue(ctx, serverCallKey{}, sc)
 	resp, err := l.run(sc, ctx, st)
 	l.mu.Lock()
@@ -520,9 +524,7 @@ func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (r
 		ctx, cancel = context.WithDeadline(ctx, st.deadline)
 		defer cancel()
 	}
-	if st.req.MD != nil {
-		ctx = metadata.NewIncomingContext(ctx, st.req.MD)
-	}
+	ctx = peer.NewContext(metadata.NewIncomingContext(ctx, l.incomingMD(st.req.MD)), l.peer)
 	defer st.frame.Release() // in case the handler never decoded
 	decoded := false
 	dec := func(v any) error {

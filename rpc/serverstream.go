@@ -16,6 +16,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/peer"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
@@ -81,16 +82,14 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		return l.queueOrClose(wire.AppendTrailers(nil, h.CallID, uint32(fail.Code()), fail.Message(), nil, nil, nil))
 	}
 	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, svc: svc,
-		sc: &serverCall{method: req.Method, peer: l.peer}}
+		sc: &serverCall{method: req.Method}}
 	ss.in.init(l.s.opts.window)
 	ss.out.init()
 	ctx, cancel := context.WithCancel(l.ctx)
 	if req.Timeout > 0 {
 		ctx, cancel = contextWithTimeout(ctx, cancel, req.Timeout)
 	}
-	if req.MD != nil {
-		ctx = metadata.NewIncomingContext(ctx, req.MD)
-	}
+	ctx = peer.NewContext(metadata.NewIncomingContext(ctx, l.incomingMD(req.MD)), l.peer)
 	ss.ctx, ss.cancel = context.WithValue(ctx, serverCallKey{}, ss.sc), cancel
 	l.streams[h.CallID] = ss
 	l.wg.Add(1)

@@ -7,6 +7,8 @@ import (
 	"net"
 
 	"go.uber.org/zap"
+
+	"github.com/rdmarpc/rdmarpc/credentials"
 )
 
 // DefaultMaxMessageSize is the largest message a transport accepts unless
@@ -123,6 +125,33 @@ type Activity interface {
 // reach the operator's log and not a transport's no-op default.
 type Logged interface {
 	SetLogger(log *zap.Logger)
+}
+
+// Secured is implemented by connections that ran transport credentials:
+// AuthInfo is what the handshake verified about the peer
+// (credentials.TLSInfo), nil when the connection has no credentials. The
+// RPC layer puts it in peer.Peer.AuthInfo and in the RequestInfo that
+// per-RPC credentials read.
+type Secured interface {
+	AuthInfo() credentials.AuthInfo
+}
+
+// CredentialsDialer is implemented by transports that can secure the
+// connections they dial with transport credentials (TLS). The RPC client
+// dials through it when it has credentials, and refuses a transport that
+// does not implement it rather than dialling in plaintext.
+type CredentialsDialer interface {
+	DialWithCredentials(ctx context.Context, addr string, creds credentials.TransportCredentials) (Conn, error)
+}
+
+// CredentialsListener is implemented by listeners that can secure the
+// connections they accept with transport credentials. SetCredentials must
+// come before the first Accept: a listener handshakes no connection before
+// it is first asked for one, so none slips through unsecured. It fails once
+// Accept has been called. The RPC server calls it from Serve with its
+// Creds option, and refuses a listener that does not implement it.
+type CredentialsListener interface {
+	SetCredentials(creds credentials.TransportCredentials) error
 }
 
 // Closed returns err wrapped in ErrClosed (unless it already wraps it): the
