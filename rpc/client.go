@@ -70,6 +70,9 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*ClientConn, 
 	if o.transport != nil {
 		tr = o.transport
 	}
+	if err := checkPerRPC(&o); err != nil {
+		return nil, err
+	}
 	if err := wire.CheckValue([]byte(userAgentKey), []byte(o.userAgent)); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "WithUserAgent: %v", err)
 	}
@@ -177,7 +180,7 @@ func (cc *ClientConn) link(ctx context.Context, waitForReady bool) (*clientLink,
 		cc.mu.Unlock()
 
 		dctx, cancel := context.WithTimeout(ctx, max(cc.connect.MinConnectTimeout, attempt))
-		tc, err := tr.Dial(dctx, cc.addr)
+		tc, err := cc.dial(dctx, tr, cc.addr)
 		if err != nil && cc.opts.fallback != "" && errors.Is(err, transport.ErrNoDevice) {
 			tc, err = cc.fallBack(dctx, err)
 		}
@@ -244,7 +247,7 @@ func (cc *ClientConn) fallBack(ctx context.Context, why error) (transport.Conn, 
 	cc.mu.Lock()
 	cc.tr = tr
 	cc.mu.Unlock()
-	return tr.Dial(ctx, cc.addr)
+	return cc.dial(ctx, tr, cc.addr)
 }
 
 // forget stops routing new calls to l (it is draining or gone).
@@ -284,7 +287,11 @@ func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _
 		if err != nil {
 			return err
 		}
-		err = l.call(ctx, method, md, req, reply, &ci)
+		cmd, err := l.callMD(ctx, method, md, &ci)
+		if err != nil {
+			return err
+		}
+		err = l.call(ctx, method, cmd, req, reply, &ci)
 		switch err {
 		case errNotSent:
 			cc.forget(l, false)
@@ -518,7 +525,7 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
 				*ci.trailer = resp.Trailer
 			}
 			if ci.peer != nil {
-				*ci.peer = Peer{Addr: l.tc.RemoteAddr(), LocalAddr: l.tc.LocalAddr()}
+				*ci.peer = Peer{Addr: l.tc.RemoteAddr(), LocalAddr: l.tc.LocalAddr(), AuthInfo: authInfo(l.tc)}
 			}
 			if resp.Code != 0 {
 				return responseStatus(resp).Err()

@@ -49,7 +49,11 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method st
 		if err != nil {
 			return nil, err
 		}
-		cs, err := l.open(ctx, desc, method, md, &ci)
+		cmd, err := l.callMD(ctx, method, md, &ci)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := l.open(ctx, desc, method, cmd, &ci)
 		if err != errNotSent {
 			return cs, err
 		}

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -83,6 +84,7 @@ type serverOptions struct {
 	maxQueuedBytes     int
 	maxUnsentBytes     int
 	responseTimeout    time.Duration
+	creds              credentials.TransportCredentials
 }
 
 // Logger sets the server's logger. Default zap.NewNop().
@@ -164,6 +166,8 @@ type dialOptions struct {
 	fallback           string
 	connect            ConnectParams
 	userAgent          string
+	creds              credentials.TransportCredentials
+	perRPC             []credentials.PerRPCCredentials
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"reflect"
 	"runtime/debug"
 	"strings"
@@ -113,10 +114,39 @@ func (s *Server) RegisterService(desc *ServiceDesc, impl any) {
 // ErrServerStopped is returned by Serve after Stop or GracefulStop.
 var ErrServerStopped = errors.New("rpc: the server has been stopped")
 
+// Listener is what Serve takes: a transport.Listener (from Listen, or a
+// transport's own Listen), or any net.Listener (a TCP or unix socket, one
+// from socket activation, rpc/bufconn's), which is served with the TCP
+// transport's framing, as gRPC-go's Serve takes one.
+type Listener interface {
+	Close() error
+	Addr() net.Addr
+}
+
 // Serve accepts connections on lis and serves them until Stop or
 // GracefulStop, when it returns nil, or until lis fails. lis is closed when
-// Serve returns.
-func (s *Server) Serve(lis transport.Listener) error {
+// Serve returns. With Creds, every connection runs the credentials: a
+// net.Listener is secured by Serve, a transport.Listener must have been
+// created with them (ListenCreds).
+func (s *Server) Serve(l Listener) error {
+	var lis transport.Listener
+	switch l := l.(type) {
+	case transport.Listener:
+		lis = l
+	case net.Listener:
+		var err error
+		if lis, err = s.netListener(l); err != nil {
+			l.Close()
+			return err
+		}
+	default:
+		l.Close()
+		return fmt.Errorf("rpc: Serve takes a transport.Listener or a net.Listener, not %T", l)
+	}
+	if err := s.checkListener(lis); err != nil {
+		lis.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.draining || s.stopped {
 		s.mu.Unlock()

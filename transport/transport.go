@@ -144,14 +144,26 @@ type CredentialsDialer interface {
 	DialWithCredentials(ctx context.Context, addr string, creds credentials.TransportCredentials) (Conn, error)
 }
 
-// CredentialsListener is implemented by listeners that can secure the
-// connections they accept with transport credentials. SetCredentials must
-// come before the first Accept: a listener handshakes no connection before
-// it is first asked for one, so none slips through unsecured. It fails once
-// Accept has been called. The RPC server calls it from Serve with its
-// Creds option, and refuses a listener that does not implement it.
+// CredentialsListener is implemented by transports that can secure the
+// connections they accept with transport credentials. The credentials are
+// fixed when listening starts, so no connection is ever handshaken without
+// them. rpc.Listen listens through it when given credentials.
 type CredentialsListener interface {
-	SetCredentials(creds credentials.TransportCredentials) error
+	ListenWithCredentials(addr string, creds credentials.TransportCredentials) (Listener, error)
+}
+
+// SecuredListener is implemented by listeners that know the transport
+// credentials their connections run (nil: none). The RPC server with
+// credentials refuses to serve a listener that has none.
+type SecuredListener interface {
+	Credentials() credentials.TransportCredentials
+}
+
+// StreamTransport is implemented by transports that frame messages over
+// any byte stream (the TCP transport): the RPC server serves a
+// net.Listener through the one registered for "tcp".
+type StreamTransport interface {
+	NewListener(nl net.Listener, creds credentials.TransportCredentials) Listener
 }
 
 // Closed returns err wrapped in ErrClosed (unless it already wraps it): the
