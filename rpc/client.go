@@ -59,7 +59,7 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*ClientConn, 
 	}
 	tr, addr, err := transport.ForTarget(target)
 	if err != nil {
-		if o.transport == nil {
+		if o.transport == nil && o.contextDialer == nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 		_, addr, err = transport.ParseTarget(target)
@@ -69,6 +69,11 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*ClientConn, 
 	}
 	if o.transport != nil {
 		tr = o.transport
+	}
+	if o.contextDialer != nil {
+		if tr, err = newDialerTransport(o.contextDialer); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
 	}
 	if err := checkPerRPC(&o); err != nil {
 		return nil, err

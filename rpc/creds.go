@@ -141,3 +141,51 @@ func (s *Server) checkListener(lis transport.Listener) error {
 	return fmt.Errorf("rpc: the server has transport credentials (%s) but the listener on %v runs none: create it with rpc.Listen(target, rpc.ListenCreds(creds)), or Serve a net.Listener",
 		s.opts.creds.Info().SecurityProtocol, lis.Addr())
 }
+
+// WithContextDialer makes the client dial with f, as gRPC-go's: the
+// connections f returns (a unix socket, rpc/bufconn's in-memory ones, a
+// proxy's) carry the TCP transport's framing, secured by the client's
+// transport credentials when it has any. f gets the target's address
+// part.
+func WithContextDialer(f func(ctx context.Context, addr string) (net.Conn, error)) DialOption {
+	return func(o *dialOptions) { o.contextDialer = f }
+}
+
+// dialerTransport dials with a WithContextDialer function and runs the TCP
+// transport's handshake on what it returns.
+type dialerTransport struct {
+	dial func(ctx context.Context, addr string) (net.Conn, error)
+	st   transport.StreamTransport
+}
+
+func newDialerTransport(f func(context.Context, string) (net.Conn, error)) (*dialerTransport, error) {
+	tr, ok := transport.Lookup("tcp")
+	if !ok {
+		return nil, errors.New("rpc: WithContextDialer needs the TCP transport: import _ \"github.com/rdmarpc/rdmarpc/transport/tcp\"")
+	}
+	st, ok := tr.(transport.StreamTransport)
+	if !ok {
+		return nil, fmt.Errorf("rpc: WithContextDialer: the transport registered for tcp (%T) cannot frame a net.Conn", tr)
+	}
+	return &dialerTransport{dial: f, st: st}, nil
+}
+
+func (d *dialerTransport) Dial(ctx context.Context, addr string) (transport.Conn, error) {
+	return d.DialWithCredentials(ctx, addr, nil)
+}
+
+func (d *dialerTransport) DialWithCredentials(ctx context.Context, addr string, creds credentials.TransportCredentials) (transport.Conn, error) {
+	nc, err := d.dial(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	c, err := d.st.NewClientConn(ctx, nc, addr, creds)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+func (d *dialerTransport) Listen(string) (transport.Listener, error) {
+	return nil, errors.New("rpc: a WithContextDialer transport does not listen")
+}

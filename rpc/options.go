@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"context"
+	"net"
 	"time"
 
 	"go.uber.org/zap"
@@ -168,6 +170,7 @@ type dialOptions struct {
 	userAgent          string
 	creds              credentials.TransportCredentials
 	perRPC             []credentials.PerRPCCredentials
+	contextDialer      func(context.Context, string) (net.Conn, error)
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as

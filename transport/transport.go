@@ -161,9 +161,16 @@ type SecuredListener interface {
 
 // StreamTransport is implemented by transports that frame messages over
 // any byte stream (the TCP transport): the RPC server serves a
-// net.Listener through the one registered for "tcp".
+// net.Listener, and a client WithContextDialer's connections, through the
+// one registered for "tcp".
 type StreamTransport interface {
+	// NewListener serves the connections nl accepts, each secured by
+	// creds (nil: plaintext).
 	NewListener(nl net.Listener, creds credentials.TransportCredentials) Listener
+	// NewClientConn runs the client's side of the handshake on nc, a
+	// connection dialled to authority by other means, secured by creds
+	// (nil: plaintext). It closes nc when it fails.
+	NewClientConn(ctx context.Context, nc net.Conn, authority string, creds credentials.TransportCredentials) (Conn, error)
 }
 
 // Closed returns err wrapped in ErrClosed (unless it already wraps it): the

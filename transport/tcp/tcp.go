@@ -119,16 +119,28 @@ func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds 
 	if err != nil {
 		return nil, fmt.Errorf("tcp: dial %s: %w", addr, err)
 	}
+	c, err := t.NewClientConn(ctx, nc, addr, creds)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: dial %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+// NewClientConn runs the client's handshake (creds' when not nil, then the
+// hellos) on nc, a connection to authority dialled by other means (a unix
+// socket, rpc/bufconn, a proxy). It closes nc when it fails. It implements
+// transport.StreamTransport.
+func (t *Transport) NewClientConn(ctx context.Context, nc net.Conn, authority string, creds credentials.TransportCredentials) (transport.Conn, error) {
 	var secure secureFunc
 	if creds != nil {
 		secure = func(ctx context.Context, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-			return creds.ClientHandshake(ctx, addr, raw)
+			return creds.ClientHandshake(ctx, authority, raw)
 		}
 	}
 	c, err := t.handshake(ctx, nc, secure, nil)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("tcp: dial %s: %w", addr, err)
+		return nil, err
 	}
 	return c, nil
 }
