@@ -625,6 +625,9 @@ func (l *clientLink) goAway(ga wire.GoAway) {
 	if ga.Code != 0 {
 		l.log.Warn("server is closing the connection", zap.Stringer("code", codes.Code(ga.Code)), zap.String("reason", ga.Message))
 		l.setReason(status.New(codes.Code(ga.Code), "server closed the connection: "+ga.Message))
+		if ga.Message == tooManyPings {
+			l.cc.serverPingBackoff()
+		}
 	}
 	l.cc.forget(l, false)
 	l.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
+	"github.com/rdmarpc/rdmarpc/rpc/keepalive"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -87,6 +88,8 @@ type serverOptions struct {
 	maxUnsentBytes     int
 	responseTimeout    time.Duration
 	creds              credentials.TransportCredentials
+	conn               keepalive.ServerParameters // its idle and age limits
+	enforcement        *keepalive.EnforcementPolicy
 }
 
 // Logger sets the server's logger. Default zap.NewNop().
@@ -105,9 +108,6 @@ func MaxRecvMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxR
 // MaxSendMsgSize caps the responses the server sends (ResourceExhausted
 // beyond).
 func MaxSendMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxSendSize = n } }
-
-// KeepaliveParams sets the server's keepalive.
-func KeepaliveParams(k Keepalive) ServerOption { return func(o *serverOptions) { o.keepalive = k } }
 
 // ServerCodec sets the codec. Default ProtoCodec.
 func ServerCodec(c Codec) ServerOption { return func(o *serverOptions) { o.codec = c } }

@@ -262,7 +262,10 @@ type serverLink struct {
 	streams     map[uint64]*serverStream // open streams
 	held        atomic.Int64             // bytes of stream messages copied out and not yet read
 	lastNotOpen uint64                   // the last stream answered "not open" (the reader's)
-	wg          sync.WaitGroup           // handler goroutines
+	lastPing    time.Time                // the reader's, for the enforcement policy
+	pingStrikes int                      // the reader's
+	timers      connTimers
+	wg          sync.WaitGroup // handler goroutines
 }
 
 // callStream is one call on a server connection: a stream with one message
@@ -307,7 +310,9 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 // still running, waits for their handlers and forgets the connection.
 func (l *serverLink) serve() {
 	defer l.s.wg.Done()
+	l.startConnTimers()
 	l.readFrames(l.dispatch)
+	l.stopConnTimers()
 	l.wg.Wait()
 	l.wait()
 	l.mu.Lock()
@@ -330,8 +335,10 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 	}
 	switch h.Kind {
 	case wire.KindRequest:
+		l.pingStrikes = 0 // pings during calls are fine, as in gRPC-go
 		return l.admit(l.newStream(h.CallID, body, b))
 	case wire.KindOpen:
+		l.pingStrikes = 0
 		ok := l.openStream(h, body)
 		b.Release()
 		return ok
@@ -345,6 +352,11 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 			return true
 		}
 	default:
+		if h.Kind == wire.KindPing && !l.pingAllowed(time.Now()) {
+			b.Release()
+			l.refusePings()
+			return false
+		}
 		var ga *wire.GoAway
 		ga, err = l.control(h, body, "client", "servers")
 		b.Release()
@@ -533,6 +545,7 @@ func (l *serverLink) serveStream(st *callStream, ctx context.Context) {
 	l.mu.Lock()
 	delete(l.calls, st.id)
 	l.mu.Unlock()
+	l.callEnded()
 	st.cancel()
 	l.respond(st.id, sc, resp, err)
 }

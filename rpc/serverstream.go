@@ -271,6 +271,7 @@ func (ss *serverStream) run() {
 	l.mu.Lock()
 	delete(l.streams, ss.id)
 	l.mu.Unlock()
+	l.callEnded()
 }
 
 func (ss *serverStream) call() (err error) {
