@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
@@ -234,3 +235,40 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, 
 	c.start()
 	return c, nil
 }
+
+// serverCredentials runs creds' server handshake on boot within the
+// handshake timeout (and until ctx, the listener's, ends).
+func (t *Transport) serverCredentials(ctx context.Context, boot net.Conn, creds credentials.TransportCredentials) (net.Conn, credentials.AuthInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.o.HandshakeTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = boot.SetDeadline(time.Now()) })
+	sec, ai, err := creds.ServerHandshake(boot)
+	if !stop() {
+		if err == nil {
+			sec.Close()
+		}
+		return nil, nil, fmt.Errorf("%w: credentials handshake not finished within %v", transport.ErrProtocol, t.o.HandshakeTimeout)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return sec, ai, nil
+}
+
+// securedConn is a connection whose bootstrap ran transport credentials.
+type securedConn struct {
+	*conn
+	auth credentials.AuthInfo
+}
+
+// secured is c with auth as its AuthInfo, or c itself without credentials.
+func secured(c *conn, auth credentials.AuthInfo) transport.Conn {
+	if auth == nil {
+		return c
+	}
+	return &securedConn{conn: c, auth: auth}
+}
+
+// AuthInfo is what the bootstrap's credentials verified; it implements
+// transport.Secured.
+func (c *securedConn) AuthInfo() credentials.AuthInfo { return c.auth }

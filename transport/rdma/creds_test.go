@@ -1,0 +1,124 @@
+package rdma
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/rpc"
+	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/peer"
+	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
+)
+
+// testTLS returns mutual-TLS server credentials for ip and client
+// credentials for a client named "alice", from a CA made for the test.
+func testTLS(t *testing.T, ip string) (server, client credentials.TransportCredentials) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	issue := func(serial int64, cn string, usage x509.ExtKeyUsage) tls.Certificate {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, IPAddresses: []net.IP{net.ParseIP(ip)},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	}
+	server = credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{issue(2, "server", x509.ExtKeyUsageServerAuth)}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool})
+	client = credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{issue(3, "alice", x509.ExtKeyUsageClientAuth)}})
+	return server, client
+}
+
+type whoami struct{ testpb.UnimplementedTestServer }
+
+func (whoami) Echo(ctx context.Context, _ *testpb.EchoRequest) (*testpb.EchoResponse, error) {
+	p, _ := peer.FromContext(ctx)
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 {
+		return nil, status.Errorf(codes.Unauthenticated, "no verified client certificate (%T)", p.AuthInfo)
+	}
+	return &testpb.EchoResponse{Payload: []byte(ti.State.VerifiedChains[0][0].Subject.CommonName)}, nil
+}
+
+// TestCredentials: over rdma:// with mutual TLS on the bootstrap, the
+// handler reads the client's verified certificate; a plaintext client is
+// refused and the listener goes on serving.
+func TestCredentials(t *testing.T) {
+	ip := guestIP(t)
+	serverCreds, clientCreds := testTLS(t, ip)
+	tr := New(Options{})
+	lis, err := tr.ListenWithCredentials(net.JoinHostPort(ip, "0"), serverCreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(rpc.Creds(serverCreds))
+	testpb.RegisterTestServer(srv, whoami{})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	defer func() {
+		srv.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	target := "rdma://" + lis.Addr().String()
+
+	if cc, err := rpc.Dial(ctx, target, rpc.WithTransport(tr)); err == nil {
+		cc.Close()
+		t.Fatal("a plaintext client was served by a TLS listener")
+	} else if status.Code(err) != codes.Unavailable {
+		t.Fatalf("plaintext client: %v, want Unavailable", err)
+	} else {
+		t.Logf("plaintext client refused: %v", err)
+	}
+
+	cc, err := rpc.Dial(ctx, target, rpc.WithTransport(tr), rpc.WithTransportCredentials(clientCreds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	var p rpc.Peer
+	resp, err := testpb.NewTestClient(cc).Echo(ctx, &testpb.EchoRequest{}, rpc.PeerOption(&p))
+	if err != nil || string(resp.Payload) != "alice" {
+		t.Fatalf("Echo over TLS-bootstrapped rdma: %q, %v; want alice", resp.GetPayload(), err)
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); !ok || !strings.Contains(ti.State.PeerCertificates[0].Subject.CommonName, "server") {
+		t.Fatalf("the client's Peer.AuthInfo: %+v, want the server's certificate", p.AuthInfo)
+	}
+}
