@@ -19,7 +19,7 @@ func (t *Transport) Listen(addr string) (transport.Listener, error) {
 // ListenWithCredentials is Listen with every connection secured by creds
 // (nil: plaintext). It implements transport.CredentialsListener.
 func (t *Transport) ListenWithCredentials(addr string, creds credentials.TransportCredentials) (transport.Listener, error) {
-	nl, err := net.Listen("tcp", addr)
+	nl, err := net.Listen(t.network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: listen %s: %w", addr, err)
 	}

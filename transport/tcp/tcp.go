@@ -16,7 +16,10 @@ import (
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
-func init() { transport.Register("tcp", New(Options{})) }
+func init() {
+	transport.Register("tcp", New(Options{}))
+	transport.Register("unix", NewUnix(Options{}))
+}
 
 // DefaultMaxMessageSize is the largest message the TCP transport accepts,
 // and announces to its peers, unless Options.MaxMessageSize says otherwise:
@@ -89,16 +92,27 @@ func (o Options) withDefaults() Options {
 
 // Transport is the TCP transport.
 type Transport struct {
-	o     Options
-	creds credentials.TransportCredentials // from Options.TLS; nil: plaintext
+	o       Options
+	creds   credentials.TransportCredentials // from Options.TLS; nil: plaintext
+	network string                           // "tcp", or "unix"
 }
 
 // New returns a TCP transport with options o.
 func New(o Options) *Transport {
-	t := &Transport{o: o.withDefaults()}
+	t := &Transport{o: o.withDefaults(), network: "tcp"}
 	if o.TLS != nil {
 		t.creds = credentials.NewTLS(o.TLS)
 	}
+	return t
+}
+
+// NewUnix returns the same transport over unix stream sockets: its
+// addresses are socket paths ("unix:///run/kv.sock" names /run/kv.sock).
+// It is registered for the "unix" scheme, which resolver/unix's targets
+// ask for.
+func NewUnix(o Options) *Transport {
+	t := New(o)
+	t.network = "unix"
 	return t
 }
 
@@ -115,7 +129,7 @@ func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, erro
 // transport.CredentialsDialer.
 func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds credentials.TransportCredentials) (transport.Conn, error) {
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := d.DialContext(ctx, t.network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: dial %s: %w", addr, err)
 	}
