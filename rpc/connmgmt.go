@@ -103,13 +103,14 @@ func (l *serverLink) goAwayClose(st *status.Status) {
 // connTimers carry out ServerParameters' idle and age limits on one
 // connection: timers only, no goroutine of their own.
 type connTimers struct {
-	mu      sync.Mutex
-	stopped bool
-	idle    *time.Timer
-	age     *time.Timer
-	grace   *time.Timer
-	lastEnd atomic.Int64 // when the last call or stream ended, Unix nanoseconds
-	start   time.Time
+	mu       sync.Mutex
+	stopped  bool
+	draining bool // GOAWAY sent
+	idle     *time.Timer
+	age      *time.Timer
+	grace    *time.Timer
+	lastEnd  atomic.Int64 // when the last call or stream ended, Unix nanoseconds
+	start    time.Time
 }
 
 // startConnTimers arms the limits of l's connection, if any.
@@ -173,9 +174,10 @@ func (l *serverLink) drain(reason string) {
 	t := &l.timers
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.stopped || t.grace != nil {
+	if t.stopped || t.draining {
 		return // closed, or draining already
 	}
+	t.draining = true
 	l.log.Debug("connection management: sending GOAWAY", zap.Stringer("peer", l.peer.Addr), zap.String("reason", reason))
 	l.queueGoAway(wire.AppendGoAway(nil, 0, reason))
 	if t.idle != nil {
@@ -183,8 +185,6 @@ func (l *serverLink) drain(reason string) {
 	}
 	g := l.s.opts.conn.MaxConnectionAgeGrace
 	if g <= 0 {
-		t.grace = time.NewTimer(time.Hour) // never fires: stopped at once
-		t.grace.Stop()
 		return
 	}
 	t.grace = time.AfterFunc(g, func() {
