@@ -8,6 +8,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
+	"io"
 	"math/big"
 	"net"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/peer"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/transport"
 )
 
 // testTLS returns mutual-TLS server credentials for ip and client
@@ -120,5 +123,86 @@ func TestCredentials(t *testing.T) {
 	}
 	if ti, ok := p.AuthInfo.(credentials.TLSInfo); !ok || !strings.Contains(ti.State.PeerCertificates[0].Subject.CommonName, "server") {
 		t.Fatalf("the client's Peer.AuthInfo: %+v, want the server's certificate", p.AuthInfo)
+	}
+}
+
+// tcpPair returns the two ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	nl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	client, err = net.Dial("tcp", nl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = nl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// The server's side of the bootstrap's credentials, on a host without a
+// device: a plaintext hello is refused with TLS's reason, a client that
+// says nothing is given up after the handshake timeout, and the end of the
+// listener's context ends the wait; a TLS client gets through with its
+// certificate verified.
+func TestServerCredentials(t *testing.T) {
+	serverCreds, clientCreds := testTLS(t, "127.0.0.1")
+	tr := New(Options{HandshakeTimeout: 200 * time.Millisecond})
+
+	c, s := tcpPair(t)
+	if _, err := c.Write(hello{qpn: 1}.encode()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tr.serverCredentials(context.Background(), s, serverCreds); err == nil || !strings.Contains(err.Error(), "does not look like a TLS handshake") {
+		t.Fatalf("plaintext hello: %v, want TLS's refusal", err)
+	}
+
+	_, s = tcpPair(t)
+	if _, _, err := tr.serverCredentials(context.Background(), s, serverCreds); !errors.Is(err, transport.ErrProtocol) {
+		t.Fatalf("silent client: %v, want a protocol error after the handshake timeout", err)
+	}
+
+	_, s = tcpPair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := (&Transport{o: Options{HandshakeTimeout: time.Hour}}).serverCredentials(ctx, s, serverCreds); err == nil {
+		t.Fatal("a handshake under an ended context succeeded")
+	}
+
+	c, s = tcpPair(t)
+	type result struct {
+		ai  credentials.AuthInfo
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		sec, ai, err := tr.serverCredentials(context.Background(), s, serverCreds)
+		if err == nil {
+			// The client reads before its handshake returns (TLS 1.3
+			// sends the server's session tickets after the client's
+			// Finished), so answer one byte.
+			_, err = sec.Write([]byte{readyByte})
+		}
+		got <- result{ai, err}
+	}()
+	sec, _, err := clientCreds.ClientHandshake(context.Background(), "127.0.0.1:1", c)
+	if err != nil {
+		t.Fatalf("client handshake: %v", err)
+	}
+	if _, err := io.ReadFull(sec, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("server handshake: %v", r.err)
+	}
+	if ti, ok := r.ai.(credentials.TLSInfo); !ok || len(ti.State.VerifiedChains) == 0 || ti.State.VerifiedChains[0][0].Subject.CommonName != "alice" {
+		t.Fatalf("server AuthInfo %+v, want alice's verified certificate", r.ai)
 	}
 }
