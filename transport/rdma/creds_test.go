@@ -9,12 +9,16 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/rpc"
@@ -204,5 +208,71 @@ func TestServerCredentials(t *testing.T) {
 	}
 	if ti, ok := r.ai.(credentials.TLSInfo); !ok || len(ti.State.VerifiedChains) == 0 || ti.State.VerifiedChains[0][0].Subject.CommonName != "alice" {
 		t.Fatalf("server AuthInfo %+v, want alice's verified certificate", r.ai)
+	}
+}
+
+// TestBindingRefusesWrongProof: a client that completes the TLS bootstrap
+// and the hellos but whose first message on the queue pair is not the
+// session's proof is refused by the server, which logs why and closes the
+// connection; no connection reaches Accept.
+func TestBindingRefusesWrongProof(t *testing.T) {
+	ip := guestIP(t)
+	serverCreds, clientCreds := testTLS(t, ip)
+	core, logs := observer.New(zap.InfoLevel)
+	srvTr := New(Options{Logger: zap.New(core)})
+	lis, err := srvTr.ListenWithCredentials(net.JoinHostPort(ip, "0"), serverCreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := lis.Accept(ctx)
+		if err == nil {
+			c.Close()
+			err = errors.New("a connection with a wrong proof was accepted")
+		}
+		accepted <- err
+	}()
+
+	cliTr := New(Options{})
+	boot, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, _, err := clientCreds.ClientHandshake(ctx, lis.Addr().String(), boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cliTr.handshakeClient(ctx, sec)
+	if err != nil {
+		sec.Close()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Send(ctx, make([]byte, proofLen)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+		t.Fatal("the server kept the connection with a wrong proof")
+	}
+	for logs.FilterMessageSnippet("refused").Len() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("no refusal logged")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	line := logs.FilterMessageSnippet("refused").All()[0]
+	if !strings.Contains(fmt.Sprint(line.ContextMap()["error"]), "not this TLS session's proof") {
+		t.Fatalf("refusal %v, want the wrong proof named", line.ContextMap())
+	}
+	cancel()
+	if err := <-accepted; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Accept: %v", err)
 	}
 }

@@ -68,6 +68,11 @@ func (t *Transport) ListenWithCredentials(addr string, creds credentials.Transpo
 		if err != nil {
 			return nil, err
 		}
+		if err := t.bindQP(ctx, c, auth); err != nil {
+			c.Close()
+			t.counters.refused.Add(1)
+			return nil, err
+		}
 		return secured(c, auth), nil
 	}, t.o.Logger, func() { t.release(dev) })
 	return &listener{Listener: l, creds: creds}, nil

@@ -261,6 +261,10 @@ func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds 
 		boot.Close()
 		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
 	}
+	if err := t.bindQP(ctx, c, auth); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
+	}
 	return secured(c, auth), nil
 }
 
