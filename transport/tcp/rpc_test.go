@@ -1,11 +1,13 @@
 package tcp
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 
+	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/transport"
 
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest"
@@ -34,4 +36,25 @@ func (f *freshPaths) Listen(addr string) (transport.Listener, error) {
 		addr = filepath.Join(f.dir, fmt.Sprintf("%d.sock", f.n.Add(1)))
 	}
 	return f.Transport.Listen(addr)
+}
+
+// TestRPCTLS runs it over TLS: every server listens with server
+// credentials, every client dials with client credentials.
+func TestRPCTLS(t *testing.T) {
+	srv, cli := testTLSConfigs(t)
+	rpctest.Run(t, rpctest.Config{Transport: &tlsBoth{Transport: New(Options{}), server: credentials.NewTLS(srv), client: credentials.NewTLS(cli)}, Addr: "127.0.0.1:0"})
+}
+
+// tlsBoth listens and dials with TLS credentials of each side.
+type tlsBoth struct {
+	*Transport
+	server, client credentials.TransportCredentials
+}
+
+func (b *tlsBoth) Listen(addr string) (transport.Listener, error) {
+	return b.ListenWithCredentials(addr, b.server)
+}
+
+func (b *tlsBoth) Dial(ctx context.Context, addr string) (transport.Conn, error) {
+	return b.DialWithCredentials(ctx, addr, b.client)
 }
