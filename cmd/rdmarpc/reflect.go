@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,7 +16,6 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/rdmarpc/rdmarpc/internal/dynamic"
-	rpb "github.com/rdmarpc/rdmarpc/reflection/grpc_reflection_v1"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
@@ -31,7 +31,7 @@ const maxReflectedFiles = 10000
 // life, and keeps the files it is sent. Not safe for concurrent use: the
 // commands ask it one question at a time.
 type reflectionSource struct {
-	stream rpb.ServerReflection_ServerReflectionInfoClient
+	stream *reflectionStream
 	cancel context.CancelFunc
 
 	protos map[string]*descriptorpb.FileDescriptorProto // every file received, by name
@@ -43,17 +43,21 @@ type reflectionSource struct {
 // newReflectionSource opens a reflection stream on cc; close ends it.
 func newReflectionSource(ctx context.Context, cc *rpc.ClientConn) (*reflectionSource, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := rpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
+	stream, err := openReflection(ctx, cc)
 	if err != nil {
 		cancel()
 		return nil, reflectionFailed(err)
 	}
+	return newSourceOver(stream, cancel), nil
+}
+
+func newSourceOver(stream *reflectionStream, cancel context.CancelFunc) *reflectionSource {
 	files := new(protoregistry.Files)
-	return &reflectionSource{stream: stream, cancel: cancel, protos: make(map[string]*descriptorpb.FileDescriptorProto), wanted: make(map[string]bool), files: files, types: dynamicpb.NewTypes(files)}, nil
+	return &reflectionSource{stream: stream, cancel: cancel, protos: make(map[string]*descriptorpb.FileDescriptorProto), wanted: make(map[string]bool), files: files, types: dynamicpb.NewTypes(files)}
 }
 
 func (r *reflectionSource) close() {
-	r.stream.CloseSend()
+	r.stream.s.CloseSend()
 	r.cancel()
 }
 
@@ -66,34 +70,30 @@ func reflectionFailed(err error) error {
 	return &statusErr{err}
 }
 
-// ask sends one request and returns its answer.
-func (r *reflectionSource) ask(req *rpb.ServerReflectionRequest) (*rpb.ServerReflectionResponse, error) {
-	if err := r.stream.Send(req); err != nil {
-		_, err = r.stream.Recv() // the stream's status says why
-		return nil, reflectionFailed(err)
-	}
-	resp, err := r.stream.Recv()
+// ask sends one request (its kind, the oneof field's name, and its string)
+// and returns its answer.
+func (r *reflectionSource) ask(kind protoreflect.Name, value string) (*reflectionAnswer, error) {
+	a, err := r.stream.ask(kind, value)
 	if err != nil {
 		return nil, reflectionFailed(err)
 	}
-	return resp, nil
+	return a, nil
 }
 
 // ListServices asks the server for its services.
 func (r *reflectionSource) ListServices(context.Context) ([]string, error) {
-	resp, err := r.ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_ListServices{}})
+	a, err := r.ask("list_services", "")
 	if err != nil {
 		return nil, err
 	}
-	if e := resp.GetErrorResponse(); e != nil {
-		return nil, fmt.Errorf("reflection: listing services: %s: %s", codes.Code(e.GetErrorCode()), e.GetErrorMessage())
+	if a.failed {
+		return nil, fmt.Errorf("reflection: listing services: %s: %s", a.code, a.message)
 	}
-	var names []string
-	for _, s := range resp.GetListServicesResponse().GetService() {
-		names = append(names, s.GetName())
+	if !a.listed {
+		return nil, errors.New("reflection: listing services: the server answered with no list")
 	}
-	slices.Sort(names)
-	return names, nil
+	slices.Sort(a.services)
+	return a.services, nil
 }
 
 // FindSymbol finds name among the files received, and else asks the
@@ -104,11 +104,11 @@ func (r *reflectionSource) FindSymbol(_ context.Context, name string) (protorefl
 	if d, err := r.files.FindDescriptorByName(protoreflect.FullName(name)); err == nil {
 		return d, nil
 	}
-	resp, err := r.ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: name}})
+	a, err := r.ask("file_containing_symbol", name)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.take(resp, name); err != nil {
+	if err := r.take(a, name); err != nil {
 		return nil, err
 	}
 	d, err := r.files.FindDescriptorByName(protoreflect.FullName(name))
@@ -118,23 +118,22 @@ func (r *reflectionSource) FindSymbol(_ context.Context, name string) (protorefl
 	return d, nil
 }
 
-// take adds the files of resp, the answer about the symbol name, fetches
-// the imports still missing, and rebuilds the registry.
-func (r *reflectionSource) take(resp *rpb.ServerReflectionResponse, name string) error {
+// take adds the files of a, the answer about the symbol name, fetches the
+// imports still missing, and rebuilds the registry.
+func (r *reflectionSource) take(a *reflectionAnswer, name string) error {
 	what, first := fmt.Sprintf("symbol %q", name), true
 	for ; ; first = false {
-		if e := resp.GetErrorResponse(); e != nil {
-			if codes.Code(e.GetErrorCode()) == codes.NotFound && first {
-				return &dynamic.NotFoundError{Name: name, Where: "on the server (" + e.GetErrorMessage() + ")"}
+		if a.failed {
+			if a.code == codes.NotFound && first {
+				return &dynamic.NotFoundError{Name: name, Where: "on the server (" + a.message + ")"}
 			}
-			return fmt.Errorf("reflection: %s: %s: %s", what, codes.Code(e.GetErrorCode()), e.GetErrorMessage())
+			return fmt.Errorf("reflection: %s: %s: %s", what, a.code, a.message)
 		}
-		fdr := resp.GetFileDescriptorResponse()
-		if fdr == nil {
+		if !a.sentFiles {
 			return fmt.Errorf("reflection: %s: the server answered with no file", what)
 		}
 		added := false
-		for _, b := range fdr.GetFileDescriptorProto() {
+		for _, b := range a.files {
 			fd := new(descriptorpb.FileDescriptorProto)
 			if err := proto.Unmarshal(b, fd); err != nil {
 				return fmt.Errorf("reflection: %s: a file the server sent does not decode: %w", what, err)
@@ -156,8 +155,7 @@ func (r *reflectionSource) take(resp *rpb.ServerReflectionResponse, name string)
 			return fmt.Errorf("reflection: %s: the server did not send the file asked for", what)
 		}
 		var err error
-		resp, err = r.ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileByFilename{FileByFilename: missing}})
-		if err != nil {
+		if a, err = r.ask("file_by_filename", missing); err != nil {
 			return err
 		}
 		what = fmt.Sprintf("file %q (imported)", missing)

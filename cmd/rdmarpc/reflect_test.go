@@ -3,13 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/types/descriptorpb"
-	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/rdmarpc/rdmarpc/internal/loadgen"
 	rpb "github.com/rdmarpc/rdmarpc/reflection/grpc_reflection_v1"
@@ -91,26 +91,41 @@ func TestReflectionArgs(t *testing.T) {
 	}
 }
 
-// fakeReflection answers every request with its reply, and counts them.
+// fakeReflection is a reflection stream that answers every request with
+// its reply, and counts them.
 type fakeReflection struct {
-	rpc.ClientStream // nil: only Send and Recv are used
+	rpc.ClientStream // nil: only SendMsg and RecvMsg are used
 	reply            func(*rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse
 	last             *rpb.ServerReflectionRequest
 	asked            int
 }
 
-func (f *fakeReflection) Send(req *rpb.ServerReflectionRequest) error {
-	f.last = req
+// SendMsg and RecvMsg go through the wire form, as over a connection.
+func (f *fakeReflection) SendMsg(m any) error {
+	b, err := proto.Marshal(m.(proto.Message))
+	if err != nil {
+		return err
+	}
+	f.last = new(rpb.ServerReflectionRequest)
 	f.asked++
-	return nil
+	return proto.Unmarshal(b, f.last)
 }
 
-func (f *fakeReflection) Recv() (*rpb.ServerReflectionResponse, error) { return f.reply(f.last), nil }
+func (f *fakeReflection) RecvMsg(m any) error {
+	b, err := proto.Marshal(f.reply(f.last))
+	if err != nil {
+		return err
+	}
+	return proto.Unmarshal(b, m.(proto.Message))
+}
 
-func fakeReflectionSource(reply func(*rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse) (*reflectionSource, *fakeReflection) {
+func fakeReflectionSource(t testing.TB, reply func(*rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse) (*reflectionSource, *fakeReflection) {
 	f := &fakeReflection{reply: reply}
-	files := new(protoregistry.Files)
-	return &reflectionSource{stream: f, cancel: func() {}, protos: map[string]*descriptorpb.FileDescriptorProto{}, wanted: map[string]bool{}, files: files, types: dynamicpb.NewTypes(files)}, f
+	fd, err := reflectionSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newSourceOver(newReflectionStream(f, fd), func() {}), f
 }
 
 func filesResponse(fds ...*descriptorpb.FileDescriptorProto) *rpb.ServerReflectionResponse {
@@ -164,7 +179,7 @@ func TestReflectionHostileServer(t *testing.T) {
 		}(), "more than 10000 files"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src, f := fakeReflectionSource(tc.reply)
+			src, f := fakeReflectionSource(t, tc.reply)
 			_, err := src.FindSymbol(t.Context(), "a.M")
 			if err == nil || !strings.Contains(err.Error(), tc.errWant) {
 				t.Fatalf("FindSymbol: %v; want %q in it", err, tc.errWant)
@@ -190,7 +205,7 @@ func FuzzReflectedFiles(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		src, fr := fakeReflectionSource(func(req *rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse {
+		src, fr := fakeReflectionSource(t, func(req *rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse {
 			if req.GetFileByFilename() != "" {
 				return &rpb.ServerReflectionResponse{MessageResponse: &rpb.ServerReflectionResponse_ErrorResponse{ErrorResponse: &rpb.ErrorResponse{ErrorCode: 5}}}
 			}
@@ -205,4 +220,23 @@ func FuzzReflectedFiles(f *testing.F) {
 			t.Fatalf("asked %d times for one symbol and one answer", fr.asked)
 		}
 	})
+}
+
+// TestReflectionProtoIsTheServices: the copy of reflection.proto the
+// command speaks is the one the reflection service is generated from.
+func TestReflectionProtoIsTheServices(t *testing.T) {
+	want, err := os.ReadFile("../../reflection/grpc_reflection_v1/" + reflectionProtoPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reflectionProto != string(want) {
+		t.Fatal("cmd/rdmarpc/reflection.proto differs from reflection/grpc_reflection_v1's: copy it over")
+	}
+	fd, err := reflectionSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(protodesc.ToFileDescriptorProto(fd), protodesc.ToFileDescriptorProto(rpb.File_grpc_reflection_v1_reflection_proto)) {
+		t.Fatal("the built-in reflection.proto compiles to another descriptor than the generated package's")
+	}
 }
