@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/bufbuild/protocompile"
@@ -79,9 +81,14 @@ type reflectionAnswer struct {
 func (x *reflectionStream) ask(kind protoreflect.Name, value string) (*reflectionAnswer, error) {
 	req := dynamicpb.NewMessage(x.req)
 	req.Set(x.req.Fields().ByName(kind), protoreflect.ValueOfString(value))
-	if err := x.s.SendMsg(req); err != nil {
-		err = x.s.RecvMsg(dynamicpb.NewMessage(x.resp)) // the stream's status says why
-		return nil, err
+	if err := x.s.SendMsg(req); errors.Is(err, io.EOF) {
+		// The stream has ended: its status says why.
+		if err := x.s.RecvMsg(dynamicpb.NewMessage(x.resp)); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return nil, errors.New("reflection: the server ended the stream")
+	} else if err != nil {
+		return nil, err // the request itself failed (to encode, say): nothing was sent
 	}
 	resp := dynamicpb.NewMessage(x.resp)
 	if err := x.s.RecvMsg(resp); err != nil {
