@@ -1,7 +1,7 @@
 // Package reflection serves gRPC server reflection,
 // grpc.reflection.v1.ServerReflection, in gRPC-go's shape, so that tools
-// (rdmarpc list, describe and call; grpcurl; grpcui) can list a server's
-// services and describe them without its .proto files:
+// (rdmarpc list, describe, call and bench, over tcp:// and rdma://) can list
+// a server's services and describe them without its .proto files:
 //
 //	s := rpc.NewServer()
 //	kvpb.RegisterKVServer(s, kv)
@@ -21,9 +21,9 @@
 // requests without reading the answers is held back by the stream's flow
 // control, not buffered.
 //
-// Only v1 is served. gRPC-go's Register also serves the older
-// grpc.reflection.v1alpha; clients that know only v1alpha (grpcurl before
-// 1.8.8) cannot use this service.
+// Only v1 is served. gRPC-go's Register also serves the older, identical
+// grpc.reflection.v1alpha, for clients from before v1; every rdmarpc client
+// is newer than that.
 //
 // grpc_reflection_v1 registers grpc/reflection/v1/reflection.proto as
 // gRPC-go's package does: a binary that links both panics at start with

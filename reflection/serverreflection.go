@@ -53,6 +53,10 @@ func Register(s GRPCServer) {
 	grpc_reflection_v1.RegisterServerReflectionServer(s, NewServerV1(ServerOptions{Services: s}))
 }
 
+// RegisterV1 is Register: only v1 is served either way. (gRPC-go has both
+// because its Register adds v1alpha.)
+func RegisterV1(s GRPCServer) { Register(s) }
+
 // NewServerV1 returns the reflection service, for
 // grpc_reflection_v1.RegisterServerReflectionServer.
 func NewServerV1(o ServerOptions) grpc_reflection_v1.ServerReflectionServer {
