@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -238,5 +239,26 @@ func TestReflectionProtoIsTheServices(t *testing.T) {
 	}
 	if !proto.Equal(protodesc.ToFileDescriptorProto(fd), protodesc.ToFileDescriptorProto(rpb.File_grpc_reflection_v1_reflection_proto)) {
 		t.Fatal("the built-in reflection.proto compiles to another descriptor than the generated package's")
+	}
+}
+
+// TestNoGeneratedCode: the command links no package of this module that
+// holds generated code (*.pb.go), so that it builds, and regenerates them,
+// however broken they are.
+func TestNoGeneratedCode(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}{{range .GoFiles}} {{.}}{{end}}`, ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		pkg, files, _ := strings.Cut(line, " ")
+		if !strings.HasPrefix(pkg, "github.com/rdmarpc/rdmarpc/") {
+			continue
+		}
+		for _, f := range strings.Fields(files) {
+			if strings.HasSuffix(f, ".pb.go") {
+				t.Errorf("rdmarpc links %s, generated code (%s)", pkg, f)
+			}
+		}
 	}
 }
