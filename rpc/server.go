@@ -48,6 +48,8 @@ type service struct {
 	impl    any
 	methods map[string]*MethodDesc
 	streams map[string]*StreamDesc
+	// metadata is the ServiceDesc's, for GetServiceInfo.
+	metadata any
 }
 
 // NewServer returns a server with the given options.
@@ -99,7 +101,7 @@ func (s *Server) RegisterService(desc *ServiceDesc, impl any) {
 	if _, dup := s.services[desc.ServiceName]; dup {
 		panic(fmt.Sprintf("rpc: service %s registered twice", desc.ServiceName))
 	}
-	svc := &service{name: desc.ServiceName, impl: impl, methods: make(map[string]*MethodDesc), streams: make(map[string]*StreamDesc)}
+	svc := &service{name: desc.ServiceName, impl: impl, methods: make(map[string]*MethodDesc), streams: make(map[string]*StreamDesc), metadata: desc.Metadata}
 	for i := range desc.Methods {
 		svc.methods[desc.Methods[i].MethodName] = &desc.Methods[i]
 	}
