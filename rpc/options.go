@@ -163,6 +163,7 @@ type dialOptions struct {
 	transport          transport.Transport
 	fallback           string
 	connect            ConnectParams
+	serviceConfig      string // WithDefaultServiceConfig's JSON
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as
