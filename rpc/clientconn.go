@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -109,7 +110,7 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 	if o.connect.MinConnectTimeout <= 0 {
 		o.connect.MinConnectTimeout = 20 * time.Second
 	}
-	parsed, b, err := parseClientTarget(target, defaultScheme, o.transport != nil)
+	parsed, b, err := parseClientTarget(target, defaultScheme, o.transport != nil, o.resolvers)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -145,7 +146,16 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 // "") for a target without a scheme. With a transport given by
 // WithTransport, "x://addr" whose scheme nothing registers is still one
 // address, as before resolvers existed (pipe:// in tests).
-func parseClientTarget(target, defaultScheme string, ownTransport bool) (resolver.Target, resolver.Builder, error) {
+func parseClientTarget(target, defaultScheme string, ownTransport bool, local []resolver.Builder) (resolver.Target, resolver.Builder, error) {
+	for _, b := range local {
+		if scheme, _, ok := strings.Cut(target, ":"); ok && strings.EqualFold(scheme, b.Scheme()) {
+			u, err := url.Parse(target)
+			if err != nil {
+				return resolver.Target{}, nil, fmt.Errorf("rpc: bad target %q: %w", target, err)
+			}
+			return resolver.Target{URL: *u}, b, nil
+		}
+	}
 	if defaultScheme != "" && !strings.Contains(target, ":/") && resolver.Get(strings.SplitN(target, ":", 2)[0]) == nil {
 		// No scheme: "host:port", "[::1]:1".
 		target = defaultScheme + ":///" + target
@@ -532,4 +542,11 @@ func (cc *ClientConn) transportFor(a resolver.Address) (transport.Transport, str
 // they cannot read.
 func WithDefaultServiceConfig(config string) DialOption {
 	return func(o *dialOptions) { o.serviceConfig = config }
+}
+
+// WithResolvers makes resolver builders known to this ClientConn only, as
+// gRPC-go's option: a target of one of their schemes is theirs, whatever
+// the global registry holds (resolver.Register).
+func WithResolvers(rs ...resolver.Builder) DialOption {
+	return func(o *dialOptions) { o.resolvers = append(o.resolvers, rs...) }
 }

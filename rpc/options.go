@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/resolver"
 	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -164,6 +165,7 @@ type dialOptions struct {
 	fallback           string
 	connect            ConnectParams
 	serviceConfig      string // WithDefaultServiceConfig's JSON
+	resolvers          []resolver.Builder
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as
