@@ -1,0 +1,101 @@
+package rpc_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rdmarpc/rdmarpc/resolver/manual"
+	"github.com/rdmarpc/rdmarpc/rpc"
+	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/transport/pipe"
+)
+
+func retryConfig(attempts int, throttle string) string {
+	return fmt.Sprintf(`{"methodConfig":[{"name":[{"service":"rdmarpc.test.v1.Test","method":"Echo"}],
+		"retryPolicy":{"maxAttempts":%d,"initialBackoff":"0.001s","maxBackoff":"0.002s","backoffMultiplier":2,
+		"retryableStatusCodes":["UNAVAILABLE","RESOURCE_EXHAUSTED"]}}]%s}`, attempts, throttle)
+}
+
+func retryClient(t *testing.T, b *backend, config string) (string, func() ([]string, error)) {
+	tr := pipe.New(pipe.Options{})
+	s := startServer(t, tr, b)
+	b.name = s.addr
+	r := manual.NewBuilderWithScheme("retry")
+	r.InitialState(stateOf(s))
+	_, c := newClient(t, tr, r, rpc.WithDefaultServiceConfig(config))
+	return s.addr, func() ([]string, error) {
+		b.mu.Lock()
+		b.previous = nil
+		b.mu.Unlock()
+		_, err := echo(testCtx(t), c)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.previous, err
+	}
+}
+
+// TestRetryPolicy: a call failing with a retryable code is made again, up
+// to maxAttempts, each attempt saying how many went before; other codes,
+// and a call whose response headers arrived, are not retried.
+func TestRetryPolicy(t *testing.T) {
+	b := &backend{code: codes.Unavailable}
+	_, call := retryClient(t, b, retryConfig(3, ""))
+	if got := strings.Join(func() []string { v, _ := call(); return v }(), "|"); got != "" {
+		t.Fatalf("a call that succeeds: attempts %q, want one without the header", got)
+	}
+
+	b.fail.Store(2)
+	attempts, err := call()
+	if err != nil || strings.Join(attempts, "|") != "|1|2" {
+		t.Fatalf("two failures then success: %v, attempts' previous counts %q, want nil and \"|1|2\"", err, attempts)
+	}
+
+	b.fail.Store(5)
+	attempts, err = call()
+	if status.Code(err) != codes.Unavailable || len(attempts) != 3 {
+		t.Fatalf("failing every time: %v after %d attempts, want Unavailable after 3", err, len(attempts))
+	}
+
+	b.fail.Store(1)
+	b.code = codes.Internal
+	attempts, err = call()
+	if status.Code(err) != codes.Internal || len(attempts) != 1 {
+		t.Fatalf("a code not retryable: %v after %d attempts, want Internal after 1", err, len(attempts))
+	}
+
+	b.fail.Store(1)
+	b.code, b.header = codes.Unavailable, true
+	attempts, err = call()
+	if status.Code(err) != codes.Unavailable || len(attempts) != 1 {
+		t.Fatalf("failing after sending headers: %v after %d attempts, want Unavailable after 1 (committed)", err, len(attempts))
+	}
+}
+
+// TestRetryThrottle: gRPC's token bucket. With 10 tokens, each failed
+// attempt takes one and retries stop at half: the first failing call makes
+// 5 attempts (10 → 5 tokens), the next ones 1 each; successes (0.5 a
+// call) let retries go again once the bucket is above half.
+func TestRetryThrottle(t *testing.T) {
+	b := &backend{code: codes.Unavailable}
+	_, call := retryClient(t, b, retryConfig(5, `,"retryThrottling":{"maxTokens":10,"tokenRatio":0.5}`))
+	b.fail.Store(1000)
+	for i, want := range []int{5, 1, 1} {
+		attempts, err := call()
+		if status.Code(err) != codes.Unavailable || len(attempts) != want {
+			t.Fatalf("failing call %d: %v after %d attempts, want Unavailable after %d", i, err, len(attempts), want)
+		}
+	}
+	// 10 - 5 - 1 - 1 = 3 tokens. Eight successes bring 4 more: 7.
+	b.fail.Store(0)
+	for range 8 {
+		if _, err := call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.fail.Store(1000)
+	if attempts, _ := call(); len(attempts) != 2 {
+		t.Fatalf("failing call with 7 tokens: %d attempts, want 2 (7 → 6 retries, 6 → 5 stops)", len(attempts))
+	}
+}
