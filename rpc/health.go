@@ -88,6 +88,7 @@ func (s *subConn) setHealth(l *clientLink, st connectivity.State) {
 	defer cc.mu.Unlock()
 	if s.cur == l && s.health != st {
 		s.health = st
+		s.err = nil
 		if st == connectivity.TransientFailure {
 			s.err = status.Errorf(codes.Unavailable, "%s: backend %s reports it is not serving", cc.target, s.curAddr.Addr)
 		}
