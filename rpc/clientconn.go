@@ -148,12 +148,18 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 // address, as before resolvers existed (pipe:// in tests).
 func parseClientTarget(target, defaultScheme string, ownTransport bool, local []resolver.Builder) (resolver.Target, resolver.Builder, error) {
 	for _, b := range local {
-		if scheme, _, ok := strings.Cut(target, ":"); ok && strings.EqualFold(scheme, b.Scheme()) {
+		scheme, _, _ := strings.Cut(target, ":")
+		tp, rs, prefixed := strings.Cut(scheme, "+")
+		if !prefixed {
+			tp, rs = "", scheme
+		}
+		if strings.EqualFold(rs, b.Scheme()) {
 			u, err := url.Parse(target)
 			if err != nil {
 				return resolver.Target{}, nil, fmt.Errorf("rpc: bad target %q: %w", target, err)
 			}
-			return resolver.Target{URL: *u}, b, nil
+			u.Scheme = strings.ToLower(rs)
+			return resolver.Target{URL: *u, Transport: tp}, b, nil
 		}
 	}
 	if defaultScheme != "" && !strings.Contains(target, ":/") && resolver.Get(strings.SplitN(target, ":", 2)[0]) == nil {
