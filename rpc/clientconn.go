@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -43,6 +44,9 @@ type ClientConn struct {
 	throttle *retryThrottle // nil without retryThrottling
 	ctx      context.Context
 	cancel   context.CancelFunc // ends every dial and backoff wait, at Close
+	// exited is set once the resolver was started: calls then skip
+	// exitIdle's lock.
+	exited atomic.Bool
 
 	mu      sync.Mutex
 	state   connectivity.State
@@ -251,12 +255,16 @@ var errClientClosed = status.Error(codes.Canceled, "client connection closing")
 // exitIdle builds the resolver, once. It holds no lock while the builder
 // runs, since a builder may report its first state before it returns.
 func (cc *ClientConn) exitIdle() {
+	if cc.exited.Load() {
+		return
+	}
 	cc.mu.Lock()
 	if cc.started {
 		cc.mu.Unlock()
 		return
 	}
 	cc.started = true
+	cc.exited.Store(true)
 	cc.setStateLocked(connectivity.Connecting)
 	cc.mu.Unlock()
 	r, err := cc.builder.Build(cc.parsed, ccResolver{cc}, resolver.BuildOptions{})
@@ -402,14 +410,26 @@ func (cc *ClientConn) updateStateLocked() {
 			s = connectivity.Connecting // the resolver has not answered yet
 		}
 	}
-	rank := map[connectivity.State]int{connectivity.Ready: 3, connectivity.Connecting: 2, connectivity.Idle: 1}
 	for _, sub := range cc.subs {
-		if st := sub.pickState(); rank[st] > rank[s] {
+		if st := sub.pickState(); rank(st) > rank(s) {
 			s = st
 		}
 	}
 	cc.state = s
 	cc.notifyLocked()
+}
+
+// rank orders the states of backends for the ClientConn's: the best wins.
+func rank(s connectivity.State) int {
+	switch s {
+	case connectivity.Ready:
+		return 3
+	case connectivity.Connecting:
+		return 2
+	case connectivity.Idle:
+		return 1
+	}
+	return 0
 }
 
 // failure is the error calls fail with in TransientFailure.
@@ -486,7 +506,7 @@ func (cc *ClientConn) forget(l *clientLink, gone bool) {
 	cc.mu.Lock()
 	lost := false
 	if s := l.sc; s != nil && s.cur == l {
-		s.cur = nil
+		s.dropLinkLocked()
 		lost = !s.shutdown
 		if lost {
 			s.state = connectivity.Idle

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,7 +21,7 @@ const healthServing = 1
 var healthWatchDesc = &StreamDesc{StreamName: "Watch", ServerStreams: true}
 
 // watchHealth runs the health check of backend s over its link l, while
-// l lives: it calls the backend's grpc.health.v1.Health/Watch for the
+// ctx lasts (it ends when l does, or stops taking new calls): it calls the backend's grpc.health.v1.Health/Watch for the
 // service config's serviceName and makes the backend Ready for picks only
 // while the answer is SERVING. A server without the health service
 // (Unimplemented) is taken as serving, as gRPC does.
@@ -31,12 +32,12 @@ var healthWatchDesc = &StreamDesc{StreamName: "Watch", ServerStreams: true}
 // HealthCheckResponse is {ServingStatus status = 1}, an enum, which is an
 // Int32Value on the wire. They go through the ClientConn's codec, which
 // must therefore be the protobuf one.
-func (s *subConn) watchHealth(l *clientLink) {
+func (s *subConn) watchHealth(ctx context.Context, l *clientLink) {
 	cc := s.cc
 	defer cc.wg.Done()
 	for failures := 1; ; failures++ {
-		err := s.watchHealthOnce(l)
-		if l.ctx.Err() != nil {
+		err := s.watchHealthOnce(ctx, l)
+		if ctx.Err() != nil {
 			return
 		}
 		if status.Code(err) == codes.Unimplemented {
@@ -49,16 +50,16 @@ func (s *subConn) watchHealth(l *clientLink) {
 		t := time.NewTimer(cc.connect.Backoff.Delay(failures))
 		select {
 		case <-t.C:
-		case <-l.ctx.Done():
+		case <-ctx.Done():
 			t.Stop()
 			return
 		}
 	}
 }
 
-func (s *subConn) watchHealthOnce(l *clientLink) error {
+func (s *subConn) watchHealthOnce(ctx context.Context, l *clientLink) error {
 	ci := callInfo{maxRecvSize: s.cc.opts.maxRecvSize, maxSendSize: s.cc.opts.maxSendSize}
-	cs, err := l.open(l.ctx, healthWatchDesc, healthWatchMethod, nil, &ci)
+	cs, err := l.open(ctx, healthWatchDesc, healthWatchMethod, nil, &ci)
 	if err != nil {
 		return err
 	}

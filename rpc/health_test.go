@@ -150,3 +150,41 @@ func TestHealthChecking(t *testing.T) {
 		t.Fatalf("call with no backend serving: %v, want Unavailable saying so", err)
 	}
 }
+
+// TestHealthWatchEndsWithItsLink: a backend the resolver removes is
+// drained, and its open health Watch stream does not keep its connection
+// open forever.
+func TestHealthWatchEndsWithItsLink(t *testing.T) {
+	tr := newSpy(pipe.New(pipe.Options{}))
+	var bs [2]backend
+	var st resolver.State
+	for i := range bs {
+		st.Addresses = append(st.Addresses, resolver.Address{Addr: startHealthServer(t, tr, &bs[i], newHealthServer())})
+	}
+	r := manual.NewBuilderWithScheme("healthdrain")
+	r.InitialState(st)
+	_, c := newClient(t, tr, r, rpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":""}}`))
+	ctx := testCtx(t)
+	for bs[0].calls.Load() == 0 || bs[1].calls.Load() == 0 {
+		if _, err := echo(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var conn transport.Conn
+	for i := 0; tr.client(i) != nil; i++ {
+		if sc := tr.client(i); sc.RemoteAddr().String() == bs[1].name {
+			conn = sc
+		}
+	}
+	if conn == nil {
+		t.Fatalf("no connection to %s", bs[1].name)
+	}
+	if err := r.UpdateState(resolver.State{Addresses: st.Addresses[:1]}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-conn.Done():
+	case <-ctx.Done():
+		t.Fatal("the removed backend's connection is still open")
+	}
+}

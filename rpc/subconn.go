@@ -29,6 +29,9 @@ type subConn struct {
 	health   connectivity.State // with health checking: Connecting until the first answer, then Ready or TransientFailure
 	cur      *clientLink
 	curAddr  resolver.Address
+	// stopHealth ends cur's health watch: a link that stops taking new
+	// calls must not be kept open by its Watch stream.
+	stopHealth context.CancelFunc
 	err      error // the last failed attempt's, Unavailable
 	failures int   // failed attempts in a row
 	running  bool  // the connect goroutine runs
@@ -74,10 +77,20 @@ func (s *subConn) setAddrsLocked(addrs []resolver.Address) []*clientLink {
 			return nil
 		}
 	}
-	l := s.cur
-	s.cur = nil
+	l := s.dropLinkLocked()
 	s.state = connectivity.Idle
 	return []*clientLink{l}
+}
+
+// dropLinkLocked takes cur out of use and returns it.
+func (s *subConn) dropLinkLocked() *clientLink {
+	l := s.cur
+	s.cur = nil
+	if s.stopHealth != nil {
+		s.stopHealth()
+		s.stopHealth = nil
+	}
+	return l
 }
 
 // shutdownLocked removes the backend; its link is returned, to drain.
@@ -85,8 +98,7 @@ func (s *subConn) shutdownLocked() []*clientLink {
 	s.shutdown = true
 	s.state = connectivity.Shutdown
 	s.cancel()
-	if l := s.cur; l != nil {
-		s.cur = nil
+	if l := s.dropLinkLocked(); l != nil {
 		return []*clientLink{l}
 	}
 	return nil
@@ -127,16 +139,17 @@ func (s *subConn) run() {
 			s.state, s.health = connectivity.Ready, connectivity.Connecting
 			s.failures, s.err, s.running = 0, nil, false
 			cc.all[l] = true
-			health := cc.sc.health
+			var hctx context.Context
 			cc.wg.Add(1)
-			if health {
+			if cc.sc.health {
+				hctx, s.stopHealth = context.WithCancel(l.ctx)
 				cc.wg.Add(1)
 			}
 			cc.updateStateLocked()
 			cc.mu.Unlock()
 			go l.readLoop()
-			if health {
-				go s.watchHealth(l)
+			if hctx != nil {
+				go s.watchHealth(hctx, l)
 			}
 			return
 		}
