@@ -24,19 +24,19 @@ type subConn struct {
 	ctx    context.Context // ends at shutdown: the dial and the backoff wait stop
 	cancel context.CancelFunc
 
-	addrs    []resolver.Address
-	state    connectivity.State // of the transport
-	health   connectivity.State // with health checking: Connecting until the first answer, then Ready or TransientFailure
-	cur      *clientLink
-	curAddr  resolver.Address
+	addrs   []resolver.Address
+	state   connectivity.State // of the transport
+	health  connectivity.State // with health checking: Connecting until the first answer, then Ready or TransientFailure
+	cur     *clientLink
+	curAddr resolver.Address
 	// stopHealth ends cur's health watch: a link that stops taking new
 	// calls must not be kept open by its Watch stream.
 	stopHealth context.CancelFunc
-	err      error // the last failed attempt's, Unavailable
-	failures int   // failed attempts in a row
-	running  bool  // the connect goroutine runs
-	shutdown bool
-	fellBack bool // dials with the fallback transport (no RDMA device); only run touches it
+	err        error // the last failed attempt's, Unavailable
+	failures   int   // failed attempts in a row
+	running    bool  // the connect goroutine runs
+	shutdown   bool
+	fellBack   bool // dials with the fallback transport (no RDMA device); only run touches it
 }
 
 func (cc *ClientConn) newSubConn(addrs []resolver.Address) *subConn {
