@@ -346,20 +346,22 @@ func (cc *ClientConn) updateAddrsLocked(addrs []resolver.Address) {
 			old[addrKey(s.addrs[0])] = s
 		}
 		subs := make([]*subConn, 0, len(addrs))
+		seen := make(map[string]bool, len(addrs))
 		for _, a := range addrs {
 			k := addrKey(a)
+			if seen[k] {
+				continue // a duplicate address gets one connection
+			}
+			seen[k] = true
 			if s, ok := old[k]; ok {
 				subs = append(subs, s)
 				delete(old, k)
 				continue
 			}
-			old[k] = nil // a duplicate address gets one connection
 			subs = append(subs, cc.newSubConn([]resolver.Address{a}))
 		}
 		for _, s := range old {
-			if s != nil {
-				drain = append(drain, s.shutdownLocked()...)
-			}
+			drain = append(drain, s.shutdownLocked()...)
 		}
 		cc.subs = subs
 	}

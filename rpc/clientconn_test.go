@@ -330,3 +330,26 @@ func TestTargetErrors(t *testing.T) {
 		t.Fatalf("unknown transport: %v", err)
 	}
 }
+
+// TestRoundRobinDuplicateAddresses: an address listed twice gets one
+// connection, also when it was already in use.
+func TestRoundRobinDuplicateAddresses(t *testing.T) {
+	tr := newSpy(pipe.New(pipe.Options{}))
+	bs, ss := backends(t, tr, 2)
+	r := manual.NewBuilderWithScheme("dup")
+	r.InitialState(stateOf(ss[0], ss[0]))
+	_, c := newClient(t, tr, r, rpc.WithDefaultServiceConfig(roundRobinConfig))
+	callUntil(t, c, 5, func(n string) bool { return n == ss[0].addr })
+	if err := r.UpdateState(stateOf(ss[0], ss[1], ss[0], ss[1])); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	for bs[1].calls.Load() == 0 {
+		if _, err := echo(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := tr.dials.Load(); n != 2 {
+		t.Fatalf("%d dials for two distinct addresses", n)
+	}
+}
