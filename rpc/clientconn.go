@@ -47,11 +47,17 @@ type ClientConn struct {
 	// exited is set once the resolver was started: calls then skip
 	// exitIdle's lock.
 	exited atomic.Bool
+	// For the idle timeout: calls and streams in progress, when the last
+	// ended (unix ns), and how often the monitor looked (for tests).
+	active     atomic.Int64
+	lastEnd    atomic.Int64
+	idleChecks atomic.Int64
 
 	mu      sync.Mutex
 	state   connectivity.State
 	changed chan struct{} // closed and replaced at every change of state or backend
 	started bool          // the resolver is built, or being built
+	gen     int           // counts the times the ClientConn went idle: a resolver of an older generation is ignored
 	res     resolver.Resolver
 	resErr  error                // the resolver's last error, while it gave no address
 	subs    []*subConn           // pick_first: at most one; round_robin: one per address
@@ -141,8 +147,13 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 	cc.ctx, cc.cancel = context.WithCancel(context.Background())
 	cc.invoke = chainClient(o.interceptors, cc.retryCall)
 	cc.streamer = chainStreamClient(o.streamInterceptors, func(ctx context.Context, desc *StreamDesc, cc *ClientConn, method string, opts ...CallOption) (ClientStream, error) {
-		return cc.newStream(ctx, desc, method, cc, opts...)
+		return cc.newStreamCounted(ctx, desc, method, opts...)
 	})
+	if o.idleTimeout > 0 {
+		cc.lastEnd.Store(time.Now().UnixNano())
+		cc.wg.Add(1)
+		go cc.idleMonitor()
+	}
 	return cc, nil
 }
 
@@ -266,10 +277,11 @@ func (cc *ClientConn) exitIdle() {
 	cc.started = true
 	cc.exited.Store(true)
 	cc.setStateLocked(connectivity.Connecting)
+	gen := cc.gen
 	cc.mu.Unlock()
-	r, err := cc.builder.Build(cc.parsed, ccResolver{cc}, resolver.BuildOptions{})
+	r, err := cc.builder.Build(cc.parsed, ccResolver{cc, gen}, resolver.BuildOptions{})
 	cc.mu.Lock()
-	if cc.closed {
+	if cc.closed || cc.gen != gen { // closed, or idle again, while it was built
 		cc.mu.Unlock()
 		if r != nil {
 			r.Close()
@@ -297,7 +309,10 @@ func (cc *ClientConn) resolveNow() {
 }
 
 // ccResolver is the ClientConn as its resolver sees it.
-type ccResolver struct{ cc *ClientConn }
+type ccResolver struct {
+	cc  *ClientConn
+	gen int
+}
 
 func (r ccResolver) UpdateState(s resolver.State) error {
 	cc := r.cc
@@ -307,7 +322,7 @@ func (r ccResolver) UpdateState(s resolver.State) error {
 	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if cc.closed {
+	if cc.closed || cc.gen != r.gen {
 		return nil
 	}
 	cc.resErr = nil
@@ -320,7 +335,7 @@ func (r ccResolver) ReportError(err error) {
 	cc := r.cc
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if cc.closed {
+	if cc.closed || cc.gen != r.gen {
 		return
 	}
 	cc.log.Info("resolver error", zap.Error(err))
@@ -458,8 +473,8 @@ func (cc *ClientConn) failureLocked() error {
 // Unavailable unless waitForReady, which waits for a backend to be Ready
 // until ctx ends.
 func (cc *ClientConn) link(ctx context.Context, waitForReady bool) (*clientLink, error) {
-	cc.exitIdle()
 	for {
+		cc.exitIdle() // again after a wait: the ClientConn may have gone idle
 		cc.mu.Lock()
 		if cc.closed {
 			cc.mu.Unlock()

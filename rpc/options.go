@@ -166,6 +166,7 @@ type dialOptions struct {
 	connect            ConnectParams
 	serviceConfig      string // WithDefaultServiceConfig's JSON
 	resolvers          []resolver.Builder
+	idleTimeout        time.Duration
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as

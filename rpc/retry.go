@@ -22,6 +22,8 @@ const previousAttemptsKey = "grpc-previous-rpc-attempts"
 // the retry throttle lets it, and the caller's context lasts. A call that
 // never left is resent by cc.call itself, without counting as an attempt.
 func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply any, _ *ClientConn, opts ...CallOption) error {
+	cc.beginCall()
+	defer cc.endCall()
 	mc := cc.sc.method(method)
 	if mc != nil && mc.waitForReady != nil {
 		// The call's own options come later and win, as in gRPC.
