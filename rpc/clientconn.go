@@ -484,8 +484,12 @@ func (cc *ClientConn) link(ctx context.Context, waitForReady bool) (*clientLink,
 			cc.mu.Unlock()
 			return l, nil
 		}
+		started := false
 		for _, s := range cc.subs {
-			s.connectLocked() // an Idle backend (its link broke) connects again
+			started = s.connectLocked() || started // an Idle backend (its link broke) connects again
+		}
+		if started {
+			cc.updateStateLocked()
 		}
 		if cc.state == connectivity.TransientFailure && !waitForReady {
 			err := cc.failureLocked()

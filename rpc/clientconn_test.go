@@ -353,3 +353,54 @@ func TestRoundRobinDuplicateAddresses(t *testing.T) {
 		t.Fatalf("%d dials for two distinct addresses", n)
 	}
 }
+
+// gatedDialer holds every dial until its gate is closed.
+type gatedDialer struct {
+	transport.Transport
+	gate chan struct{}
+}
+
+func (g gatedDialer) Dial(ctx context.Context, addr string) (transport.Conn, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Transport.Dial(ctx, addr)
+}
+
+// TestStatesAfterLinkLoss: pick_first's backend goes Idle when its
+// connection is lost, the resolver is asked to look again, and the next
+// call makes it Connecting, then Ready.
+func TestStatesAfterLinkLoss(t *testing.T) {
+	spy := newSpy(pipe.New(pipe.Options{}))
+	_, ss := backends(t, spy, 1)
+	gate := make(chan struct{})
+	close(gate)
+	tr := &gatedDialer{Transport: spy, gate: gate}
+	r := manual.NewBuilderWithScheme("loss")
+	r.InitialState(stateOf(ss...))
+	cc, c := newClient(t, tr, r)
+	if _, err := echo(testCtx(t), c); err != nil {
+		t.Fatal(err)
+	}
+	tr.gate = make(chan struct{}) // the next dial waits
+	spy.client(0).Close()
+	waitForState(t, cc, connectivity.Idle)
+	if n := r.ResolveNowCount(); n != 1 {
+		t.Fatalf("the resolver was asked to resolve again %d times after a lost connection, want 1", n)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := echo(testCtx(t), c)
+		done <- err
+	}()
+	waitForState(t, cc, connectivity.Connecting)
+	close(tr.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s := cc.GetState(); s != connectivity.Ready {
+		t.Fatalf("after the call: %v, want READY", s)
+	}
+}

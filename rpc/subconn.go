@@ -54,15 +54,17 @@ func (s *subConn) pickState() connectivity.State {
 	return s.state
 }
 
-// connectLocked starts connecting an Idle backend.
-func (s *subConn) connectLocked() {
+// connectLocked starts connecting an Idle backend, and reports whether it
+// did (the ClientConn's state is then to be updated).
+func (s *subConn) connectLocked() bool {
 	if s.state != connectivity.Idle || s.running || s.shutdown {
-		return
+		return false
 	}
 	s.running = true
 	s.state = connectivity.Connecting
 	s.cc.wg.Add(1)
 	go s.run()
+	return true
 }
 
 // setAddrsLocked gives pick_first's backend a new address list; the link in
