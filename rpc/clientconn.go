@@ -53,18 +53,19 @@ type ClientConn struct {
 	lastEnd    atomic.Int64
 	idleChecks atomic.Int64
 
-	mu      sync.Mutex
-	state   connectivity.State
-	changed chan struct{} // closed and replaced at every change of state or backend
-	started bool          // the resolver is built, or being built
-	gen     int           // counts the times the ClientConn went idle: a resolver of an older generation is ignored
-	res     resolver.Resolver
-	resErr  error                // the resolver's last error, while it gave no address
-	subs    []*subConn           // pick_first: at most one; round_robin: one per address
-	next    int                  // round_robin's next pick
-	all     map[*clientLink]bool // every live link, draining ones too
-	closed  bool
-	wg      sync.WaitGroup // link readers, dials, health watches
+	mu       sync.Mutex
+	state    connectivity.State
+	changed  chan struct{} // closed and replaced at every change of state or backend
+	started  bool          // the resolver is built, or being built
+	gen      int           // counts the times the ClientConn went idle: a resolver of an older generation is ignored
+	res      resolver.Resolver
+	resErr   error                // the resolver's last error, while it gave no address
+	buildErr error                // the builder's error: the target cannot be resolved at all
+	subs     []*subConn           // pick_first: at most one; round_robin: one per address
+	next     int                  // round_robin's next pick
+	all      map[*clientLink]bool // every live link, draining ones too
+	closed   bool
+	wg       sync.WaitGroup // link readers, dials, health watches
 }
 
 // NewClient makes a ClientConn for target without connecting: it connects
@@ -94,6 +95,12 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*ClientConn, 
 			return cc, nil
 		case connectivity.TransientFailure:
 			err := cc.failure()
+			cc.mu.Lock()
+			if cc.buildErr != nil {
+				// A target no resolver can take is the caller's error.
+				err = status.Error(codes.InvalidArgument, cc.buildErr.Error())
+			}
+			cc.mu.Unlock()
 			cc.Close()
 			if st := callerEnded(ctx); st != nil {
 				// The caller gave up, which says nothing of the server.
@@ -289,7 +296,7 @@ func (cc *ClientConn) exitIdle() {
 		return
 	}
 	if err != nil {
-		cc.resErr = err
+		cc.resErr, cc.buildErr = err, err
 		cc.log.Warn("cannot resolve target", zap.Error(err))
 	} else {
 		cc.res = r

@@ -329,6 +329,21 @@ func TestTargetErrors(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `"foo"`) {
 		t.Fatalf("unknown transport: %v", err)
 	}
+	// A host the resolver cannot take: Dial says so; a lazy client's
+	// calls fail with it.
+	_, err = rpc.Dial(testCtx(t), "dns:///bad host:7070")
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "bad host") {
+		t.Fatalf("Dial with a malformed host: %v, want InvalidArgument naming it", err)
+	}
+	cc, err := rpc.NewClient("dns:///bad host:7070")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	err = cc.Invoke(testCtx(t), "/s/m", &testpb.EchoRequest{}, &testpb.EchoResponse{})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "bad host") {
+		t.Fatalf("call with a malformed host: %v, want Unavailable naming it", err)
+	}
 }
 
 // TestRoundRobinDuplicateAddresses: an address listed twice gets one

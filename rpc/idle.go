@@ -87,7 +87,7 @@ func (cc *ClientConn) enterIdle() {
 	cc.started = false
 	cc.exited.Store(false)
 	r := cc.res
-	cc.res, cc.resErr = nil, nil
+	cc.res, cc.resErr, cc.buildErr = nil, nil, nil
 	var drain []*clientLink
 	for _, s := range cc.subs {
 		drain = append(drain, s.shutdownLocked()...)
