@@ -590,8 +590,8 @@ func (cc *ClientConn) transportFor(a resolver.Address) (transport.Transport, str
 // (https://github.com/grpc/grpc/blob/master/doc/service_config.md), as
 // gRPC-go's option does. rdmarpc reads loadBalancingConfig (pick_first, the
 // default, and round_robin; the first of the list it has wins, none is an
-// error), loadBalancingPolicy, methodConfig's name, waitForReady and
-// retryPolicy, retryThrottling and healthCheckConfig; it ignores other
+// error), loadBalancingPolicy, methodConfig's name, waitForReady, timeout
+// and retryPolicy, retryThrottling and healthCheckConfig; it ignores other
 // fields. NewClient and Dial return an InvalidArgument error for a config
 // they cannot read.
 func WithDefaultServiceConfig(config string) DialOption {

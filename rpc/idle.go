@@ -34,17 +34,34 @@ func (cc *ClientConn) endCall() {
 	}
 }
 
-// newStreamCounted is the end of the stream chain: newStream, counted
-// from its start to the stream's end (its context ends with it).
+// newStreamCounted is the end of the stream chain: newStream with the
+// method's waitForReady and timeout from the service config (streams are
+// not retried), counted from its start to the stream's end for the idle
+// timeout (a stream's context ends with it).
 func (cc *ClientConn) newStreamCounted(ctx context.Context, desc *StreamDesc, method string, opts ...CallOption) (ClientStream, error) {
+	var cancel context.CancelFunc
+	if mc := cc.sc.method(method); mc != nil {
+		if mc.waitForReady != nil {
+			opts = append([]CallOption{WaitForReady(*mc.waitForReady)}, opts...)
+		}
+		if mc.timeout > 0 {
+			ctx, cancel = context.WithTimeout(ctx, mc.timeout)
+		}
+	}
+	end := func() {
+		if cancel != nil {
+			cancel()
+		}
+		cc.endCall()
+	}
 	cc.beginCall()
 	cs, err := cc.newStream(ctx, desc, method, cc, opts...)
 	if err != nil {
-		cc.endCall()
+		end()
 		return nil, err
 	}
-	if cc.opts.idleTimeout > 0 {
-		context.AfterFunc(cs.Context(), cc.endCall)
+	if cancel != nil || cc.opts.idleTimeout > 0 {
+		context.AfterFunc(cs.Context(), end)
 	}
 	return cs, nil
 }

@@ -29,6 +29,13 @@ func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply a
 		// The call's own options come later and win, as in gRPC.
 		opts = append([]CallOption{WaitForReady(*mc.waitForReady)}, opts...)
 	}
+	if mc != nil && mc.timeout > 0 {
+		// The method's timeout bounds the whole call, retries included;
+		// the caller's deadline wins when it is sooner.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, mc.timeout)
+		defer cancel()
+	}
 	if mc == nil || mc.retry == nil {
 		return cc.call(ctx, method, req, reply, cc, opts...)
 	}

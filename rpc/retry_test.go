@@ -1,9 +1,17 @@
 package rpc_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/rdmarpc/rdmarpc/resolver"
+	"github.com/rdmarpc/rdmarpc/rpc/connectivity"
+	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 
 	"github.com/rdmarpc/rdmarpc/resolver/manual"
 	"github.com/rdmarpc/rdmarpc/rpc"
@@ -97,5 +105,53 @@ func TestRetryThrottle(t *testing.T) {
 	b.fail.Store(1000)
 	if attempts, _ := call(); len(attempts) != 2 {
 		t.Fatalf("failing call with 7 tokens: %d attempts, want 2 (7 → 6 retries, 6 → 5 stops)", len(attempts))
+	}
+}
+
+// TestMethodConfig: a method's timeout bounds its calls and streams, and
+// its waitForReady is the default the call option overrides.
+func TestMethodConfig(t *testing.T) {
+	tr := pipe.New(pipe.Options{})
+	g := newGate()
+	s := startServer(t, tr, g)
+	hname := startHealthServer(t, tr, &backend{}, newHealthServer())
+	config := `{"methodConfig":[
+		{"name":[{"service":"rdmarpc.test.v1.Test","method":"Block"},{"service":"grpc.health.v1.Health"}],"timeout":"0.02s"},
+		{"name":[{"service":"rdmarpc.test.v1.Test","method":"Echo"}],"waitForReady":true}]}`
+	r := manual.NewBuilderWithScheme("mc")
+	r.InitialState(resolver.State{Addresses: []resolver.Address{{Addr: s.addr}}})
+	cc, c := newClient(t, tr, r, rpc.WithDefaultServiceConfig(config))
+	if _, err := c.Block(testCtx(t), &testpb.BlockRequest{}); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Block with the method's timeout: %v, want DeadlineExceeded", err)
+	}
+	if err := r.UpdateState(resolver.State{Addresses: []resolver.Address{{Addr: hname}}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := cc.NewStream(testCtx(t), &rpc.StreamDesc{ServerStreams: true}, "/grpc.health.v1.Health/Watch", rpc.WaitForReady(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(&wrapperspb.StringValue{}); err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		err = cs.RecvMsg(new(wrapperspb.Int32Value))
+	}
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("stream with the method's timeout: %v, want DeadlineExceeded", err)
+	}
+
+	// No server: Echo waits for ready by default, until its own deadline.
+	if err := r.UpdateState(resolver.State{Addresses: []resolver.Address{{Addr: "nobody"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitForState(t, cc, connectivity.TransientFailure)
+	ctx, cancel := context.WithTimeout(testCtx(t), 20*time.Millisecond)
+	defer cancel()
+	if _, err := echo(ctx, c); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Echo with waitForReady from the config: %v, want DeadlineExceeded", err)
+	}
+	if _, err := echo(testCtx(t), c, rpc.WaitForReady(false)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Echo with WaitForReady(false): %v, want Unavailable", err)
 	}
 }

@@ -11,8 +11,8 @@ import (
 
 // serviceConfig is the part of gRPC's service config
 // (https://github.com/grpc/grpc/blob/master/doc/service_config.md) that
-// rdmarpc acts on: the balancer, per-method retry policies, the retry
-// throttle and health checking. Other fields are ignored, as gRPC ignores
+// rdmarpc acts on: the balancer, per-method waitForReady, timeout and
+// retry policy, the retry throttle and health checking. Other fields are ignored, as gRPC ignores
 // fields it does not know.
 type serviceConfig struct {
 	policy     string // "pick_first" or "round_robin"
@@ -24,6 +24,7 @@ type serviceConfig struct {
 
 type methodConfig struct {
 	waitForReady *bool
+	timeout      time.Duration // 0: none
 	retry        *retryPolicy
 }
 
@@ -57,7 +58,8 @@ type jsonServiceConfig struct {
 			Service string `json:"service"`
 			Method  string `json:"method"`
 		} `json:"name"`
-		WaitForReady *bool `json:"waitForReady"`
+		WaitForReady *bool   `json:"waitForReady"`
+		Timeout      *string `json:"timeout"`
 		RetryPolicy  *struct {
 			MaxAttempts          int      `json:"maxAttempts"`
 			InitialBackoff       string   `json:"initialBackoff"`
@@ -110,6 +112,13 @@ func parseServiceConfig(s string) (*serviceConfig, error) {
 	}
 	for i, mc := range j.MethodConfig {
 		m := &methodConfig{waitForReady: mc.WaitForReady}
+		if mc.Timeout != nil {
+			d, err := parseDuration("timeout", *mc.Timeout)
+			if err != nil {
+				return nil, fmt.Errorf("rpc: service config: methodConfig[%d]: %w", i, err)
+			}
+			m.timeout = d
+		}
 		if rp := mc.RetryPolicy; rp != nil {
 			p, err := parseRetryPolicy(rp.MaxAttempts, rp.InitialBackoff, rp.MaxBackoff, rp.BackoffMultiplier, rp.RetryableStatusCodes)
 			if err != nil {
@@ -150,10 +159,10 @@ func parseRetryPolicy(attempts int, initial, maxB string, mult float64, codeName
 	}
 	p := &retryPolicy{maxAttempts: min(attempts, maxRetryAttempts), backoffMultiplier: mult, retryable: map[codes.Code]bool{}}
 	var err error
-	if p.initialBackoff, err = parseDuration("initialBackoff", initial); err != nil {
+	if p.initialBackoff, err = parseDuration("retryPolicy: initialBackoff", initial); err != nil {
 		return nil, err
 	}
-	if p.maxBackoff, err = parseDuration("maxBackoff", maxB); err != nil {
+	if p.maxBackoff, err = parseDuration("retryPolicy: maxBackoff", maxB); err != nil {
 		return nil, err
 	}
 	if mult <= 0 {
@@ -176,11 +185,11 @@ func parseRetryPolicy(attempts int, initial, maxB string, mult float64, codeName
 // must be positive.
 func parseDuration(field, s string) (time.Duration, error) {
 	if !strings.HasSuffix(s, "s") {
-		return 0, fmt.Errorf("retryPolicy: %s %q, want seconds such as \"0.1s\"", field, s)
+		return 0, fmt.Errorf("%s %q, want seconds such as \"0.1s\"", field, s)
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("retryPolicy: %s %q, want a positive duration such as \"0.1s\"", field, s)
+		return 0, fmt.Errorf("%s %q, want a positive duration such as \"0.1s\"", field, s)
 	}
 	return d, nil
 }

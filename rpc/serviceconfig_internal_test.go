@@ -11,7 +11,7 @@ func TestParseServiceConfig(t *testing.T) {
 	sc, err := parseServiceConfig(`{
 		"loadBalancingConfig":[{"round_robin":{}}],
 		"methodConfig":[
-			{"name":[{"service":"kv.KV","method":"Get"}],"waitForReady":true,
+			{"name":[{"service":"kv.KV","method":"Get"}],"waitForReady":true,"timeout":"1.5s",
 			 "retryPolicy":{"maxAttempts":9,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE","deadline_exceeded"]}},
 			{"name":[{"service":"kv.KV"}]},
 			{"name":[{}]}],
@@ -24,7 +24,7 @@ func TestParseServiceConfig(t *testing.T) {
 		t.Fatalf("parsed %+v", sc)
 	}
 	get := sc.method("/kv.KV/Get")
-	if get == nil || get.retry == nil || !*get.waitForReady {
+	if get == nil || get.retry == nil || !*get.waitForReady || get.timeout != 1500*time.Millisecond {
 		t.Fatalf("/kv.KV/Get: %+v", get)
 	}
 	p := get.retry
