@@ -154,7 +154,7 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 	cc.ctx, cc.cancel = context.WithCancel(context.Background())
 	cc.invoke = chainClient(o.interceptors, cc.retryCall)
 	cc.streamer = chainStreamClient(o.streamInterceptors, func(ctx context.Context, desc *StreamDesc, cc *ClientConn, method string, opts ...CallOption) (ClientStream, error) {
-		return cc.newStreamCounted(ctx, desc, method, opts...)
+		return cc.newStreamFromConfig(ctx, desc, method, opts...)
 	})
 	if o.idleTimeout > 0 {
 		cc.lastEnd.Store(time.Now().UnixNano())

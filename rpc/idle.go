@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"context"
 	"time"
 
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
@@ -32,38 +31,6 @@ func (cc *ClientConn) endCall() {
 		cc.lastEnd.Store(time.Now().UnixNano())
 		cc.active.Add(-1)
 	}
-}
-
-// newStreamCounted is the end of the stream chain: newStream with the
-// method's waitForReady and timeout from the service config (streams are
-// not retried), counted from its start to the stream's end for the idle
-// timeout (a stream's context ends with it).
-func (cc *ClientConn) newStreamCounted(ctx context.Context, desc *StreamDesc, method string, opts ...CallOption) (ClientStream, error) {
-	var cancel context.CancelFunc
-	if mc := cc.sc.method(method); mc != nil {
-		if mc.waitForReady != nil {
-			opts = append([]CallOption{WaitForReady(*mc.waitForReady)}, opts...)
-		}
-		if mc.timeout > 0 {
-			ctx, cancel = context.WithTimeout(ctx, mc.timeout)
-		}
-	}
-	end := func() {
-		if cancel != nil {
-			cancel()
-		}
-		cc.endCall()
-	}
-	cc.beginCall()
-	cs, err := cc.newStream(ctx, desc, method, cc, opts...)
-	if err != nil {
-		end()
-		return nil, err
-	}
-	if cancel != nil || cc.opts.idleTimeout > 0 {
-		context.AfterFunc(cs.Context(), end)
-	}
-	return cs, nil
 }
 
 // idleMonitor is the goroutine of the idle timeout: it checks, one

@@ -3,7 +3,10 @@ package rpc_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/resolver"
 	"github.com/rdmarpc/rdmarpc/rpc/connectivity"
+	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 
 	"github.com/rdmarpc/rdmarpc/resolver/manual"
@@ -153,5 +157,133 @@ func TestMethodConfig(t *testing.T) {
 	}
 	if _, err := echo(testCtx(t), c, rpc.WaitForReady(false)); status.Code(err) != codes.Unavailable {
 		t.Fatalf("Echo with WaitForReady(false): %v, want Unavailable", err)
+	}
+}
+
+// flaky is a bidirectional stream method: it reads every message, then
+// fails the first fail calls with Unavailable (after sending one message
+// when sendFirst), and otherwise echoes what it read.
+type flaky struct {
+	fail       atomic.Int64
+	sendFirst  bool
+	sendHeader bool
+	mu         sync.Mutex
+	previous   []string
+}
+
+func (f *flaky) collect(_ any, ss rpc.ServerStream) error {
+	md, _ := metadata.FromIncomingContext(ss.Context())
+	f.mu.Lock()
+	f.previous = append(f.previous, strings.Join(md.Get("grpc-previous-rpc-attempts"), ","))
+	f.mu.Unlock()
+	var got [][]byte
+	for {
+		var m testpb.EchoRequest
+		if err := ss.RecvMsg(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			return err
+		}
+		got = append(got, m.Payload)
+	}
+	if f.fail.Add(-1) >= 0 {
+		if f.sendHeader {
+			if err := ss.SendHeader(metadata.Pairs("sent", "yes")); err != nil {
+				return err
+			}
+		}
+		if f.sendFirst {
+			if err := ss.SendMsg(&testpb.EchoResponse{Payload: got[0]}); err != nil {
+				return err
+			}
+		}
+		return status.Error(codes.Unavailable, "failing on purpose")
+	}
+	for _, p := range got {
+		if err := ss.SendMsg(&testpb.EchoResponse{Payload: p}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestRetryStream: a stream that fails before the server answered is
+// opened again and its messages replayed, up to maxAttempts; once a
+// message came, it is committed.
+func TestRetryStream(t *testing.T) {
+	tr := pipe.New(pipe.Options{})
+	f := &flaky{}
+	srv := rpc.NewServer()
+	srv.RegisterService(&rpc.ServiceDesc{
+		ServiceName: "rdmarpc.test.v1.Flaky",
+		Streams:     []rpc.StreamDesc{{StreamName: "Collect", ServerStreams: true, ClientStreams: true, Handler: f.collect}},
+	}, f)
+	lis, err := tr.Listen("flaky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	defer func() { srv.Stop(); <-served }()
+	config := strings.Replace(retryConfig(3, ""), `"service":"rdmarpc.test.v1.Test","method":"Echo"`, `"service":"rdmarpc.test.v1.Flaky"`, 1)
+	r := manual.NewBuilderWithScheme("flaky")
+	r.InitialState(resolver.State{Addresses: []resolver.Address{{Addr: "flaky"}}})
+	cc, _ := newClient(t, tr, r, rpc.WithDefaultServiceConfig(config))
+
+	run := func() ([]string, []string, error) {
+		f.mu.Lock()
+		f.previous = nil
+		f.mu.Unlock()
+		cs, err := cc.NewStream(testCtx(t), &rpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/rdmarpc.test.v1.Flaky/Collect")
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &testpb.EchoRequest{}
+		for _, p := range []string{"a", "b", "c"} {
+			req.Payload = []byte(p) // reused, as callers do: the replay has its own copies
+			if err := cs.SendMsg(req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cs.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for {
+			var m testpb.EchoResponse
+			if err = cs.RecvMsg(&m); err != nil {
+				break
+			}
+			got = append(got, string(m.Payload))
+		}
+		if err == io.EOF {
+			err = nil
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return got, f.previous, err
+	}
+
+	f.fail.Store(2)
+	got, attempts, err := run()
+	if err != nil || strings.Join(got, "") != "abc" || strings.Join(attempts, "|") != "|1|2" {
+		t.Fatalf("two failures then success: got %q, %v, attempts %q; want abc, nil, \"|1|2\"", got, err, attempts)
+	}
+	f.fail.Store(5)
+	got, attempts, err = run()
+	if status.Code(err) != codes.Unavailable || len(got) != 0 || len(attempts) != 3 {
+		t.Fatalf("failing every time: got %q, %v after %d attempts; want Unavailable after 3", got, err, len(attempts))
+	}
+	f.fail.Store(1)
+	f.sendFirst = true
+	got, attempts, err = run()
+	if status.Code(err) != codes.Unavailable || strings.Join(got, "") != "a" || len(attempts) != 1 {
+		t.Fatalf("failing after a message: got %q, %v after %d attempts; want a, Unavailable after 1 (committed)", got, err, len(attempts))
+	}
+	f.fail.Store(1)
+	f.sendFirst, f.sendHeader = false, true
+	got, attempts, err = run()
+	if status.Code(err) != codes.Unavailable || len(got) != 0 || len(attempts) != 1 {
+		t.Fatalf("failing after the header: got %q, %v after %d attempts; want Unavailable after 1 (committed)", got, err, len(attempts))
 	}
 }
