@@ -39,7 +39,8 @@ type ClientConn struct {
 	sc      *serviceConfig
 	log     *zap.Logger
 	invoke  UnaryInvoker // the interceptor chain, ending in cc.retryCall
-	// streamer is the stream interceptor chain, ending in cc.newStream.
+	// streamer is the stream interceptor chain, ending in
+	// cc.newStreamFromConfig.
 	streamer Streamer
 	throttle *retryThrottle // nil without retryThrottling
 	ctx      context.Context
@@ -65,7 +66,7 @@ type ClientConn struct {
 	next     int                  // round_robin's next pick
 	all      map[*clientLink]bool // every live link, draining ones too
 	closed   bool
-	wg       sync.WaitGroup // link readers, dials, health watches
+	wg       sync.WaitGroup // link readers, dials, health watches, drains, the idle monitor
 }
 
 // NewClient makes a ClientConn for target without connecting: it connects
