@@ -579,6 +579,10 @@ func (cc *ClientConn) transportFor(a resolver.Address) (transport.Transport, str
 		scheme = "tcp"
 	case resolver.TransportAuto:
 		scheme, fallback = "rdma", "tcp"
+		if _, ok := transport.Lookup(scheme); !ok {
+			// A program without the RDMA transport has no device either.
+			scheme, fallback = "tcp", ""
+		}
 	}
 	tr, ok := transport.Lookup(scheme)
 	if !ok {

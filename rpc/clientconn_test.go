@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -417,5 +418,19 @@ func TestStatesAfterLinkLoss(t *testing.T) {
 	}
 	if s := cc.GetState(); s != connectivity.Ready {
 		t.Fatalf("after the call: %v, want READY", s)
+	}
+}
+
+// TestAutoWithoutRDMA: an auto+ target in a program that has no RDMA
+// transport (this test binary) dials TCP.
+func TestAutoWithoutRDMA(t *testing.T) {
+	_, _, _, port := tcpBackends(t, 1)
+	cc, err := rpc.Dial(testCtx(t), fmt.Sprintf("auto://127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if name, err := echo(testCtx(t), testpb.NewTestClient(cc)); err != nil || name != "127.0.0.1" {
+		t.Fatalf("call: %q, %v", name, err)
 	}
 }
