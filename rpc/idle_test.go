@@ -71,11 +71,12 @@ func TestIdleTimeout(t *testing.T) {
 		t.Fatalf("after idle: %d builds, %d dials, want 2 and 2", builds.Load(), tr.dials.Load())
 	}
 
-	// A stream (the health server's Watch, on the second address) counts
-	// until it ends.
-	if err := r.UpdateState(resolver.State{Addresses: []resolver.Address{{Addr: hname}}}); err != nil {
-		t.Fatal(err)
-	}
+	// A stream (the health server's Watch, on the second address, which
+	// the resolver gives when built again) counts until it ends.
+	waitForState(t, cc, connectivity.Idle)
+	waitUntil(t, "the resolver to close", func() bool { return closes.Load() == 2 })
+	r.InitialState(resolver.State{Addresses: []resolver.Address{{Addr: hname}}})
+	closes.Store(0)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cs, err := cc.NewStream(sctx, &rpc.StreamDesc{ServerStreams: true}, "/grpc.health.v1.Health/Watch", rpc.WaitForReady(true))
@@ -88,7 +89,6 @@ func TestIdleTimeout(t *testing.T) {
 	if err := cs.RecvMsg(new(wrapperspb.Int32Value)); err != nil {
 		t.Fatal(err)
 	}
-	closes.Store(0)
 	busy("a stream")
 	cancel()
 	waitForState(t, cc, connectivity.Idle)
