@@ -36,7 +36,9 @@ type subConn struct {
 	failures   int   // failed attempts in a row
 	running    bool  // the connect goroutine runs
 	shutdown   bool
-	fellBack   bool // dials with the fallback transport (no RDMA device); only run touches it
+	// fellBack holds the addresses dialed with the fallback transport (no
+	// RDMA device serves them); only run touches it.
+	fellBack map[string]bool
 }
 
 func (cc *ClientConn) newSubConn(addrs []resolver.Address) *subConn {
@@ -205,12 +207,15 @@ func (s *subConn) dialOne(a resolver.Address, timeout time.Duration) (transport.
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, timeout)
 	defer cancel()
-	if s.fellBack {
-		return s.dialFallback(ctx, a, fallback, nil)
+	if s.fellBack[a.Addr] && fallback != "" {
+		return s.dialFallback(ctx, a, fallback, transport.ErrNoDevice)
 	}
 	tc, err := tr.Dial(ctx, a.Addr)
 	if err != nil && fallback != "" && errors.Is(err, transport.ErrNoDevice) {
-		s.fellBack = true
+		if s.fellBack == nil {
+			s.fellBack = make(map[string]bool)
+		}
+		s.fellBack[a.Addr] = true
 		s.cc.log.Warn("no device serves the address: falling back", zap.String("addr", a.Addr), zap.String("fallback", fallback), zap.Error(err))
 		return s.dialFallback(ctx, a, fallback, err)
 	}
