@@ -76,6 +76,7 @@ type clientStream struct {
 	mu         sync.Mutex
 	header     metadata.MD
 	gotHeader  chan struct{} // closed when the header came or the stream ended
+	sawHeaders bool          // a HEADERS frame came: a retry policy no longer applies
 	headerDone bool
 	trailer    metadata.MD
 	ended      bool           // trailers, a reset, the context or the link ended it
@@ -285,6 +286,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			return true
 		}
 		cs.mu.Lock()
+		cs.sawHeaders = true
 		if !cs.headerDone {
 			cs.header, cs.headerDone = md, true
 			close(cs.gotHeader)

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/resolver"
 	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -163,6 +164,9 @@ type dialOptions struct {
 	transport          transport.Transport
 	fallback           string
 	connect            ConnectParams
+	serviceConfig      string // WithDefaultServiceConfig's JSON
+	resolvers          []resolver.Builder
+	idleTimeout        time.Duration
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as
