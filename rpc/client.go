@@ -37,6 +37,7 @@ type ClientConn struct {
 	streamer Streamer
 
 	mu      sync.Mutex
+	scheme  string               // cc.tr's, for stats handlers
 	cur     *clientLink          // where new calls go
 	all     map[*clientLink]bool // every live link, draining ones too
 	dialing chan struct{}        // closed when the dial in progress ends
@@ -84,6 +85,7 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*ClientConn, 
 		log:     o.log.Named("rpc.client").With(zap.String("target", target)),
 		all:     make(map[*clientLink]bool),
 	}
+	cc.scheme, _, _ = transport.ParseTarget(target)
 	cc.invoke = chainClient(o.interceptors, cc.call)
 	cc.streamer = chainStreamClient(o.streamInterceptors, func(ctx context.Context, desc *StreamDesc, cc *ClientConn, method string, opts ...CallOption) (ClientStream, error) {
 		return cc.newStream(ctx, desc, method, cc, opts...)
@@ -209,7 +211,12 @@ func (cc *ClientConn) link(ctx context.Context, waitForReady bool) (*clientLink,
 		cc.cur = l
 		cc.all[l] = true
 		cc.wg.Add(1)
+		scheme, counters := cc.scheme, cc.tr
 		cc.mu.Unlock()
+		if hs := cc.opts.statsHandlers; len(hs) > 0 {
+			c, _ := counters.(transport.Counters)
+			l.stats = beginConn(hs, true, tc, scheme, c)
+		}
 		go l.readLoop()
 		return l, nil
 	}
@@ -237,7 +244,7 @@ func (cc *ClientConn) fallBack(ctx context.Context, why error) (transport.Conn, 
 	}
 	cc.log.Warn("no device serves the target: falling back", zap.String("fallback", cc.opts.fallback), zap.Error(why))
 	cc.mu.Lock()
-	cc.tr = tr
+	cc.tr, cc.scheme = tr, cc.opts.fallback
 	cc.mu.Unlock()
 	return tr.Dial(ctx, cc.addr)
 }
@@ -255,10 +262,15 @@ func (cc *ClientConn) forget(l *clientLink, gone bool) {
 }
 
 // call is the end of the client interceptor chain: the network call.
-func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _ *ClientConn, opts ...CallOption) error {
+func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _ *ClientConn, opts ...CallOption) (err error) {
 	ci := callInfo{maxRecvSize: cc.opts.maxRecvSize, maxSendSize: cc.opts.maxSendSize}
 	for _, o := range opts {
 		o.apply(&ci)
+	}
+	if hs := cc.opts.statsHandlers; len(hs) > 0 {
+		// Tagged before the metadata is read: a handler may add some.
+		ctx, ci.stats = beginRPC(ctx, hs, true, method, !ci.waitForReady, nil)
+		defer func() { ci.stats.end(err, ci.gotTrailer) }()
 	}
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
@@ -357,6 +369,8 @@ type clientLink struct {
 
 	slotFreed   chan struct{} // closed at the next response, for refused calls
 	slotWaiters atomic.Int64
+
+	stats *connStats // nil without stats handlers
 }
 
 type pendingCall struct {
@@ -448,7 +462,11 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 		}
 	}
 	head := wire.AppendRequestHead(bufpool.Get(256)[:0], id, timeout, method, md)
-	_, err = sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil)
+	n, err := sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil)
+	if rs := ci.stats; rs != nil && err == nil {
+		rs.outHeader(md, method, l.tc)
+		rs.outPayload(req, n, len(head)+n)
+	}
 	bufpool.Put(head)
 	if err != nil {
 		l.abandon(id, p)
@@ -514,7 +532,13 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
 			if ci.peer != nil {
 				*ci.peer = Peer{Addr: l.tc.RemoteAddr(), LocalAddr: l.tc.LocalAddr()}
 			}
+			if ci.stats != nil {
+				ci.gotTrailer = resp.Trailer
+			}
 			if resp.Code != 0 {
+				if ci.stats != nil {
+					ci.stats.response(&resp, len(frame), nil)
+				}
 				return responseStatus(resp).Err()
 			}
 			if len(resp.Payload) > ci.maxRecvSize {
@@ -522,6 +546,9 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
 			}
 			if err := l.cc.opts.codec.Unmarshal(resp.Payload, reply); err != nil {
 				return status.Errorf(codes.Internal, "decoding response into %T: %v", reply, err)
+			}
+			if ci.stats != nil {
+				ci.stats.response(&resp, len(frame), reply)
 			}
 			return nil
 		}
@@ -553,6 +580,7 @@ func (l *clientLink) readLoop() {
 	l.cc.forget(l, true)
 	l.wait()
 	l.failAll(l.closeStatus())
+	l.stats.end()
 }
 
 // dispatch handles one frame; it reports false when the link is closing.

@@ -31,13 +31,22 @@ func (cc *ClientConn) NewStream(ctx context.Context, desc *StreamDesc, method st
 // newStream is the end of the client's stream chain: it opens the stream
 // on the current link, or on a new one when that link stopped taking new
 // calls before the OPEN left.
-func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method string, _ *ClientConn, opts ...CallOption) (ClientStream, error) {
+func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method string, _ *ClientConn, opts ...CallOption) (_ ClientStream, err error) {
 	ci := callInfo{maxRecvSize: cc.opts.maxRecvSize, maxSendSize: cc.opts.maxSendSize}
 	for _, o := range opts {
 		o.apply(&ci)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
+	}
+	if hs := cc.opts.statsHandlers; len(hs) > 0 {
+		// Tagged before the metadata is read: a handler may add some.
+		ctx, ci.stats = beginRPC(ctx, hs, true, method, !ci.waitForReady, desc)
+		defer func() {
+			if err != nil {
+				ci.stats.end(err, nil)
+			}
+		}()
 	}
 	md, _ := metadata.FromOutgoingContext(ctx)
 	if err := wire.CheckMD(md); err != nil {
@@ -87,6 +96,9 @@ type clientStream struct {
 	// wait for RecvMsg until the caller abandons the stream.
 	abandoned bool        // RecvMsg returned its final error, or they were dropped
 	stopDrop  func() bool // stops the drop when the caller's context ends
+
+	stats      *rpcStats // nil without stats handlers
+	trailerLen int       // the TRAILERS frame's size, once it came
 }
 
 // open registers a stream on l and sends its OPEN frame.
@@ -97,7 +109,7 @@ func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, 
 			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 		}
 	}
-	cs := &clientStream{l: l, desc: desc, method: method, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{})}
+	cs := &clientStream{l: l, desc: desc, method: method, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{}), stats: ci.stats}
 	cs.in.init(l.cc.opts.window)
 	cs.out.init()
 	cs.ctx, cs.cancel = context.WithCancel(ctx)
@@ -140,6 +152,9 @@ func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, 
 			return nil, st.Err()
 		}
 		return nil, transportStatus(err).Err()
+	}
+	if cs.stats != nil {
+		cs.stats.outHeader(md, method, l.tc)
 	}
 	// The stream's context ends it: a cancel resets it on the server.
 	context.AfterFunc(cs.ctx, cs.contextDone)
@@ -193,10 +208,13 @@ func (cs *clientStream) finish(st *status.Status, drop bool) bool {
 	}
 	if drop {
 		cs.release(cs.dropQueued(err))
+		cs.endStats()
 	} else {
 		cs.in.end(err)
 		if cs.in.queued() {
-			cs.keepUnread()
+			cs.keepUnread() // End is reported once they are read or dropped
+		} else {
+			cs.endStats()
 		}
 	}
 	cs.l.forgetStream(cs.id)
@@ -248,6 +266,22 @@ func (cs *clientStream) discard(err error) {
 		stop()
 	}
 	cs.release(cs.in.drop(err))
+	cs.endStats()
+}
+
+// endStats reports the stream's InTrailer (when it came) and End, once it
+// has ended and its messages were read: as gRPC-go's, after the last
+// InPayload.
+func (cs *clientStream) endStats() {
+	if cs.stats == nil {
+		return
+	}
+	cs.mu.Lock()
+	st, trailer, trailerLen, ended := cs.endStatus, cs.trailer, cs.trailerLen, cs.ended
+	cs.mu.Unlock()
+	if ended {
+		cs.stats.endAfterTrailer(st.Err(), trailer, trailerLen)
+	}
 }
 
 func (cs *clientStream) dropQueued(err error) [][]byte {
@@ -285,11 +319,15 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			return true
 		}
 		cs.mu.Lock()
-		if !cs.headerDone {
+		first := !cs.headerDone
+		if first {
 			cs.header, cs.headerDone = md, true
 			close(cs.gotHeader)
 		}
 		cs.mu.Unlock()
+		if first && cs.stats != nil {
+			cs.stats.inHeader(md, len(body)+wire.HeaderLen, "", nil)
+		}
 	case wire.KindMessage:
 		if cs == nil {
 			return true
@@ -329,12 +367,16 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			return true
 		}
 		cs.mu.Lock()
-		if !cs.headerDone {
+		first := !cs.headerDone
+		if first {
 			cs.header, cs.headerDone = r.Header, true
 			close(cs.gotHeader)
 		}
-		cs.trailer = r.Trailer
+		cs.trailer, cs.trailerLen = r.Trailer, len(body)+wire.HeaderLen
 		cs.mu.Unlock()
+		if first && cs.stats != nil {
+			cs.stats.inHeader(r.Header, 0, "", nil)
+		}
 		cs.finish(responseStatus(r), false)
 		l.freeSlot()
 	case wire.KindReset:
@@ -441,6 +483,9 @@ func (cs *clientStream) SendMsg(m any) error {
 		return io.EOF
 	}
 	cs.out.take(messageCost(n))
+	if cs.stats != nil {
+		cs.stats.outPayload(m, n, n+wire.HeaderLen)
+	}
 	return nil
 }
 
@@ -481,11 +526,15 @@ func (cs *clientStream) recv(m any) error {
 	if m != nil {
 		err = cs.l.cc.opts.codec.Unmarshal(msg, m)
 	}
+	n := len(msg)
 	bufpool.Put(msg)
 	if err != nil {
 		st := status.Newf(codes.Internal, "decoding response into %T: %v", m, err)
 		cs.reset(st)
 		return st.Err()
+	}
+	if cs.stats != nil && m != nil {
+		cs.stats.inPayload(m, n, n+wire.HeaderLen)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
+	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -50,6 +51,7 @@ type settings struct {
 	maxHeaderListSize int
 	window            int // a stream's receive window
 	connWindow        int // bytes of stream messages a connection buffers
+	statsHandlers     []stats.Handler
 }
 
 func defaultSettings() settings {

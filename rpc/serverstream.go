@@ -42,6 +42,8 @@ type serverStream struct {
 
 	mu         sync.Mutex // the handler's side
 	headerSent bool
+
+	stats *rpcStats // nil without stats handlers
 }
 
 // openStream handles an OPEN: it starts the stream's handler, or answers
@@ -90,6 +92,10 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	}
 	if req.MD != nil {
 		ctx = metadata.NewIncomingContext(ctx, req.MD)
+	}
+	if hs := l.s.opts.statsHandlers; len(hs) > 0 {
+		ctx, ss.stats = beginRPC(ctx, hs, false, req.Method, true, desc)
+		ss.stats.inHeader(req.MD, len(body)+wire.HeaderLen, req.Method, l.peer)
 	}
 	ss.ctx, ss.cancel = context.WithValue(ctx, serverCallKey{}, ss.sc), cancel
 	l.streams[h.CallID] = ss
@@ -266,6 +272,9 @@ func (ss *serverStream) run() {
 	if !reset && l.ctx.Err() == nil {
 		ss.sendTrailers(err)
 	}
+	if ss.stats != nil {
+		ss.stats.end(err, nil)
+	}
 	// Only now is the stream not open: frames that crossed the end are
 	// dropped until the TRAILERS have left, so no "not open" RESET can
 	// overtake them.
@@ -305,7 +314,8 @@ func (ss *serverStream) sendTrailers(err error) {
 	ss.mu.Lock()
 	ss.sc.mu.Lock()
 	var header metadata.MD
-	if !ss.headerSent {
+	withHeader := !ss.headerSent
+	if withHeader {
 		header = ss.sc.header
 	}
 	ss.headerSent = true
@@ -320,8 +330,15 @@ func (ss *serverStream) sendTrailers(err error) {
 		return
 	}
 	defer l.budget.release(len(frame))
-	if err := l.tc.Send(l.ctx, frame); err != nil && l.ctx.Err() == nil {
-		l.log.Info("sending trailers failed", zap.String("method", ss.method), zap.Error(err))
+	if err := l.tc.Send(l.ctx, frame); err != nil {
+		if l.ctx.Err() == nil {
+			l.log.Info("sending trailers failed", zap.String("method", ss.method), zap.Error(err))
+		}
+	} else if ss.stats != nil {
+		if withHeader {
+			ss.stats.outHeader(header, "", nil)
+		}
+		ss.stats.outTrailer(trailer, len(frame))
 	}
 }
 
@@ -366,6 +383,9 @@ func (ss *serverStream) sendHeader() error {
 	if err := ss.l.tc.Send(ss.ctx, frame); err != nil {
 		return ss.sendError(err)
 	}
+	if ss.stats != nil {
+		ss.stats.outHeader(md, "", nil)
+	}
 	return nil
 }
 
@@ -405,6 +425,9 @@ func (ss *serverStream) SendMsg(m any) error {
 		return ss.sendError(err)
 	}
 	ss.out.take(messageCost(n))
+	if ss.stats != nil {
+		ss.stats.outPayload(m, n, n+wire.HeaderLen)
+	}
 	return nil
 }
 
@@ -432,9 +455,13 @@ func (ss *serverStream) RecvMsg(m any) error {
 		ss.in.ungrant(grant)
 	}
 	err = ss.l.s.opts.codec.Unmarshal(msg, m)
+	n := len(msg)
 	bufpool.Put(msg)
 	if err != nil {
 		return status.Errorf(codes.Internal, "decoding request into %T: %v", m, err)
+	}
+	if ss.stats != nil {
+		ss.stats.inPayload(m, n, n+wire.HeaderLen)
 	}
 	return nil
 }

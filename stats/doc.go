@@ -1,0 +1,20 @@
+// Package stats reports what the RPC layer does, call by call and
+// connection by connection, to handlers set with rpc.StatsHandler (server)
+// and rpc.WithStatsHandler (client): the hook that metrics and tracing
+// packages (contrib/prometheus, contrib/otel) are built on.
+//
+// It mirrors google.golang.org/grpc/stats: a Handler tags each connection
+// and each RPC with a context, then receives the events of its life in
+// order. For one RPC they are Begin, OutHeader, OutPayload… on the side that
+// sends, InHeader, InPayload… on the side that receives, InTrailer (client)
+// or OutTrailer (server), and End, once, last. A unary call is a stream with
+// one message each way. A connection gets ConnBegin and ConnEnd.
+//
+// Handlers run on the call's goroutine or on the connection's reader: they
+// must be quick and must not block. Without handlers the RPC layer costs
+// nothing more than a nil check per event.
+//
+// The transport's own counters (credits waited for, receives posted,
+// completions, work-completion errors) are reachable from every connection
+// through ConnTagInfo.Counters, when its transport keeps some.
+package stats
