@@ -17,8 +17,6 @@ type callInfo struct {
 	// waitForReady: wait for a connection while the ClientConn backs off
 	// after failed dials, instead of failing at once.
 	waitForReady bool
-	stats        *rpcStats   // the call's, nil without stats handlers
-	gotTrailer   metadata.MD // the response's trailer, kept for stats
 }
 
 type callOptionFunc func(*callInfo)

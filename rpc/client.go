@@ -262,16 +262,23 @@ func (cc *ClientConn) forget(l *clientLink, gone bool) {
 }
 
 // call is the end of the client interceptor chain: the network call.
-func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _ *ClientConn, opts ...CallOption) (err error) {
+func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _ *ClientConn, opts ...CallOption) error {
 	ci := callInfo{maxRecvSize: cc.opts.maxRecvSize, maxSendSize: cc.opts.maxSendSize}
 	for _, o := range opts {
 		o.apply(&ci)
 	}
 	if hs := cc.opts.statsHandlers; len(hs) > 0 {
 		// Tagged before the metadata is read: a handler may add some.
-		ctx, ci.stats = beginRPC(ctx, hs, true, method, !ci.waitForReady, nil)
-		defer func() { ci.stats.end(err, ci.gotTrailer) }()
+		ctx, rs := beginRPC(ctx, hs, true, method, !ci.waitForReady, nil)
+		err := cc.send(ctx, method, req, reply, &ci, rs)
+		rs.end(err, rs.trailer)
+		return err
 	}
+	return cc.send(ctx, method, req, reply, &ci, nil)
+}
+
+// send makes a unary call, reporting to rs unless it is nil.
+func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, ci *callInfo, rs *rpcStats) error {
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
@@ -290,7 +297,7 @@ func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _
 		if err != nil {
 			return err
 		}
-		err = l.call(ctx, method, md, req, reply, &ci)
+		err = l.call(ctx, method, md, req, reply, ci, rs)
 		switch err {
 		case errNotSent:
 			cc.forget(l, false)
@@ -449,7 +456,7 @@ func (l *clientLink) retire() {
 	l.close(status.New(codes.Unavailable, "connection drained after the server's GOAWAY"))
 }
 
-func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, req, reply any, ci *callInfo) error {
+func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, req, reply any, ci *callInfo, rs *rpcStats) error {
 	id, p, err := l.register()
 	if err != nil {
 		return err
@@ -463,7 +470,7 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 	}
 	head := wire.AppendRequestHead(bufpool.Get(256)[:0], id, timeout, method, md)
 	n, err := sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil)
-	if rs := ci.stats; rs != nil && err == nil {
+	if rs != nil && err == nil {
 		rs.outHeader(md, method, l.tc)
 		rs.outPayload(req, n, len(head)+n)
 	}
@@ -499,11 +506,11 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 		return r.err
 	}
 	defer r.frame.Release()
-	return l.finish(r.frame.Bytes(), reply, ci)
+	return l.finish(r.frame.Bytes(), reply, ci, rs)
 }
 
 // finish decodes a RESPONSE frame into the call's outcome.
-func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
+func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats) error {
 	// The whole frame is held to the limits, before anything is decoded:
 	// the message limit, plus what metadata, status message and details
 	// may take.
@@ -532,12 +539,9 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
 			if ci.peer != nil {
 				*ci.peer = Peer{Addr: l.tc.RemoteAddr(), LocalAddr: l.tc.LocalAddr()}
 			}
-			if ci.stats != nil {
-				ci.gotTrailer = resp.Trailer
-			}
 			if resp.Code != 0 {
-				if ci.stats != nil {
-					ci.stats.response(&resp, len(frame), nil)
+				if rs != nil {
+					rs.response(&resp, len(frame), nil)
 				}
 				return responseStatus(resp).Err()
 			}
@@ -547,8 +551,8 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
 			if err := l.cc.opts.codec.Unmarshal(resp.Payload, reply); err != nil {
 				return status.Errorf(codes.Internal, "decoding response into %T: %v", reply, err)
 			}
-			if ci.stats != nil {
-				ci.stats.response(&resp, len(frame), reply)
+			if rs != nil {
+				rs.response(&resp, len(frame), reply)
 			}
 			return nil
 		}

@@ -28,10 +28,8 @@ func (cc *ClientConn) NewStream(ctx context.Context, desc *StreamDesc, method st
 	return cc.streamer(ctx, desc, cc, method, opts...)
 }
 
-// newStream is the end of the client's stream chain: it opens the stream
-// on the current link, or on a new one when that link stopped taking new
-// calls before the OPEN left.
-func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method string, _ *ClientConn, opts ...CallOption) (_ ClientStream, err error) {
+// newStream is the end of the client's stream chain.
+func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method string, _ *ClientConn, opts ...CallOption) (ClientStream, error) {
 	ci := callInfo{maxRecvSize: cc.opts.maxRecvSize, maxSendSize: cc.opts.maxSendSize}
 	for _, o := range opts {
 		o.apply(&ci)
@@ -39,15 +37,21 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method st
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
+	var rs *rpcStats
 	if hs := cc.opts.statsHandlers; len(hs) > 0 {
 		// Tagged before the metadata is read: a handler may add some.
-		ctx, ci.stats = beginRPC(ctx, hs, true, method, !ci.waitForReady, desc)
-		defer func() {
-			if err != nil {
-				ci.stats.end(err, nil)
-			}
-		}()
+		ctx, rs = beginRPC(ctx, hs, true, method, !ci.waitForReady, desc)
 	}
+	cs, err := cc.openStream(ctx, desc, method, &ci, rs)
+	if err != nil && rs != nil {
+		rs.end(err, nil)
+	}
+	return cs, err
+}
+
+// openStream opens the stream on the current link, or on a new one when
+// that link stopped taking new calls before the OPEN left.
+func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method string, ci *callInfo, rs *rpcStats) (ClientStream, error) {
 	md, _ := metadata.FromOutgoingContext(ctx)
 	if err := wire.CheckMD(md); err != nil {
 		return nil, status.Errorf(codes.Internal, "request metadata: %v", err)
@@ -57,9 +61,12 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method st
 		if err != nil {
 			return nil, err
 		}
-		cs, err := l.open(ctx, desc, method, md, &ci)
+		cs, err := l.open(ctx, desc, method, md, ci, rs)
+		if err == nil {
+			return cs, nil
+		}
 		if err != errNotSent {
-			return cs, err
+			return nil, err
 		}
 		cc.forget(l, false)
 		if attempt == 3 {
@@ -102,14 +109,14 @@ type clientStream struct {
 }
 
 // open registers a stream on l and sends its OPEN frame.
-func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, md metadata.MD, ci *callInfo) (*clientStream, error) {
+func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, md metadata.MD, ci *callInfo, rs *rpcStats) (*clientStream, error) {
 	var timeout time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(dl); timeout <= 0 {
 			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 		}
 	}
-	cs := &clientStream{l: l, desc: desc, method: method, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{}), stats: ci.stats}
+	cs := &clientStream{l: l, desc: desc, method: method, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{}), stats: rs}
 	cs.in.init(l.cc.opts.window)
 	cs.out.init()
 	cs.ctx, cs.cancel = context.WithCancel(ctx)

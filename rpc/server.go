@@ -552,7 +552,6 @@ func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (r
 			return status.Error(codes.Internal, "request decoded twice")
 		}
 		decoded = true
-		n, wireLen := len(st.req.Payload), st.frame.Len()
 		err := l.s.opts.codec.Unmarshal(st.req.Payload, v)
 		// The codec copied what it needs: give the (possibly
 		// registered) memory back at once.
@@ -561,10 +560,20 @@ func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (r
 		if err != nil {
 			return status.Errorf(codes.Internal, "decoding request into %T: %v", v, err)
 		}
-		if sc.stats != nil {
-			sc.stats.inPayload(v, n, wireLen)
-		}
 		return nil
+	}
+	if rs := sc.stats; rs != nil {
+		// A closure of its own, so that calls without stats handlers
+		// keep their smaller one.
+		decode := dec
+		dec = func(v any) error {
+			n, wireLen := len(st.req.Payload), st.frame.Len()
+			err := decode(v)
+			if err == nil {
+				rs.inPayload(v, n, wireLen)
+			}
+			return err
+		}
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err() // the deadline passed on the way here

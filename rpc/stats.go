@@ -34,6 +34,8 @@ type rpcStats struct {
 	client bool
 	begin  time.Time
 	ended  atomic.Bool
+	// trailer is a unary call's response trailer, for its End.
+	trailer metadata.MD
 }
 
 // beginRPC tags an RPC with every handler and reports its Begin. The
@@ -102,6 +104,7 @@ func (rs *rpcStats) response(resp *wire.Response, wireLen int, reply any) {
 		rs.inPayload(reply, len(resp.Payload), wireLen)
 	}
 	rs.inTrailer(resp.Trailer, 0)
+	rs.trailer = resp.Trailer
 }
 
 // end reports the RPC's End, the first time it is called: err is its
