@@ -6,6 +6,7 @@ require (
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rdmarpc/rdmarpc v0.0.0-00010101000000-000000000000
+	github.com/rdmarpc/rdmarpc/contrib/prometheus v0.0.0-00010101000000-000000000000
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0
@@ -56,7 +57,10 @@ require (
 )
 
 // The examples track the library in this repository.
-replace github.com/rdmarpc/rdmarpc => ../
+replace (
+	github.com/rdmarpc/rdmarpc => ../
+	github.com/rdmarpc/rdmarpc/contrib/prometheus => ../contrib/prometheus
+)
 
 // go:generate runs the rdmarpc command of this repository.
 tool github.com/rdmarpc/rdmarpc/cmd/rdmarpc

@@ -244,11 +244,14 @@ func TestMetrics(t *testing.T) {
 	resp.Body.Close()
 	target := r.srv.Targets()[0]
 	for _, want := range []string{
-		`kvstore_requests_total{code="OK",method="Put"} 3`,
-		`kvstore_requests_total{code="InvalidArgument",method="Get"} 1`,
-		`kvstore_requests_total{code="Aborted",method="CompareAndSwap"} 1`,
-		`kvstore_request_duration_seconds_count{method="Put"} 3`,
-		`kvstore_request_duration_seconds_bucket{method="Put",le="+Inf"} 3`,
+		`grpc_server_started_total{grpc_method="Put",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 3`,
+		`grpc_server_handled_total{grpc_code="OK",grpc_method="Put",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 3`,
+		`grpc_server_handled_total{grpc_code="InvalidArgument",grpc_method="Get",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 1`,
+		`grpc_server_handled_total{grpc_code="Aborted",grpc_method="CompareAndSwap",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 1`,
+		`grpc_server_msg_received_total{grpc_method="Put",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 3`,
+		`grpc_server_msg_sent_total{grpc_method="Put",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 3`,
+		`grpc_server_handling_seconds_count{grpc_method="Put",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 3`,
+		`grpc_server_handling_seconds_bucket{grpc_method="Put",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary",le="+Inf"} 3`,
 		`kvstore_listener_info{scheme="rdma",target="` + target + `"} 1`,
 		`kvstore_store_writable 1`,
 		`rdmarpc_transport_credit_waits_total{scheme="rdma"} 7`,
