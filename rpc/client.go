@@ -208,15 +208,15 @@ func (cc *ClientConn) link(ctx context.Context, waitForReady bool) (*clientLink,
 			return nil, errClientClosed
 		}
 		l := newClientLink(cc, tc)
+		if hs := cc.opts.statsHandlers; len(hs) > 0 {
+			// Before calls can take l: they read l.stats.
+			c, _ := cc.tr.(transport.Counters)
+			l.stats = beginConn(hs, true, tc, cc.scheme, c)
+		}
 		cc.cur = l
 		cc.all[l] = true
 		cc.wg.Add(1)
-		scheme, counters := cc.scheme, cc.tr
 		cc.mu.Unlock()
-		if hs := cc.opts.statsHandlers; len(hs) > 0 {
-			c, _ := counters.(transport.Counters)
-			l.stats = beginConn(hs, true, tc, scheme, c)
-		}
 		go l.readLoop()
 		return l, nil
 	}
@@ -269,7 +269,7 @@ func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _
 	}
 	if hs := cc.opts.statsHandlers; len(hs) > 0 {
 		// Tagged before the metadata is read: a handler may add some.
-		ctx, rs := beginRPC(ctx, hs, true, method, !ci.waitForReady, nil)
+		ctx, rs := beginRPC(ctx, hs, nil, true, method, !ci.waitForReady, nil)
 		err := cc.send(ctx, method, req, reply, &ci, rs)
 		rs.end(err, rs.trailer)
 		return err
@@ -469,6 +469,9 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 		}
 	}
 	head := wire.AppendRequestHead(bufpool.Get(256)[:0], id, timeout, method, md)
+	if rs != nil {
+		rs.onConn(l.stats)
+	}
 	n, err := sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil)
 	if rs != nil && err == nil {
 		rs.outHeader(md, method, l.tc)

@@ -40,7 +40,7 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method st
 	var rs *rpcStats
 	if hs := cc.opts.statsHandlers; len(hs) > 0 {
 		// Tagged before the metadata is read: a handler may add some.
-		ctx, rs = beginRPC(ctx, hs, true, method, !ci.waitForReady, desc)
+		ctx, rs = beginRPC(ctx, hs, nil, true, method, !ci.waitForReady, desc)
 	}
 	cs, err := cc.openStream(ctx, desc, method, &ci, rs)
 	if err != nil && rs != nil {
@@ -119,6 +119,9 @@ func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, 
 	cs := &clientStream{l: l, desc: desc, method: method, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{}), stats: rs}
 	cs.in.init(l.cc.opts.window)
 	cs.out.init()
+	if rs != nil {
+		rs.onConn(l.stats) // before the reader can see the stream
+	}
 	cs.ctx, cs.cancel = context.WithCancel(ctx)
 	cs.parent = ctx
 	l.mu.Lock()

@@ -520,7 +520,7 @@ func (l *serverLink) beginStats(ctx context.Context, hs []stats.Handler, st *cal
 	if st.req.MD != nil {
 		ctx = metadata.NewIncomingContext(ctx, st.req.MD)
 	}
-	ctx, sc.stats = beginRPC(ctx, hs, false, st.method, true, nil)
+	ctx, sc.stats = beginRPC(ctx, hs, l.stats, false, st.method, true, nil)
 	sc.stats.inHeader(st.req.MD, st.frame.Len()-len(st.req.Payload), st.method, l.peer)
 	return ctx
 }

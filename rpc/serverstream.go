@@ -94,7 +94,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		ctx = metadata.NewIncomingContext(ctx, req.MD)
 	}
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 {
-		ctx, ss.stats = beginRPC(ctx, hs, false, req.Method, true, desc)
+		ctx, ss.stats = beginRPC(ctx, hs, l.stats, false, req.Method, true, desc)
 		ss.stats.inHeader(req.MD, len(body)+wire.HeaderLen, req.Method, l.peer)
 	}
 	ss.ctx, ss.cancel = context.WithValue(ctx, serverCallKey{}, ss.sc), cancel

@@ -30,7 +30,8 @@ func WithStatsHandler(h stats.Handler) DialOption {
 // event: without handlers an RPC pays one comparison per event.
 type rpcStats struct {
 	hs     []stats.Handler
-	ctx    context.Context // what the handlers' TagRPC returned
+	ctx    context.Context // what the handlers' TagRPC returned, with its connection's values
+	tagged context.Context // what the handlers' TagRPC returned
 	client bool
 	begin  time.Time
 	ended  atomic.Bool
@@ -39,19 +40,46 @@ type rpcStats struct {
 }
 
 // beginRPC tags an RPC with every handler and reports its Begin. The
-// context it returns is the RPC's from then on.
-func beginRPC(ctx context.Context, hs []stats.Handler, client bool, method string, failFast bool, desc *StreamDesc) (context.Context, *rpcStats) {
+// context it returns is the RPC's from then on. On the server, conn is the
+// RPC's connection: what its TagConn added is seen in the RPC's context, as
+// a gRPC-go server's stream contexts derive from their connection's.
+func beginRPC(ctx context.Context, hs []stats.Handler, conn *connStats, client bool, method string, failFast bool, desc *StreamDesc) (context.Context, *rpcStats) {
+	if conn != nil {
+		ctx = connValues{ctx, conn.ctx}
+	}
 	info := &stats.RPCTagInfo{FullMethodName: method, FailFast: failFast}
 	for _, h := range hs {
 		ctx = h.TagRPC(ctx, info)
 	}
-	rs := &rpcStats{hs: hs, ctx: ctx, client: client, begin: time.Now()}
+	rs := &rpcStats{hs: hs, ctx: ctx, tagged: ctx, client: client, begin: time.Now()}
 	b := &stats.Begin{Client: client, BeginTime: rs.begin, FailFast: failFast}
 	if desc != nil {
 		b.IsClientStream, b.IsServerStream = desc.ClientStreams, desc.ServerStreams
 	}
 	rs.handle(b)
 	return ctx, rs
+}
+
+// onConn makes the values conn's TagConn added visible to the client's
+// RPC events from now on: the connection is known only once the call has
+// picked one, after its Begin. The values its own TagRPC added come first.
+func (rs *rpcStats) onConn(conn *connStats) {
+	if conn != nil {
+		rs.ctx = connValues{rs.tagged, conn.ctx}
+	}
+}
+
+// connValues is an RPC's context that also holds its connection's values.
+type connValues struct {
+	context.Context                 // the RPC's
+	conn            context.Context // what the connection's TagConn returned
+}
+
+func (c connValues) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.conn.Value(key)
 }
 
 func (rs *rpcStats) handle(s stats.RPCStats) {

@@ -30,11 +30,18 @@ type recorder struct {
 	conns  []string
 	infos  []*stats.ConnTagInfo
 	traces []string // the x-trace the server's TagRPC saw
+	// withConn: per side and method, for each event, whether its context
+	// held the connection's tag.
+	withConn map[string][]bool
 }
 
 type methodKey struct{}
 
-func newRecorder() *recorder { return &recorder{events: make(map[string][]stats.RPCStats)} }
+type connKey struct{}
+
+func newRecorder() *recorder {
+	return &recorder{events: make(map[string][]stats.RPCStats), withConn: make(map[string][]bool)}
+}
 
 func side(client bool) string {
 	if client {
@@ -58,6 +65,7 @@ func (r *recorder) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	k := side(s.IsClient()) + " " + ctx.Value(methodKey{}).(string)
 	r.mu.Lock()
 	r.events[k] = append(r.events[k], s)
+	r.withConn[k] = append(r.withConn[k], ctx.Value(connKey{}) != nil)
 	r.mu.Unlock()
 }
 
@@ -65,7 +73,7 @@ func (r *recorder) TagConn(ctx context.Context, info *stats.ConnTagInfo) context
 	r.mu.Lock()
 	r.infos = append(r.infos, info)
 	r.mu.Unlock()
-	return ctx
+	return context.WithValue(ctx, connKey{}, info)
 }
 
 func (r *recorder) HandleConn(ctx context.Context, s stats.ConnStats) {
@@ -158,6 +166,14 @@ func TestStatsUnary(t *testing.T) {
 	}
 	rec.mu.Lock()
 	traces := slices.Clone(rec.traces)
+	// What TagConn added is in every event's context on the server, as in
+	// gRPC-go, and on the client once the call has its connection.
+	if w := rec.withConn["server "+echo]; slices.Contains(w, false) {
+		t.Errorf("server events with the connection's tag: %v, want all", w)
+	}
+	if w := rec.withConn["client "+echo]; !slices.Equal(w, []bool{false, true, true, true, true, true, true}) {
+		t.Errorf("client events with the connection's tag: %v, want all but Begin", w)
+	}
 	rec.mu.Unlock()
 	if !slices.Equal(traces, []string{"t-" + echo}) {
 		t.Errorf("the server's TagRPC saw x-trace %q, want what the client's added", traces)

@@ -10,6 +10,11 @@
 // or OutTrailer (server), and End, once, last. A unary call is a stream with
 // one message each way. A connection gets ConnBegin and ConnEnd.
 //
+// What a Handler's TagConn adds to a connection's context is seen in the
+// contexts of its RPCs: on the server in every event's (and the method
+// handler's), as gRPC-go's server streams derive from their connection; on
+// the client from OutHeader on, once the call has picked its connection.
+//
 // Handlers run on the call's goroutine or on the connection's reader: they
 // must be quick and must not block. Without handlers the RPC layer costs
 // nothing more than a nil check per event.
