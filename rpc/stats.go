@@ -171,8 +171,12 @@ func beginConn(hs []stats.Handler, client bool, tc transport.Conn, scheme string
 		counters, _ = tc.(transport.Counters)
 	}
 	if scheme == "" {
+		// A connection whose addresses do not name its transport (rdma's
+		// are its TCP bootstrap's) says which it is.
 		if s, ok := tc.(interface{ Scheme() string }); ok {
 			scheme = s.Scheme()
+		} else if a := tc.LocalAddr(); a != nil {
+			scheme = a.Network()
 		}
 	}
 	info := &stats.ConnTagInfo{RemoteAddr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr(), Transport: scheme, Counters: counters}

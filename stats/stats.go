@@ -40,7 +40,8 @@ type ConnTagInfo struct {
 	RemoteAddr net.Addr
 	LocalAddr  net.Addr
 	// Transport is the scheme of the connection's transport ("tcp",
-	// "rdma"), "" when it cannot be told.
+	// "rdma", "pipe"): on the client the target's, on the server the
+	// connection's (its local address's network unless it says otherwise).
 	Transport string
 	// Counters reads the counters the connection's transport keeps over
 	// all its connections (transport.Counters: snake_case names, values

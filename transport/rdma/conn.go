@@ -203,7 +203,7 @@ func (c *conn) MaxMessageSize() int { return int(c.peer.maxMessage) }
 func (c *conn) Counters() map[string]uint64 { return c.t.Counters() }
 
 // Scheme names the connection's transport for the RPC layer's stats
-// handlers.
+// handlers: its addresses are the TCP bootstrap's.
 func (c *conn) Scheme() string { return "rdma" }
 
 func (c *conn) LocalAddr() net.Addr { return c.boot.LocalAddr() }

@@ -461,10 +461,6 @@ func (c *conn) MaxMessageSize() int   { return c.maxSend }
 func (c *conn) LocalAddr() net.Addr   { return c.nc.LocalAddr() }
 func (c *conn) RemoteAddr() net.Addr  { return c.nc.RemoteAddr() }
 
-// Scheme names the connection's transport for the RPC layer's stats
-// handlers.
-func (c *conn) Scheme() string { return "tcp" }
-
 // recvOwner takes back received frames: the memory goes to the pool and the
 // queue budget to the reader.
 type recvOwner struct{ c *conn }
