@@ -104,7 +104,7 @@ func (m *metrics) HandleRPC(ctx context.Context, s stats.RPCStats) {
 }
 
 func (m *metrics) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (m *metrics) HandleConn(context.Context, stats.ConnStats)                         {}
+func (m *metrics) HandleConn(context.Context, stats.ConnStats)                       {}
 
 func rpcType(b *stats.Begin) string {
 	switch {
