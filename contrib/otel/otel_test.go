@@ -101,7 +101,7 @@ func wantAttrs(t *testing.T, what string, kv []attribute.KeyValue, want map[attr
 	got := attrs(kv)
 	for k, v := range want {
 		if got[k] != v {
-			t.Errorf("%s: %s = %v, want %v (all: %v)", what, k, got[k].Emit(), v.Emit(), kv)
+			t.Errorf("%s: %s = %v, want %v (all: %v)", what, k, got[k].String(), v.String(), kv)
 		}
 	}
 }
