@@ -37,7 +37,6 @@ type ClientConn struct {
 	streamer Streamer
 
 	mu      sync.Mutex
-	scheme  string               // cc.tr's, for stats handlers
 	cur     *clientLink          // where new calls go
 	all     map[*clientLink]bool // every live link, draining ones too
 	dialing chan struct{}        // closed when the dial in progress ends
@@ -85,7 +84,6 @@ func Dial(ctx context.Context, target string, opts ...DialOption) (*ClientConn, 
 		log:     o.log.Named("rpc.client").With(zap.String("target", target)),
 		all:     make(map[*clientLink]bool),
 	}
-	cc.scheme, _, _ = transport.ParseTarget(target)
 	cc.invoke = chainClient(o.interceptors, cc.call)
 	cc.streamer = chainStreamClient(o.streamInterceptors, func(ctx context.Context, desc *StreamDesc, cc *ClientConn, method string, opts ...CallOption) (ClientStream, error) {
 		return cc.newStream(ctx, desc, method, cc, opts...)
@@ -211,7 +209,7 @@ func (cc *ClientConn) link(ctx context.Context, waitForReady bool) (*clientLink,
 		if hs := cc.opts.statsHandlers; len(hs) > 0 {
 			// Before calls can take l: they read l.stats.
 			c, _ := cc.tr.(transport.Counters)
-			l.stats = beginConn(hs, true, tc, cc.scheme, c)
+			l.stats = beginConn(hs, true, tc, c)
 		}
 		cc.cur = l
 		cc.all[l] = true
@@ -244,7 +242,7 @@ func (cc *ClientConn) fallBack(ctx context.Context, why error) (transport.Conn, 
 	}
 	cc.log.Warn("no device serves the target: falling back", zap.String("fallback", cc.opts.fallback), zap.Error(why))
 	cc.mu.Lock()
-	cc.tr, cc.scheme = tr, cc.opts.fallback
+	cc.tr = tr
 	cc.mu.Unlock()
 	return tr.Dial(ctx, cc.addr)
 }

@@ -161,7 +161,7 @@ func (s *Server) Serve(lis transport.Listener) error {
 		s.conns[l] = true
 		s.wg.Add(1)
 		s.mu.Unlock()
-		l.stats = beginConn(s.opts.statsHandlers, false, tc, "", lisCounters)
+		l.stats = beginConn(s.opts.statsHandlers, false, tc, lisCounters)
 		go l.serve()
 	}
 }

@@ -161,23 +161,23 @@ type connStats struct {
 	client bool
 }
 
-// beginConn tags a connection of the given scheme ("" when unknown) and
-// reports its ConnBegin.
-func beginConn(hs []stats.Handler, client bool, tc transport.Conn, scheme string, counters transport.Counters) *connStats {
+// beginConn tags a connection and reports its ConnBegin. counters are
+// those of its transport (or listener), nil when it keeps none: then the
+// connection's own, if it has some.
+func beginConn(hs []stats.Handler, client bool, tc transport.Conn, counters transport.Counters) *connStats {
 	if len(hs) == 0 {
 		return nil
 	}
 	if counters == nil {
 		counters, _ = tc.(transport.Counters)
 	}
-	if scheme == "" {
-		// A connection whose addresses do not name its transport (rdma's
-		// are its TCP bootstrap's) says which it is.
-		if s, ok := tc.(interface{ Scheme() string }); ok {
-			scheme = s.Scheme()
-		} else if a := tc.LocalAddr(); a != nil {
-			scheme = a.Network()
-		}
+	// A connection whose addresses do not name its transport (rdma's are
+	// its TCP bootstrap's) says which it is.
+	var scheme string
+	if s, ok := tc.(interface{ Scheme() string }); ok {
+		scheme = s.Scheme()
+	} else if a := tc.LocalAddr(); a != nil {
+		scheme = a.Network()
 	}
 	info := &stats.ConnTagInfo{RemoteAddr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr(), Transport: scheme, Counters: counters}
 	ctx := context.Background()

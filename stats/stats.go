@@ -39,9 +39,9 @@ type RPCTagInfo struct {
 type ConnTagInfo struct {
 	RemoteAddr net.Addr
 	LocalAddr  net.Addr
-	// Transport is the scheme of the connection's transport ("tcp",
-	// "rdma", "pipe"): on the client the target's, on the server the
-	// connection's (its local address's network unless it says otherwise).
+	// Transport names the connection's transport ("tcp", "rdma",
+	// "pipe"): its local address's network, unless the connection says
+	// otherwise (rdma's addresses are its TCP bootstrap's).
 	Transport string
 	// Counters reads the counters the connection's transport keeps over
 	// all its connections (transport.Counters: snake_case names, values
