@@ -16,7 +16,12 @@
 // the client from OutHeader on, once the call has picked its connection.
 //
 // Handlers run on the call's goroutine or on the connection's reader: they
-// must be quick and must not block. Without handlers the RPC layer costs
+// must be quick and must not block. A client stream's InHeader and a server
+// stream's Begin and InHeader come from the reader; a client's TagConn and
+// ConnBegin run while the ClientConn holds its lock (so that calls find the
+// connection tagged), so they must not call the ClientConn. Events of one
+// RPC never run concurrently with each other except a client stream's
+// InHeader, which may meet the caller's OutPayload. Without handlers the RPC layer costs
 // nothing more than a nil check per event.
 //
 // The transport's own counters (credits waited for, receives posted,
