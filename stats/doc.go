@@ -20,8 +20,9 @@
 // stream's Begin and InHeader come from the reader; a client's TagConn and
 // ConnBegin run while the ClientConn holds its lock (so that calls find the
 // connection tagged), so they must not call the ClientConn. Events of one
-// RPC never run concurrently with each other except a client stream's
-// InHeader, which may meet the caller's OutPayload. Without handlers the RPC layer costs
+// RPC may come concurrently: a stream may send on one goroutine and
+// receive on another, as gRPC-go allows, and a client stream's header and
+// trailer arrive on the reader. Without handlers the RPC layer costs
 // nothing more than a nil check per event.
 //
 // The transport's own counters (credits waited for, receives posted,
