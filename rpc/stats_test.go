@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -390,5 +391,41 @@ func TestStatsStreams(t *testing.T) {
 	rec.mu.Unlock()
 	if e := find[*stats.End](ev); len(e) != 2 || status.Code(e[1].Error) != codes.Canceled {
 		t.Errorf("client Ends %+v: want a second one, Canceled", e)
+	}
+}
+
+// pastDeadline is a context whose deadline has passed but which has not
+// said so yet, as a context between its deadline and its timer.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Second), true }
+
+// A failed NewStream returns a nil ClientStream, not a nil *clientStream
+// in a non-nil interface.
+func TestNewStreamFailsWithNilStream(t *testing.T) {
+	tr := pipe.New(pipe.Options{})
+	srv := rpc.NewServer()
+	srv.RegisterService(&statsStreams, struct{}{})
+	lis, err := tr.Listen("nilstream:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	defer func() {
+		srv.Stop()
+		<-done
+	}()
+	cc, err := rpc.Dial(testCtx(t), "pipe://"+lis.Addr().String(), rpc.WithTransport(tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	cs, err := cc.NewStream(pastDeadline{context.Background()}, &statsStreams.Streams[0], "/stats.Streams/List")
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("NewStream past its deadline: %v, want DeadlineExceeded", err)
+	}
+	if cs != nil {
+		t.Errorf("NewStream failed with a non-nil stream %#v", cs)
 	}
 }
