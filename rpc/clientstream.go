@@ -94,9 +94,9 @@ type clientStream struct {
 	gotHeader  chan struct{} // closed when the header came or the stream ended
 	headerDone bool
 	trailer    metadata.MD
-	ended      bool           // trailers, a reset, the context or the link ended it
 	endStatus  *status.Status // why, once ended
 	done       chan struct{}  // closed when ended
+	ended      bool           // trailers, a reset, the context or the link ended it
 	sentClose  bool
 	gotOne     bool // !ServerStreams: the one response was received
 	// Messages kept past the stream's end (TRAILERS: finish without drop)
@@ -104,8 +104,9 @@ type clientStream struct {
 	abandoned bool        // RecvMsg returned its final error, or they were dropped
 	stopDrop  func() bool // stops the drop when the caller's context ends
 
-	stats      *rpcStats // nil without stats handlers
-	trailerLen int       // the TRAILERS frame's size, once it came
+	// nil without stats handlers. (Placed so that the struct keeps its
+	// allocation size class: streams without handlers cost no more.)
+	stats *rpcStats
 }
 
 // open registers a stream on l and sends its OPEN frame.
@@ -287,7 +288,7 @@ func (cs *clientStream) endStats() {
 		return
 	}
 	cs.mu.Lock()
-	st, trailer, trailerLen, ended := cs.endStatus, cs.trailer, cs.trailerLen, cs.ended
+	st, trailer, trailerLen, ended := cs.endStatus, cs.trailer, cs.stats.trailerLen, cs.ended
 	cs.mu.Unlock()
 	if ended {
 		cs.stats.endAfterTrailer(st.Err(), trailer, trailerLen)
@@ -382,7 +383,10 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			cs.header, cs.headerDone = r.Header, true
 			close(cs.gotHeader)
 		}
-		cs.trailer, cs.trailerLen = r.Trailer, len(body)+wire.HeaderLen
+		cs.trailer = r.Trailer
+		if cs.stats != nil {
+			cs.stats.trailerLen = len(body) + wire.HeaderLen
+		}
 		cs.mu.Unlock()
 		if first && cs.stats != nil {
 			cs.stats.inHeader(r.Header, 0, "", nil)

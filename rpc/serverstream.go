@@ -42,8 +42,6 @@ type serverStream struct {
 
 	mu         sync.Mutex // the handler's side
 	headerSent bool
-
-	stats *rpcStats // nil without stats handlers
 }
 
 // openStream handles an OPEN: it starts the stream's handler, or answers
@@ -94,8 +92,8 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		ctx = metadata.NewIncomingContext(ctx, req.MD)
 	}
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 {
-		ctx, ss.stats = beginRPC(ctx, hs, l.stats, false, req.Method, true, desc)
-		ss.stats.inHeader(req.MD, len(body)+wire.HeaderLen, req.Method, l.peer)
+		ctx, ss.sc.stats = beginRPC(ctx, hs, l.stats, false, req.Method, true, desc)
+		ss.sc.stats.inHeader(req.MD, len(body)+wire.HeaderLen, req.Method, l.peer)
 	}
 	ss.ctx, ss.cancel = context.WithValue(ctx, serverCallKey{}, ss.sc), cancel
 	l.streams[h.CallID] = ss
@@ -272,8 +270,8 @@ func (ss *serverStream) run() {
 	if !reset && l.ctx.Err() == nil {
 		ss.sendTrailers(err)
 	}
-	if ss.stats != nil {
-		ss.stats.end(err, nil)
+	if ss.sc.stats != nil {
+		ss.sc.stats.end(err, nil)
 	}
 	// Only now is the stream not open: frames that crossed the end are
 	// dropped until the TRAILERS have left, so no "not open" RESET can
@@ -334,11 +332,11 @@ func (ss *serverStream) sendTrailers(err error) {
 		if l.ctx.Err() == nil {
 			l.log.Info("sending trailers failed", zap.String("method", ss.method), zap.Error(err))
 		}
-	} else if ss.stats != nil {
+	} else if ss.sc.stats != nil {
 		if withHeader {
-			ss.stats.outHeader(header, "", nil)
+			ss.sc.stats.outHeader(header, "", nil)
 		}
-		ss.stats.outTrailer(trailer, len(frame))
+		ss.sc.stats.outTrailer(trailer, len(frame))
 	}
 }
 
@@ -383,8 +381,8 @@ func (ss *serverStream) sendHeader() error {
 	if err := ss.l.tc.Send(ss.ctx, frame); err != nil {
 		return ss.sendError(err)
 	}
-	if ss.stats != nil {
-		ss.stats.outHeader(md, "", nil)
+	if ss.sc.stats != nil {
+		ss.sc.stats.outHeader(md, "", nil)
 	}
 	return nil
 }
@@ -425,8 +423,8 @@ func (ss *serverStream) SendMsg(m any) error {
 		return ss.sendError(err)
 	}
 	ss.out.take(messageCost(n))
-	if ss.stats != nil {
-		ss.stats.outPayload(m, n, n+wire.HeaderLen)
+	if ss.sc.stats != nil {
+		ss.sc.stats.outPayload(m, n, n+wire.HeaderLen)
 	}
 	return nil
 }
@@ -460,8 +458,8 @@ func (ss *serverStream) RecvMsg(m any) error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "decoding request into %T: %v", m, err)
 	}
-	if ss.stats != nil {
-		ss.stats.inPayload(m, n, n+wire.HeaderLen)
+	if ss.sc.stats != nil {
+		ss.sc.stats.inPayload(m, n, n+wire.HeaderLen)
 	}
 	return nil
 }

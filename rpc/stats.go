@@ -37,6 +37,9 @@ type rpcStats struct {
 	ended  atomic.Bool
 	// trailer is a unary call's response trailer, for its End.
 	trailer metadata.MD
+	// trailerLen is the size of a client stream's TRAILERS frame, once it
+	// came (under the stream's mu).
+	trailerLen int
 }
 
 // beginRPC tags an RPC with every handler and reports its Begin. The
