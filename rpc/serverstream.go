@@ -180,8 +180,10 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			l.mu.Lock()
 			ss.reset = true
 			l.mu.Unlock()
-			l.release(ss.in.fail(status.New(codes.Code(r.Code), "stream reset by the client: "+r.Message).Err()))
+			// The context first: a handler whose RecvMsg fails finds it
+			// ended, and can tell a cancel from a broken stream.
 			ss.cancel()
+			l.release(ss.in.fail(status.New(codes.Code(r.Code), "stream reset by the client: "+r.Message).Err()))
 		}
 	case wire.KindWindow:
 		n, err := wire.ParseWindow(body)
@@ -252,8 +254,8 @@ func (l *serverLink) streamError(ss *serverStream, st *status.Status) bool {
 	l.mu.Lock()
 	ss.reset = true
 	l.mu.Unlock()
+	ss.cancel() // before RecvMsg fails, as for a client's RESET
 	l.release(ss.in.fail(st.Err()))
-	ss.cancel()
 	return l.queueOrClose(wire.AppendReset(nil, ss.id, uint32(st.Code()), st.Message()))
 }
 
