@@ -10,6 +10,12 @@
 // or OutTrailer (server), and End, once, last. A unary call is a stream with
 // one message each way. A connection gets ConnBegin and ConnEnd.
 //
+// A server reports the RPCs it runs a handler for: those it answers before
+// any handler (an unknown method, a malformed or oversized request, a
+// refusal for lack of room) are not reported. A client reports every call
+// from Begin to End, a call sent again after a refusal with one more
+// OutHeader and OutPayload.
+//
 // What a Handler's TagConn adds to a connection's context is seen in the
 // contexts of its RPCs: on the server in every event's (and the method
 // handler's), as gRPC-go's server streams derive from their connection; on
