@@ -34,6 +34,18 @@ func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _
 	for _, o := range opts {
 		o.apply(&ci)
 	}
+	if hs := cc.opts.statsHandlers; len(hs) > 0 {
+		// Tagged before the metadata is read: a handler may add some.
+		ctx, rs := beginRPC(ctx, hs, nil, true, method, !ci.waitForReady, nil)
+		err := cc.send(ctx, method, req, reply, &ci, rs)
+		rs.end(err, rs.trailer)
+		return err
+	}
+	return cc.send(ctx, method, req, reply, &ci, nil)
+}
+
+// send makes a unary call, reporting to rs unless it is nil.
+func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, ci *callInfo, rs *rpcStats) error {
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
@@ -52,7 +64,7 @@ func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _
 		if err != nil {
 			return err
 		}
-		err = l.call(ctx, method, md, req, reply, &ci)
+		err = l.call(ctx, method, md, req, reply, ci, rs)
 		switch err {
 		case errNotSent:
 			cc.forget(l, false)
@@ -132,6 +144,8 @@ type clientLink struct {
 
 	slotFreed   chan struct{} // closed at the next response, for refused calls
 	slotWaiters atomic.Int64
+
+	stats *connStats // nil without stats handlers
 }
 
 type pendingCall struct {
@@ -210,7 +224,7 @@ func (l *clientLink) retire() {
 	l.close(status.New(codes.Unavailable, "connection drained after the server's GOAWAY"))
 }
 
-func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, req, reply any, ci *callInfo) error {
+func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, req, reply any, ci *callInfo, rs *rpcStats) error {
 	id, p, err := l.register()
 	if err != nil {
 		return err
@@ -223,7 +237,14 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 		}
 	}
 	head := wire.AppendRequestHead(bufpool.Get(256)[:0], id, timeout, method, md)
-	_, err = sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil)
+	if rs != nil {
+		rs.onConn(l.stats)
+	}
+	n, err := sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil)
+	if rs != nil && err == nil {
+		rs.outHeader(md, method, l.tc)
+		rs.outPayload(req, n, len(head)+n)
+	}
 	bufpool.Put(head)
 	if err != nil {
 		l.abandon(id, p)
@@ -256,11 +277,11 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 		return r.err
 	}
 	defer r.frame.Release()
-	return l.finish(r.frame.Bytes(), reply, ci)
+	return l.finish(r.frame.Bytes(), reply, ci, rs)
 }
 
 // finish decodes a RESPONSE frame into the call's outcome.
-func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
+func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats) error {
 	// The whole frame is held to the limits, before anything is decoded:
 	// the message limit, plus what metadata, status message and details
 	// may take.
@@ -293,6 +314,9 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
 				*ci.peer = Peer{Addr: l.tc.RemoteAddr(), LocalAddr: l.tc.LocalAddr()}
 			}
 			if resp.Code != 0 {
+				if rs != nil {
+					rs.response(&resp, len(frame), nil)
+				}
 				return responseStatus(resp).Err()
 			}
 			if len(resp.Payload) > ci.maxRecvSize {
@@ -300,6 +324,9 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
 			}
 			if err := l.cc.opts.codec.Unmarshal(resp.Payload, reply); err != nil {
 				return status.Errorf(codes.Internal, "decoding response into %T: %v", reply, err)
+			}
+			if rs != nil {
+				rs.response(&resp, len(frame), reply)
 			}
 			return nil
 		}
@@ -331,6 +358,7 @@ func (l *clientLink) readLoop() {
 	l.cc.forget(l, true)
 	l.wait()
 	l.failAll(l.closeStatus())
+	l.stats.end()
 }
 
 // dispatch handles one frame; it reports false when the link is closing.

@@ -59,7 +59,7 @@ func (s *subConn) watchHealth(ctx context.Context, l *clientLink) {
 
 func (s *subConn) watchHealthOnce(ctx context.Context, l *clientLink) error {
 	ci := callInfo{maxRecvSize: s.cc.opts.maxRecvSize, maxSendSize: s.cc.opts.maxSendSize}
-	cs, err := l.open(ctx, healthWatchDesc, healthWatchMethod, nil, &ci)
+	cs, err := l.open(ctx, healthWatchDesc, healthWatchMethod, nil, &ci, nil) // the balancer's own stream: not the user's RPC, so no stats
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/resolver"
 	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
+	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -51,6 +52,7 @@ type settings struct {
 	maxHeaderListSize int
 	window            int // a stream's receive window
 	connWindow        int // bytes of stream messages a connection buffers
+	statsHandlers     []stats.Handler
 }
 
 func defaultSettings() settings {

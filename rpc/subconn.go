@@ -139,6 +139,12 @@ func (s *subConn) run() {
 		if err == nil {
 			l := newClientLink(cc, tc)
 			l.sc = s
+			if hs := cc.opts.statsHandlers; len(hs) > 0 {
+				// Before calls can take l: they read l.stats. The
+				// counters are the connection's own (its transport is
+				// the address's, or its fallback).
+				l.stats = beginConn(hs, true, tc, nil)
+			}
 			s.cur, s.curAddr = l, addr
 			s.state, s.health = connectivity.Ready, connectivity.Connecting
 			s.failures, s.err, s.running = 0, nil, false

@@ -116,7 +116,7 @@ func New(cfg Config) (_ *Server, err error) {
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 
-	opts := append([]rpc.ServerOption{rpc.Logger(cfg.Logger), rpc.UnaryInterceptor(s.metrics.interceptor)}, cfg.RPCOptions...)
+	opts := append([]rpc.ServerOption{rpc.Logger(cfg.Logger), rpc.StatsHandler(s.metrics.rpc), rpc.StatsHandler(s.metrics.transports)}, cfg.RPCOptions...)
 	s.rpc = rpc.NewServer(opts...)
 	kvpb.RegisterKVServer(s.rpc, kvservice.New(s.st))
 	s.health = health.NewServer()
