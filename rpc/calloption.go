@@ -21,6 +21,9 @@ type callInfo struct {
 	// after failed dials, instead of failing at once.
 	waitForReady bool
 	creds        []credentials.PerRPCCredentials // the call's own, after the client's
+	// attemptHeader, set by the retry loop, receives the response
+	// headers: once the server sent some, the call is committed.
+	attemptHeader *metadata.MD
 }
 
 type callOptionFunc func(*callInfo)

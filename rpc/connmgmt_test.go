@@ -35,9 +35,9 @@ func bothTransports(t *testing.T, f func(t *testing.T, tr *spy, addr string)) {
 	}
 }
 
-// serveOn serves svc on addr of tr until the test ends and returns the
+// serveConnMgmt serves svc on addr of tr until the test ends and returns the
 // address and the server's log.
-func serveOn(t *testing.T, tr transport.Transport, addr string, svc testpb.TestServer, opts ...rpc.ServerOption) (string, *observer.ObservedLogs) {
+func serveConnMgmt(t *testing.T, tr transport.Transport, addr string, svc testpb.TestServer, opts ...rpc.ServerOption) (string, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zap.InfoLevel)
 	srv := rpc.NewServer(append([]rpc.ServerOption{rpc.Logger(zap.New(core))}, opts...)...)
@@ -126,7 +126,7 @@ func TestTooManyPings(t *testing.T) {
 			{"without calls", keepalive.EnforcementPolicy{MinTime: time.Nanosecond}, true},
 			{"within the policy", keepalive.EnforcementPolicy{MinTime: time.Nanosecond, PermitWithoutStream: true}, false},
 		} {
-			addr, srvLogs := serveOn(t, tr, addr, newGate(), rpc.KeepaliveEnforcementPolicy(c.policy))
+			addr, srvLogs := serveConnMgmt(t, tr, addr, newGate(), rpc.KeepaliveEnforcementPolicy(c.policy))
 			p := newPinger(t, tr, addr)
 			const n = 10
 			for i := range n {
@@ -195,7 +195,7 @@ func TestClientBacksOffOnTooManyPings(t *testing.T) {
 func TestMaxConnectionIdle(t *testing.T) {
 	bothTransports(t, func(t *testing.T, tr *spy, addr string) {
 		g := newGate()
-		addr, _ = serveOn(t, tr, addr, g, rpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 20 * time.Millisecond}))
+		addr, _ = serveConnMgmt(t, tr, addr, g, rpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 20 * time.Millisecond}))
 		c := dialOn(t, tr, addr)
 		done := make(chan error, 1)
 		go func() {
@@ -240,7 +240,7 @@ func TestMaxConnectionIdle(t *testing.T) {
 func TestMaxConnectionAge(t *testing.T) {
 	bothTransports(t, func(t *testing.T, tr *spy, addr string) {
 		g := newGate()
-		addr, _ = serveOn(t, tr, addr, g, rpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: 100 * time.Millisecond, MaxConnectionAgeGrace: 50 * time.Millisecond}))
+		addr, _ = serveConnMgmt(t, tr, addr, g, rpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: 100 * time.Millisecond, MaxConnectionAgeGrace: 50 * time.Millisecond}))
 		c := dialOn(t, tr, addr)
 		_, err := c.Block(testCtx(t), &testpb.BlockRequest{})
 		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "grace") {

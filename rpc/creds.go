@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/resolver"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
@@ -67,16 +68,47 @@ func checkPerRPC(o *dialOptions) error {
 	return nil
 }
 
-// dial dials addr with tr, through the client's transport credentials.
-func (cc *ClientConn) dial(ctx context.Context, tr transport.Transport, addr string) (transport.Conn, error) {
+// dial dials a with tr, through the client's transport credentials, which
+// check the server's certificate against cc.authorityOf(a).
+func (cc *ClientConn) dial(ctx context.Context, tr transport.Transport, a resolver.Address) (transport.Conn, error) {
 	if !secure(cc.opts.creds) {
-		return tr.Dial(ctx, addr)
+		return tr.Dial(ctx, a.Addr)
 	}
 	cd, ok := tr.(transport.CredentialsDialer)
 	if !ok {
 		return nil, fmt.Errorf("rpc: the transport %T cannot run transport credentials (%s)", tr, cc.opts.creds.Info().SecurityProtocol)
 	}
-	return cd.DialWithCredentials(ctx, addr, cc.opts.creds)
+	creds := cc.opts.creds
+	if name := cc.authorityOf(a); name != a.Addr {
+		creds = authorityCreds{creds, name}
+	}
+	return cd.DialWithCredentials(ctx, a.Addr, creds)
+}
+
+// authorityOf is the name of the server at a, as gRPC-go's: the
+// address's ServerName, else the target's host when a resolver turned it
+// into addresses (dns:///kv.prod:7070 dials an IP address, and the
+// certificate names kv.prod), else the address.
+func (cc *ClientConn) authorityOf(a resolver.Address) string {
+	switch {
+	case a.ServerName != "":
+		return a.ServerName
+	case cc.authority != "":
+		return cc.authority
+	}
+	return a.Addr
+}
+
+// authorityCreds hand the transport's client handshake the authority
+// rather than the address it dialed; a ServerName of the credentials' own
+// (tls.Config.ServerName) still wins, as the handshake reads it first.
+type authorityCreds struct {
+	credentials.TransportCredentials
+	authority string
+}
+
+func (c authorityCreds) ClientHandshake(ctx context.Context, _ string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return c.TransportCredentials.ClientHandshake(ctx, c.authority, raw)
 }
 
 // callMD is md, the metadata a call sends, with what the per-RPC
@@ -95,7 +127,7 @@ func (l *clientLink) callMD(ctx context.Context, method string, md metadata.MD, 
 		}
 	}
 	svc, _, _ := cutMethod(method)
-	uri := "https://" + l.cc.addr + "/" + svc
+	uri := "https://" + l.authority + "/" + svc
 	ctx = credentials.NewContextWithRequestInfo(ctx, credentials.RequestInfo{Method: method, AuthInfo: ai})
 	out := md.Copy() // md may be the client's shared user-agent
 	for _, list := range [][]credentials.PerRPCCredentials{l.cc.opts.perRPC, ci.creds} {

@@ -9,8 +9,10 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/credentials/insecure"
 	"github.com/rdmarpc/rdmarpc/credentials/oauth"
+	"github.com/rdmarpc/rdmarpc/resolver/dns/dnstest"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
@@ -295,5 +298,43 @@ func TestPerRPCCredentials(t *testing.T) {
 	ctx := metadata.AppendToOutgoingContext(testCtx(t), "big", "-")
 	if _, err := pc.Metadata(ctx, &testpb.MetadataRequest{}, rpc.PerRPCCredentials(allowed), rpc.Header(&header)); err != nil {
 		t.Fatalf("call with an AllowInsecure token over plaintext: %v", err)
+	}
+}
+
+// uriCreds send the URI they are asked about as the authorization, for a
+// test to see what the client told them.
+type uriCreds struct{}
+
+func (uriCreds) GetRequestMetadata(_ context.Context, uri ...string) (map[string]string, error) {
+	return map[string]string{"authorization": strings.Join(uri, ",")}, nil
+}
+
+func (uriCreds) RequireTransportSecurity() bool { return true }
+
+// TestTLSChecksTargetHost: a dns:/// target resolves to IP addresses, but
+// the TLS handshake checks the certificate against the target's host, and
+// per-RPC credentials are told that host, as in gRPC-go; the client's TLS
+// config names no server, so only the target can say kv.test.
+func TestTLSChecksTargetHost(t *testing.T) {
+	pki := newPKI(t)
+	addr, _ := serveTLS(t, pki.mTLS(), false)
+	_, port, _ := net.SplitHostPort(addr)
+	ns, err := dnstest.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	ns.Set("kv.test", netip.MustParseAddr("127.0.0.1"))
+	noName := credentials.NewTLS(&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}})
+	target := fmt.Sprintf("tcp+dns://%s/kv.test:%s", ns.Addr(), port)
+	cc, err := rpc.NewClient(target, rpc.WithTransportCredentials(noName), rpc.WithPerRPCCredentials(uriCreds{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	resp, err := testpb.NewTestClient(cc).Echo(testCtx(t), &testpb.EchoRequest{})
+	want := "alice|https://kv.test:" + port + "/rdmarpc.test.v1.Test|kv.test"
+	if err != nil || string(resp.Payload) != want {
+		t.Fatalf("Echo: %q, %v; want %q", resp.GetPayload(), err, want)
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/resolver"
 	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/keepalive"
+	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -54,6 +56,7 @@ type settings struct {
 	maxHeaderListSize int
 	window            int // a stream's receive window
 	connWindow        int // bytes of stream messages a connection buffers
+	statsHandlers     []stats.Handler
 }
 
 func defaultSettings() settings {
@@ -171,6 +174,9 @@ type dialOptions struct {
 	creds              credentials.TransportCredentials
 	perRPC             []credentials.PerRPCCredentials
 	contextDialer      func(context.Context, string) (net.Conn, error)
+	serviceConfig      string // WithDefaultServiceConfig's JSON
+	resolvers          []resolver.Builder
+	idleTimeout        time.Duration
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as
