@@ -20,8 +20,12 @@ const Version = "0.2.0-dev"
 //     authority of their own);
 //   - "content-type": "application/grpc", what gRPC-go reports, so code
 //     that checks it keeps working;
-//   - "user-agent": sent by the client with every call, "rdmarpc-go/"
-//   - Version, after the WithUserAgent prefix when there is one.
+//   - "user-agent": the client's, "rdmarpc-go/" + Version after the
+//     WithUserAgent prefix when there is one. It is the connection's, as in
+//     gRPC-go (a caller's "user-agent" metadata is not sent): the client
+//     sends it with a connection's calls until one of them has succeeded,
+//     and the server gives the last one it received on the connection to
+//     every later call (docs/wire.md, "Metadata").
 const (
 	authorityKey = ":authority"
 	contentType  = "application/grpc"
@@ -49,27 +53,51 @@ func connAuthority(tc transport.Conn, ai credentials.AuthInfo) string {
 }
 
 // incomingMD completes a request's metadata md (nil when the client sent
-// none, else decoded for this call alone) with ":authority" and
-// "content-type".
-func (l *serverLink) incomingMD(md metadata.MD) metadata.MD {
+// none, else decoded for this call alone) with ":authority",
+// "content-type" and, unless the request carried its own, ua (the
+// connection's user-agent, from userAgent).
+func (l *serverLink) incomingMD(md metadata.MD, ua string) metadata.MD {
 	if md == nil {
 		md = make(metadata.MD, 3)
 	}
-	vals := []string{l.authority, contentType} // one allocation for both
+	vals := []string{l.authority, contentType, ua} // one allocation for all
 	md[authorityKey] = vals[0:1:1]
 	md["content-type"] = vals[1:2:2]
+	if _, ok := md[userAgentKey]; !ok && ua != "" {
+		md[userAgentKey] = vals[2:3:3]
+	}
 	return md
 }
 
-// outgoingMD is the metadata a call sends: md (the caller's, a copy, or
-// nil) with the client's user-agent unless the caller set one.
-func (cc *ClientConn) outgoingMD(md metadata.MD) metadata.MD {
+// userAgent is the user-agent of a request whose decoded metadata is md:
+// its own, which the connection then remembers, else the connection's
+// last. The reader's.
+func (l *serverLink) userAgent(md metadata.MD) string {
+	if v := md[userAgentKey]; len(v) > 0 {
+		l.ua = v[len(v)-1]
+	}
+	return l.ua
+}
+
+// outgoingMD is the metadata a call sends before the link adds its part
+// (withUserAgent): md, the caller's (a copy) or nil, without a
+// "user-agent" of the caller's, which gRPC-go does not send either.
+func outgoingMD(md metadata.MD) metadata.MD {
+	delete(md, userAgentKey)
+	return md
+}
+
+// withUserAgent is md with the client's user-agent, until a call that
+// carried it has succeeded on l: the server has it then, and applies it to
+// every later request on the connection.
+func (l *clientLink) withUserAgent(md metadata.MD) metadata.MD {
+	if l.uaKnown.Load() {
+		return md
+	}
 	if md == nil {
-		return cc.uaMD // read only: the encoder never changes it
+		return l.cc.uaMD // read only: the encoder never changes it
 	}
-	if _, ok := md[userAgentKey]; !ok {
-		md[userAgentKey] = cc.uaMD[userAgentKey]
-	}
+	md[userAgentKey] = l.cc.uaMD[userAgentKey]
 	return md
 }
 

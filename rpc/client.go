@@ -53,7 +53,7 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 	if err := wire.CheckMD(md); err != nil {
 		return status.Errorf(codes.Internal, "request metadata: %v", err)
 	}
-	md = cc.outgoingMD(md)
+	md = outgoingMD(md)
 	// A call that never left (the link was draining, or closed before the
 	// transport took the request) is safely sent again on a new link. One
 	// the server refused before running it (its queue for call slots was
@@ -139,6 +139,9 @@ type clientLink struct {
 	*link
 	cc *ClientConn
 	sc *subConn // the backend it connects to
+	// uaKnown: a call that carried the user-agent has succeeded, so the
+	// server knows it (withUserAgent).
+	uaKnown atomic.Bool
 	// authority is what per-RPC credentials are told the server is: the
 	// target's host and port (cc.authority), else the address dialed.
 	authority string
@@ -285,7 +288,14 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 		return r.err
 	}
 	defer r.frame.Release()
-	return l.finish(r.frame.Bytes(), reply, ci, rs)
+	err = l.finish(r.frame.Bytes(), reply, ci, rs)
+	if err == nil && !l.uaKnown.Load() {
+		if _, ok := md[userAgentKey]; ok {
+			// The server decoded the request: it has the user-agent.
+			l.uaKnown.Store(true)
+		}
+	}
+	return err
 }
 
 // finish decodes a RESPONSE frame into the call's outcome.

@@ -56,7 +56,7 @@ func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method s
 	if err := wire.CheckMD(md); err != nil {
 		return nil, status.Errorf(codes.Internal, "request metadata: %v", err)
 	}
-	md = cc.outgoingMD(md)
+	md = outgoingMD(md)
 	for attempt := 1; ; attempt++ {
 		l, err := cc.link(ctx, ci.waitForReady)
 		if err != nil {

@@ -115,6 +115,7 @@ func (c authorityCreds) ClientHandshake(ctx context.Context, _ string, raw net.C
 // credentials of the client and of the call add. Their errors are the
 // call's: a status error as it is, any other Unavailable, as gRPC-go.
 func (l *clientLink) callMD(ctx context.Context, method string, md metadata.MD, ci *callInfo) (metadata.MD, error) {
+	md = l.withUserAgent(md)
 	if len(l.cc.opts.perRPC) == 0 && len(ci.creds) == 0 {
 		return md, nil
 	}

@@ -61,7 +61,7 @@ func (s *subConn) watchHealthOnce(ctx context.Context, l *clientLink) error {
 	ci := callInfo{maxRecvSize: s.cc.opts.maxRecvSize, maxSendSize: s.cc.opts.maxSendSize}
 	// The user-agent and per-RPC credentials as on the user's streams: a
 	// server's interceptors may require them.
-	md, err := l.callMD(ctx, healthWatchMethod, s.cc.outgoingMD(nil), &ci)
+	md, err := l.callMD(ctx, healthWatchMethod, nil, &ci)
 	if err != nil {
 		return err
 	}

@@ -267,6 +267,7 @@ type serverLink struct {
 	streams     map[uint64]*serverStream // open streams
 	held        atomic.Int64             // bytes of stream messages copied out and not yet read
 	lastNotOpen uint64                   // the last stream answered "not open" (the reader's)
+	ua          string                   // the last user-agent received (the reader's)
 	lastPing    time.Time                // the reader's, for the enforcement policy
 	pingStrikes int                      // the reader's
 	timers      connTimers
@@ -286,6 +287,7 @@ type callStream struct {
 	fail     error            // the call fails with this before any handler runs
 	svc      *service
 	md       *MethodDesc
+	ua       string // the connection's user-agent when it arrived
 
 	cost   int           // bytes charged to the queue while queued
 	elem   *list.Element // in the queue, nil once started
@@ -412,7 +414,7 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 				// now or waits for a slot.
 				st.deadline = time.Now().Add(req.Timeout)
 			}
-			st.req, st.frame = req, b
+			st.req, st.frame, st.ua = req, b, l.userAgent(req.MD)
 			return st
 		}
 	}
@@ -566,7 +568,7 @@ func (l *serverLink) serveStream(st *callStream, ctx context.Context) {
 // beginStats tags a call for the stats handlers, with its request metadata
 // in ctx as gRPC-go's server does, and reports its Begin and InHeader.
 func (l *serverLink) beginStats(ctx context.Context, hs []stats.Handler, st *callStream, sc *serverCall) context.Context {
-	st.req.MD = l.incomingMD(st.req.MD) // what the handler will see
+	st.req.MD = l.incomingMD(st.req.MD, st.ua) // what the handler will see
 	ctx = metadata.NewIncomingContext(ctx, st.req.MD)
 	ctx, sc.stats = beginRPC(ctx, hs, l.stats, false, st.method, true, nil)
 	sc.stats.inHeader(st.req.MD, st.frame.Len()-len(st.req.Payload), st.method, l.peer)
@@ -590,7 +592,7 @@ func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (r
 		ctx, cancel = context.WithDeadline(ctx, st.deadline)
 		defer cancel()
 	}
-	ctx = peer.NewContext(metadata.NewIncomingContext(ctx, l.incomingMD(st.req.MD)), l.peer)
+	ctx = peer.NewContext(metadata.NewIncomingContext(ctx, l.incomingMD(st.req.MD, st.ua)), l.peer)
 	defer st.frame.Release() // in case the handler never decoded
 	decoded := false
 	dec := func(v any) error {

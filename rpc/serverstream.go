@@ -89,7 +89,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	if req.Timeout > 0 {
 		ctx, cancel = contextWithTimeout(ctx, cancel, req.Timeout)
 	}
-	req.MD = l.incomingMD(req.MD)
+	req.MD = l.incomingMD(req.MD, l.userAgent(req.MD))
 	ctx = peer.NewContext(metadata.NewIncomingContext(ctx, req.MD), l.peer)
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 {
 		ctx, ss.sc.stats = beginRPC(ctx, hs, l.stats, false, req.Method, true, desc)

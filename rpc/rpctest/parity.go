@@ -99,6 +99,18 @@ func (s *suite) testIncomingMetadata(t *testing.T) {
 		if _, err := c.Echo(s.ctx(t), &testpb.EchoRequest{}); err != nil {
 			t.Fatal(err)
 		}
+		mu.Lock()
+		first := unary
+		mu.Unlock()
+		checkParity(t, "first unary", first.md, first.ok, ua)
+		// The user-agent is the connection's: a later call has it too
+		// (the client sends it until a call succeeded, the server
+		// remembers it), and a caller's "user-agent" is not sent, as in
+		// gRPC-go.
+		ctx := metadata.AppendToOutgoingContext(s.ctx(t), "user-agent", "caller/0")
+		if _, err := c.Echo(ctx, &testpb.EchoRequest{}); err != nil {
+			t.Fatal(err)
+		}
 		st := s.openStream(t, s.ctx(t), cc, pingDesc, "Ping")
 		if err := st.CloseSend(); err != nil {
 			t.Fatal(err)
