@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/rdmarpc/rdmarpc/rpc/internal/ctxkey"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 )
@@ -21,6 +22,29 @@ type serverCall struct {
 }
 
 type serverCallKey struct{}
+
+// callContext is a handler's context: the call's serverCall, incoming
+// metadata (metadata.FromIncomingContext) and peer (peer.FromContext) in
+// one value, where three context.WithValue layers would cost three
+// allocations per call.
+type callContext struct {
+	context.Context
+	sc   *serverCall
+	md   metadata.MD
+	peer *Peer
+}
+
+func (c *callContext) Value(key any) any {
+	switch key.(type) {
+	case serverCallKey:
+		return c.sc
+	case ctxkey.IncomingMD:
+		return c.md
+	case ctxkey.Peer:
+		return c.peer
+	}
+	return c.Context.Value(key)
+}
 
 func callFromContext(ctx context.Context) (*serverCall, error) {
 	c, ok := ctx.Value(serverCallKey{}).(*serverCall)

@@ -20,7 +20,6 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/peer"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -552,7 +551,6 @@ func (l *serverLink) serveStream(st *callStream, ctx context.Context) {
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 && st.fail == nil {
 		ctx = l.beginStats(ctx, hs, st, sc)
 	}
-	ctx = context.WithValue(ctx, serverCallKey{}, sc)
 	resp, err := l.run(sc, ctx, st)
 	l.mu.Lock()
 	delete(l.calls, st.id)
@@ -592,7 +590,7 @@ func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (r
 		ctx, cancel = context.WithDeadline(ctx, st.deadline)
 		defer cancel()
 	}
-	ctx = peer.NewContext(metadata.NewIncomingContext(ctx, l.incomingMD(st.req.MD, st.ua)), l.peer)
+	ctx = &callContext{Context: ctx, sc: sc, md: l.incomingMD(st.req.MD, st.ua), peer: l.peer}
 	defer st.frame.Release() // in case the handler never decoded
 	decoded := false
 	dec := func(v any) error {

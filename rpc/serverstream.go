@@ -16,7 +16,6 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/peer"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
@@ -90,12 +89,12 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		ctx, cancel = contextWithTimeout(ctx, cancel, req.Timeout)
 	}
 	req.MD = l.incomingMD(req.MD, l.userAgent(req.MD))
-	ctx = peer.NewContext(metadata.NewIncomingContext(ctx, req.MD), l.peer)
+	ctx = &callContext{Context: ctx, sc: ss.sc, md: req.MD, peer: l.peer}
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 {
 		ctx, ss.sc.stats = beginRPC(ctx, hs, l.stats, false, req.Method, true, desc)
 		ss.sc.stats.inHeader(req.MD, len(body)+wire.HeaderLen, req.Method, l.peer)
 	}
-	ss.ctx, ss.cancel = context.WithValue(ctx, serverCallKey{}, ss.sc), cancel
+	ss.ctx, ss.cancel = ctx, cancel
 	l.streams[h.CallID] = ss
 	l.wg.Add(1)
 	l.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/ctxkey"
 )
 
 // Peer is the other end of a call.
@@ -19,7 +20,7 @@ type Peer struct {
 	AuthInfo credentials.AuthInfo
 }
 
-type peerKey struct{}
+type peerKey = ctxkey.Peer // the rpc server answers it too
 
 // NewContext returns ctx carrying p.
 func NewContext(ctx context.Context, p *Peer) context.Context {
