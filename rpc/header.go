@@ -26,12 +26,18 @@ type serverCallKey struct{}
 // callContext is a handler's context: the call's serverCall, incoming
 // metadata (metadata.FromIncomingContext) and peer (peer.FromContext) in
 // one value, where three context.WithValue layers would cost three
-// allocations per call.
+// allocations per call. The incoming metadata is completed (incomingMD)
+// when first asked for, so a call whose code never reads it does not pay
+// for the entries the server adds.
 type callContext struct {
 	context.Context
 	sc   *serverCall
-	md   metadata.MD
 	peer *Peer
+	l    *serverLink
+	raw  metadata.MD // as decoded, or nil
+	ua   string      // the connection's user-agent when the request arrived
+	once sync.Once
+	md   metadata.MD // raw completed, once asked for
 }
 
 func (c *callContext) Value(key any) any {
@@ -39,6 +45,7 @@ func (c *callContext) Value(key any) any {
 	case serverCallKey:
 		return c.sc
 	case ctxkey.IncomingMD:
+		c.once.Do(func() { c.md = c.l.incomingMD(c.raw, c.ua) })
 		return c.md
 	case ctxkey.Peer:
 		return c.peer

@@ -590,7 +590,7 @@ func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (r
 		ctx, cancel = context.WithDeadline(ctx, st.deadline)
 		defer cancel()
 	}
-	ctx = &callContext{Context: ctx, sc: sc, md: l.incomingMD(st.req.MD, st.ua), peer: l.peer}
+	ctx = &callContext{Context: ctx, sc: sc, peer: l.peer, l: l, raw: st.req.MD, ua: st.ua}
 	defer st.frame.Release() // in case the handler never decoded
 	decoded := false
 	dec := func(v any) error {

@@ -88,11 +88,11 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	if req.Timeout > 0 {
 		ctx, cancel = contextWithTimeout(ctx, cancel, req.Timeout)
 	}
-	req.MD = l.incomingMD(req.MD, l.userAgent(req.MD))
-	ctx = &callContext{Context: ctx, sc: ss.sc, md: req.MD, peer: l.peer}
+	ctx = &callContext{Context: ctx, sc: ss.sc, peer: l.peer, l: l, raw: req.MD, ua: l.userAgent(req.MD)}
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 {
+		md, _ := metadata.FromIncomingContext(ctx) // completed, as the handler will see it
 		ctx, ss.sc.stats = beginRPC(ctx, hs, l.stats, false, req.Method, true, desc)
-		ss.sc.stats.inHeader(req.MD, len(body)+wire.HeaderLen, req.Method, l.peer)
+		ss.sc.stats.inHeader(md, len(body)+wire.HeaderLen, req.Method, l.peer)
 	}
 	ss.ctx, ss.cancel = ctx, cancel
 	l.streams[h.CallID] = ss
