@@ -20,7 +20,11 @@ import (
 // NewStream opens a stream for a streaming method ("/pkg.Service/Method")
 // through the client's stream interceptors. Nothing waits for the server:
 // the stream is open once the OPEN frame has left, and what the server
-// thinks of it (an unknown method, a refusal) comes back from RecvMsg.
+// thinks of it (an unknown method) comes back from RecvMsg. A stream the
+// server refuses (its stream slots are full) before the caller sent a
+// message on it is opened again once a slot frees, unseen by the caller,
+// as a refused unary call is sent again; one refused later fails with
+// Unavailable.
 func (cc *ClientConn) NewStream(ctx context.Context, desc *StreamDesc, method string, opts ...CallOption) (ClientStream, error) {
 	if len(cc.opts.callOptions) > 0 {
 		opts = append(append([]CallOption(nil), cc.opts.callOptions...), opts...)
@@ -61,10 +65,10 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method st
 
 // clientStream is the client's end of one stream.
 type clientStream struct {
-	l      *clientLink
-	id     uint64
+	cc     *ClientConn
 	desc   *StreamDesc
 	method string
+	md     metadata.MD // the request metadata, for an OPEN sent again
 	ci     callInfo
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -73,7 +77,14 @@ type clientStream struct {
 	in  inbox
 	out credit
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// The link and id the stream is open on. They change only while
+	// reopening is set, when the server refused the stream and it is
+	// opened again; SendMsg and CloseSend wait for that.
+	l          *clientLink
+	id         uint64
+	sent       bool          // a message went, or began to go: a refusal is the caller's to see
+	reopening  chan struct{} // non-nil while the stream is opened again; closed after
 	header     metadata.MD
 	gotHeader  chan struct{} // closed when the header came or the stream ended
 	headerDone bool
@@ -82,6 +93,7 @@ type clientStream struct {
 	endStatus  *status.Status // why, once ended
 	done       chan struct{}  // closed when ended
 	sentClose  bool
+	refusals   int  // the server refused the stream this many times in a row
 	gotOne     bool // !ServerStreams: the one response was received
 	// Messages kept past the stream's end (TRAILERS: finish without drop)
 	// wait for RecvMsg until the caller abandons the stream.
@@ -89,61 +101,150 @@ type clientStream struct {
 	stopDrop  func() bool // stops the drop when the caller's context ends
 }
 
-// open registers a stream on l and sends its OPEN frame.
+// open makes a stream and opens it on l.
 func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, md metadata.MD, ci *callInfo) (*clientStream, error) {
-	var timeout time.Duration
-	if dl, ok := ctx.Deadline(); ok {
-		if timeout = time.Until(dl); timeout <= 0 {
-			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
-		}
-	}
-	cs := &clientStream{l: l, desc: desc, method: method, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{})}
+	cs := &clientStream{cc: l.cc, desc: desc, method: method, md: md, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{})}
 	cs.in.init(l.cc.opts.window)
 	cs.out.init()
 	cs.ctx, cs.cancel = context.WithCancel(ctx)
 	cs.parent = ctx
+	if err := l.start(cs); err != nil {
+		cs.cancel()
+		return nil, err
+	}
+	// The stream's context ends it: a cancel resets it on the server.
+	context.AfterFunc(cs.ctx, cs.contextDone)
+	return cs, nil
+}
+
+// start registers cs on l under a new id and sends its OPEN frame (and a
+// half-close the caller made already, for a stream opened again).
+// errNotSent means l takes no new streams.
+func (l *clientLink) start(cs *clientStream) error {
+	ctx := cs.ctx
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(dl); timeout <= 0 {
+			return status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
+		}
+	}
 	l.mu.Lock()
 	if l.draining || l.ctx.Err() != nil {
 		l.mu.Unlock()
-		cs.cancel()
-		return nil, errNotSent
+		return errNotSent
 	}
 	l.nextID++
-	cs.id = l.nextID
-	l.streams[cs.id] = cs
+	id := l.nextID
+	l.streams[id] = cs
 	l.mu.Unlock()
+	cs.mu.Lock()
+	if cs.ended { // while it was being opened again
+		st := cs.endStatus
+		cs.mu.Unlock()
+		l.forgetStream(id)
+		return st.Err()
+	}
+	cs.l, cs.id = l, id
+	halfClosed := cs.sentClose
+	cs.mu.Unlock()
 
 	var flags uint8
-	if desc.ClientStreams {
+	if cs.desc.ClientStreams {
 		flags |= wire.FlagClientStreams
 	}
-	if desc.ServerStreams {
+	if cs.desc.ServerStreams {
 		flags |= wire.FlagServerStreams
 	}
-	frame := wire.AppendOpen(bufpool.Get(256)[:0], cs.id, flags, timeout, method, md)
+	frame := wire.AppendOpen(bufpool.Get(256)[:0], id, flags, timeout, cs.method, cs.md)
 	err := l.tc.Send(ctx, frame)
 	bufpool.Put(frame)
 	if err == nil {
 		// A window larger than the protocol's initial one is granted
 		// right after the OPEN.
 		if extra := l.cc.opts.window - defaultWindow; extra > 0 {
-			err = l.tc.Send(ctx, wire.AppendWindow(nil, cs.id, uint32(min(extra, wire.MaxWindowIncrement))))
+			err = l.tc.Send(ctx, wire.AppendWindow(nil, id, uint32(min(extra, wire.MaxWindowIncrement))))
+		}
+	}
+	if err == nil && halfClosed {
+		err = l.tc.Send(ctx, wire.AppendCloseSend(nil, id))
+	}
+	if err != nil {
+		l.forgetStream(id)
+		if errors.Is(err, transport.ErrClosed) && ctx.Err() == nil {
+			return errNotSent
+		}
+		if st := callerEnded(ctx); st != nil {
+			return st.Err()
+		}
+		return transportStatus(err).Err()
+	}
+	return nil
+}
+
+// refused handles the server's refusal of stream id on l (its stream
+// slots were full; the handler never ran). When nothing of the stream was
+// sent past its OPEN and nothing of the server's came, it is opened again
+// once a slot frees, as gRPC does with a stream refused by
+// REFUSED_STREAM, and refused reports true; the caller sees nothing of it.
+// Otherwise the refusal ends the stream as any status does.
+func (cs *clientStream) refused(l *clientLink, id uint64) bool {
+	cs.mu.Lock()
+	if cs.sent || cs.ended || cs.headerDone || cs.reopening != nil || cs.l != l || cs.id != id {
+		cs.mu.Unlock()
+		return false
+	}
+	cs.reopening = make(chan struct{})
+	cs.refusals++
+	n := cs.refusals
+	cs.mu.Unlock()
+	l.forgetStream(id)
+	go cs.reopen(l, n)
+	return true
+}
+
+// reopen waits, after the n-th refusal in a row, for a slot on l (or a
+// backoff, or l's end), and opens the stream again on the ClientConn's
+// current link. It ends with the stream's context at the latest.
+func (cs *clientStream) reopen(l *clientLink, n int) {
+	err := l.waitForSlot(cs.ctx, n)
+	for attempt := 1; err == nil; attempt++ {
+		var nl *clientLink
+		if nl, err = cs.cc.link(cs.ctx, cs.ci.waitForReady); err != nil {
+			break
+		}
+		if err = nl.start(cs); err != errNotSent {
+			break
+		}
+		cs.cc.forget(nl, false)
+		if attempt == 3 {
+			err = nl.closeStatus().Err()
 		}
 	}
 	if err != nil {
-		l.forgetStream(cs.id)
-		cs.cancel()
-		if errors.Is(err, transport.ErrClosed) && ctx.Err() == nil {
-			return nil, errNotSent
-		}
-		if st := callerEnded(ctx); st != nil {
-			return nil, st.Err()
-		}
-		return nil, transportStatus(err).Err()
+		cs.finish(status.Convert(err), true)
 	}
-	// The stream's context ends it: a cancel resets it on the server.
-	context.AfterFunc(cs.ctx, cs.contextDone)
-	return cs, nil
+	cs.mu.Lock()
+	ch := cs.reopening
+	cs.reopening = nil
+	cs.mu.Unlock()
+	close(ch)
+}
+
+// waitReopened waits, with cs.mu held, until no re-open is in progress.
+func (cs *clientStream) waitReopened() {
+	for cs.reopening != nil {
+		ch := cs.reopening
+		cs.mu.Unlock()
+		<-ch
+		cs.mu.Lock()
+	}
+}
+
+// where returns the link and id the stream is open on.
+func (cs *clientStream) where() (*clientLink, uint64) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.l, cs.id
 }
 
 // forgetStream removes stream id from l; a draining link with nothing left
@@ -166,8 +267,8 @@ func (cs *clientStream) contextDone() {
 	if st == nil {
 		st = status.New(codes.Canceled, context.Canceled.Error())
 	}
-	if cs.finish(st, true) {
-		cs.l.queueControl(wire.AppendReset(nil, cs.id, uint32(st.Code()), st.Message()), maxQueuedCancels)
+	if l, id, ok := cs.finishAt(st, true); ok {
+		l.queueControl(wire.AppendReset(nil, id, uint32(st.Code()), st.Message()), maxQueuedCancels)
 	}
 }
 
@@ -175,11 +276,18 @@ func (cs *clientStream) contextDone() {
 // drop throws the queued messages away (the stream failed). It reports
 // whether this call ended it.
 func (cs *clientStream) finish(st *status.Status, drop bool) bool {
+	_, _, ok := cs.finishAt(st, drop)
+	return ok
+}
+
+// finishAt is finish, and says the link and id the stream ended on.
+func (cs *clientStream) finishAt(st *status.Status, drop bool) (*clientLink, uint64, bool) {
 	cs.mu.Lock()
 	if cs.ended {
 		cs.mu.Unlock()
-		return false
+		return nil, 0, false
 	}
+	l, id := cs.l, cs.id
 	cs.ended, cs.endStatus = true, st
 	if !cs.headerDone {
 		cs.headerDone = true
@@ -192,22 +300,23 @@ func (cs *clientStream) finish(st *status.Status, drop bool) bool {
 		err = st.Err()
 	}
 	if drop {
-		cs.release(cs.dropQueued(err))
+		cs.release(l, cs.dropQueued(err))
 	} else {
 		cs.in.end(err)
 		if cs.in.queued() {
 			cs.keepUnread()
 		}
 	}
-	cs.l.forgetStream(cs.id)
+	l.forgetStream(id)
 	cs.cancel()
-	return true
+	return l, id, true
 }
 
-// release gives the bytes of dropped messages back to the link.
-func (cs *clientStream) release(msgs [][]byte) {
+// release gives the bytes of dropped messages back to l, the link they
+// came on.
+func (cs *clientStream) release(l *clientLink, msgs [][]byte) {
 	for _, m := range msgs {
-		cs.l.held.Add(-int64(len(m)))
+		l.held.Add(-int64(len(m)))
 		bufpool.Put(m)
 	}
 }
@@ -243,11 +352,12 @@ func (cs *clientStream) discard(err error) {
 	cs.abandoned = true
 	stop := cs.stopDrop
 	cs.stopDrop = nil
+	l := cs.l
 	cs.mu.Unlock()
 	if stop != nil {
 		stop()
 	}
-	cs.release(cs.in.drop(err))
+	cs.release(l, cs.in.drop(err))
 }
 
 func (cs *clientStream) dropQueued(err error) [][]byte {
@@ -308,7 +418,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			l.held.Add(int64(len(msg)))
 		case pastWindow:
 			bufpool.Put(msg)
-			l.log.Warn("resetting a stream", zap.Uint64("stream", cs.id), zap.String("reason", "the server sent past the stream's window"))
+			l.log.Warn("resetting a stream", zap.Uint64("stream", h.CallID), zap.String("reason", "the server sent past the stream's window"))
 			cs.reset(status.New(codes.Internal, "flow control: the server sent past the stream's window"))
 		case pushEnded:
 			bufpool.Put(msg)
@@ -326,6 +436,9 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		}
 		if err != nil {
 			cs.reset(streamDecodeStatus("trailers", err))
+			return true
+		}
+		if r.Code == uint32(codes.Unavailable) && len(r.Trailer[refusedKey]) > 0 && cs.refused(l, h.CallID) {
 			return true
 		}
 		cs.mu.Lock()
@@ -373,8 +486,8 @@ func streamDecodeStatus(what string, err error) *status.Status {
 // server has ended already (by its TRAILERS) drops what is still queued:
 // the caller got st from RecvMsg, its final error.
 func (cs *clientStream) reset(st *status.Status) {
-	if cs.finish(st, true) {
-		cs.l.queueControl(wire.AppendReset(nil, cs.id, uint32(st.Code()), st.Message()), maxQueuedCancels)
+	if l, id, ok := cs.finishAt(st, true); ok {
+		l.queueControl(wire.AppendReset(nil, id, uint32(st.Code()), st.Message()), maxQueuedCancels)
 		return
 	}
 	cs.discard(st.Err())
@@ -404,14 +517,20 @@ func (cs *clientStream) Context() context.Context { return cs.ctx }
 // CloseSend half-closes the stream.
 func (cs *clientStream) CloseSend() error {
 	cs.mu.Lock()
+	cs.waitReopened()
 	if cs.sentClose || cs.ended {
 		cs.mu.Unlock()
 		return nil
 	}
+	// Should the server refuse the stream, the half-close is sent again
+	// after its OPEN: it does not make the stream sent.
 	cs.sentClose = true
+	l, id := cs.l, cs.id
 	cs.mu.Unlock()
-	if err := cs.l.tc.Send(cs.ctx, wire.AppendCloseSend(nil, cs.id)); err != nil && cs.ctx.Err() == nil {
-		cs.finish(transportStatus(err), true)
+	if err := l.tc.Send(cs.ctx, wire.AppendCloseSend(nil, id)); err != nil && cs.ctx.Err() == nil {
+		if nl, nid := cs.where(); nl == l && nid == id { // not opened again meanwhile
+			cs.finish(transportStatus(err), true)
+		}
 	}
 	return nil
 }
@@ -420,7 +539,12 @@ func (cs *clientStream) CloseSend() error {
 // ended it returns io.EOF, and RecvMsg the stream's status.
 func (cs *clientStream) SendMsg(m any) error {
 	cs.mu.Lock()
+	cs.waitReopened()
 	closed, ended := cs.sentClose, cs.ended
+	if !closed && !ended {
+		cs.sent = true
+	}
+	l, id := cs.l, cs.id
 	cs.mu.Unlock()
 	if closed {
 		return status.Error(codes.Internal, "SendMsg called after CloseSend")
@@ -428,8 +552,8 @@ func (cs *clientStream) SendMsg(m any) error {
 	if ended || !cs.out.wait(cs.done) {
 		return io.EOF
 	}
-	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], cs.id)
-	n, err := sendFrame(cs.ctx, cs.l.tc, cs.l.cc.opts.codec, head, m, cs.ci.maxSendSize, nil)
+	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], id)
+	n, err := sendFrame(cs.ctx, l.tc, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil)
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && cs.ctx.Err() == nil {
@@ -474,12 +598,13 @@ func (cs *clientStream) recv(m any) error {
 		cs.discard(err)
 		return err
 	}
-	cs.l.held.Add(-int64(len(msg)))
-	if grant > 0 && !cs.l.queueControl(wire.AppendWindow(nil, cs.id, uint32(grant)), maxQueuedCancels) {
+	l, id := cs.where()
+	l.held.Add(-int64(len(msg)))
+	if grant > 0 && !l.queueControl(wire.AppendWindow(nil, id, uint32(grant)), maxQueuedCancels) {
 		cs.in.ungrant(grant)
 	}
 	if m != nil {
-		err = cs.l.cc.opts.codec.Unmarshal(msg, m)
+		err = cs.cc.opts.codec.Unmarshal(msg, m)
 	}
 	bufpool.Put(msg)
 	if err != nil {
