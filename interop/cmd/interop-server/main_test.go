@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +21,28 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // The command serves every case over tcp://, and stops when its context
 // ends.
 func TestServe(t *testing.T) {
+	serveAndRun(t, []string{"--port", "0"}, "tcp://127.0.0.1:")
+}
+
+// TestServeRDMA: the same over rdma:// in the Soft-RoCE guest
+// (testbed/README.md); elsewhere it skips.
+func TestServeRDMA(t *testing.T) {
+	ip := os.Getenv("RDMARPC_TEST_IP")
+	if os.Getenv("RDMARPC_TEST_DEV") == "" || net.ParseIP(ip) == nil {
+		t.Skip("no RDMA device here (RDMARPC_TEST_DEV, RDMARPC_TEST_IP unset): this test runs in the Soft-RoCE guest")
+	}
+	serveAndRun(t, []string{"--transport", "rdma", "--host", ip, "--port", "0"}, "rdma://"+ip+":")
+}
+
+// serveAndRun runs the command with args, reads the target it prints
+// (which must start with want), runs every case against it, and stops it.
+func serveAndRun(t *testing.T, args []string, want string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := run(ctx, []string{"--port", "0"}, pw)
+		err := run(ctx, args, pw)
 		pw.CloseWithError(err)
 		done <- err
 	}()
@@ -34,8 +52,8 @@ func TestServe(t *testing.T) {
 	}
 	go io.Copy(io.Discard, pr)
 	target, ok := strings.CutPrefix(strings.TrimSpace(line), "serving on ")
-	if !ok || !strings.HasPrefix(target, "tcp://127.0.0.1:") {
-		t.Fatalf("printed %q, want serving on tcp://127.0.0.1:port", line)
+	if !ok || !strings.HasPrefix(target, want) {
+		t.Fatalf("printed %q, want serving on %sport", line, want)
 	}
 
 	dctx, dcancel := context.WithTimeout(ctx, time.Minute)
