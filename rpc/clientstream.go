@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,10 +22,10 @@ import (
 // through the client's stream interceptors. Nothing waits for the server:
 // the stream is open once the OPEN frame has left, and what the server
 // thinks of it (an unknown method) comes back from RecvMsg. A stream the
-// server refuses (its stream slots are full) before the caller sent a
-// message on it is opened again once a slot frees, unseen by the caller,
-// as a refused unary call is sent again; one refused later fails with
-// Unavailable.
+// server refuses (its stream slots are full) is opened again once a slot
+// frees and what was sent on it sent again, unseen by the caller, as a
+// refused unary call is sent again, when no more than 32 KiB of messages
+// had been sent on it; one refused later fails with Unavailable.
 func (cc *ClientConn) NewStream(ctx context.Context, desc *StreamDesc, method string, opts ...CallOption) (ClientStream, error) {
 	if len(cc.opts.callOptions) > 0 {
 		opts = append(append([]CallOption(nil), cc.opts.callOptions...), opts...)
@@ -81,10 +82,19 @@ type clientStream struct {
 	// The link and id the stream is open on. They change only while
 	// reopening is set, when the server refused the stream and it is
 	// opened again; SendMsg and CloseSend wait for that.
-	l          *clientLink
-	id         uint64
-	sent       bool          // a message went, or began to go: a refusal is the caller's to see
-	reopening  chan struct{} // non-nil while the stream is opened again; closed after
+	l         *clientLink
+	id        uint64
+	reopening chan struct{} // non-nil while the stream is opened again; closed after
+	again     bool          // the stream was refused again before reopening was done
+	// Until the server shows it took the stream (any frame of its but a
+	// refusal), the MESSAGE frames sent are kept, up to maxKept bytes, to
+	// be sent again should it refuse the stream. committed: no longer (the
+	// server took the stream, too much was sent, or it ended); a refusal
+	// is then the caller's to see.
+	committed  atomic.Bool
+	kept       [][]byte // whole MESSAGE frames, in order
+	keptOne    [1][]byte
+	keptBytes  int
 	header     metadata.MD
 	gotHeader  chan struct{} // closed when the header came or the stream ended
 	headerDone bool
@@ -146,6 +156,7 @@ func (l *clientLink) start(cs *clientStream) error {
 	}
 	cs.l, cs.id = l, id
 	halfClosed := cs.sentClose
+	kept := cs.kept
 	cs.mu.Unlock()
 
 	var flags uint8
@@ -165,6 +176,21 @@ func (l *clientLink) start(cs *clientStream) error {
 			err = l.tc.Send(ctx, wire.AppendWindow(nil, id, uint32(min(extra, wire.MaxWindowIncrement))))
 		}
 	}
+	if len(kept) > 0 {
+		// The messages go again on the new stream, whose window is the
+		// initial one: they fit it (maxKept is less).
+		cs.out.reset()
+		for _, f := range kept {
+			if err != nil {
+				break
+			}
+			again := append(bufpool.Get(len(f))[:0], f...)
+			wire.AppendMessageHead(again[:0], id)
+			err = l.tc.Send(ctx, again)
+			bufpool.Put(again)
+			cs.out.take(len(f))
+		}
+	}
 	if err == nil && halfClosed {
 		err = l.tc.Send(ctx, wire.AppendCloseSend(nil, id))
 	}
@@ -182,23 +208,33 @@ func (l *clientLink) start(cs *clientStream) error {
 }
 
 // refused handles the server's refusal of stream id on l (its stream
-// slots were full; the handler never ran). When nothing of the stream was
-// sent past its OPEN and nothing of the server's came, it is opened again
-// once a slot frees, as gRPC does with a stream refused by
-// REFUSED_STREAM, and refused reports true; the caller sees nothing of it.
-// Otherwise the refusal ends the stream as any status does.
+// slots were full; the handler never ran). When what was sent on it is
+// still kept (nothing of the server's came, and no more than maxKept
+// bytes of messages went), it is opened again once a slot frees and sent
+// again, as gRPC does with a stream refused by REFUSED_STREAM, and refused
+// reports true; the caller sees nothing of it. Otherwise the refusal ends
+// the stream as any status does.
 func (cs *clientStream) refused(l *clientLink, id uint64) bool {
 	cs.mu.Lock()
-	if cs.sent || cs.ended || cs.headerDone || cs.reopening != nil || cs.l != l || cs.id != id {
+	if cs.committed.Load() || cs.ended || cs.headerDone || cs.l != l || cs.id != id {
 		cs.mu.Unlock()
 		return false
 	}
-	cs.reopening = make(chan struct{})
-	cs.refusals++
+	reopening := cs.reopening != nil
+	if reopening {
+		// The OPEN sent again was refused before reopen was done with
+		// it: reopen goes round once more.
+		cs.again = true
+	} else {
+		cs.reopening = make(chan struct{})
+		cs.refusals++
+	}
 	n := cs.refusals
 	cs.mu.Unlock()
 	l.forgetStream(id)
-	go cs.reopen(l, n)
+	if !reopening {
+		go cs.reopen(l, n)
+	}
 	return true
 }
 
@@ -206,28 +242,37 @@ func (cs *clientStream) refused(l *clientLink, id uint64) bool {
 // backoff, or l's end), and opens the stream again on the ClientConn's
 // current link. It ends with the stream's context at the latest.
 func (cs *clientStream) reopen(l *clientLink, n int) {
-	err := l.waitForSlot(cs.ctx, n)
-	for attempt := 1; err == nil; attempt++ {
-		var nl *clientLink
-		if nl, err = cs.cc.link(cs.ctx, cs.ci.waitForReady); err != nil {
-			break
+	for {
+		err := l.waitForSlot(cs.ctx, n)
+		for attempt := 1; err == nil; attempt++ {
+			if l, err = cs.cc.link(cs.ctx, cs.ci.waitForReady); err != nil {
+				break
+			}
+			if err = l.start(cs); err != errNotSent {
+				break
+			}
+			cs.cc.forget(l, false)
+			if attempt == 3 {
+				err = l.closeStatus().Err()
+			}
 		}
-		if err = nl.start(cs); err != errNotSent {
-			break
+		if err != nil {
+			cs.finish(status.Convert(err), true)
 		}
-		cs.cc.forget(nl, false)
-		if attempt == 3 {
-			err = nl.closeStatus().Err()
+		cs.mu.Lock()
+		if err == nil && cs.again && !cs.ended {
+			cs.again = false
+			cs.refusals++
+			n = cs.refusals
+			cs.mu.Unlock()
+			continue
 		}
+		ch := cs.reopening
+		cs.reopening = nil
+		cs.mu.Unlock()
+		close(ch)
+		return
 	}
-	if err != nil {
-		cs.finish(status.Convert(err), true)
-	}
-	cs.mu.Lock()
-	ch := cs.reopening
-	cs.reopening = nil
-	cs.mu.Unlock()
-	close(ch)
 }
 
 // waitReopened waits, with cs.mu held, until no re-open is in progress.
@@ -238,6 +283,29 @@ func (cs *clientStream) waitReopened() {
 		<-ch
 		cs.mu.Lock()
 	}
+}
+
+// maxKept bounds the bytes of MESSAGE frames a stream keeps until the
+// server takes it: half the initial window, so that what is sent again
+// always fits a new stream's window.
+const maxKept = defaultWindow / 2
+
+// accepted: the server sent a frame for the stream other than a refusal,
+// so it took the stream; nothing needs keeping any more.
+func (cs *clientStream) accepted() {
+	if cs.committed.Load() {
+		return
+	}
+	cs.mu.Lock()
+	cs.commitLocked()
+	cs.mu.Unlock()
+}
+
+// commitLocked drops the kept frames; from now on a refusal is the
+// caller's to see. Called with cs.mu held.
+func (cs *clientStream) commitLocked() {
+	cs.committed.Store(true)
+	cs.kept, cs.keptBytes = nil, 0
 }
 
 // where returns the link and id the stream is open on.
@@ -289,6 +357,7 @@ func (cs *clientStream) finishAt(st *status.Status, drop bool) (*clientLink, uin
 	}
 	l, id := cs.l, cs.id
 	cs.ended, cs.endStatus = true, st
+	cs.commitLocked()
 	if !cs.headerDone {
 		cs.headerDone = true
 		close(cs.gotHeader)
@@ -394,6 +463,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			cs.reset(streamDecodeStatus("header", err))
 			return true
 		}
+		cs.accepted()
 		cs.mu.Lock()
 		if !cs.headerDone {
 			cs.header, cs.headerDone = md, true
@@ -404,6 +474,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		if cs == nil {
 			return true
 		}
+		cs.accepted()
 		if len(body) > cs.ci.maxRecvSize {
 			cs.reset(status.Newf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(body), cs.ci.maxRecvSize))
 			return true
@@ -465,8 +536,11 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			l.fatal(err)
 			return false
 		}
-		if cs != nil && !cs.out.add(n) {
-			cs.reset(status.New(codes.Internal, "flow control: window updates past 2^31-1 bytes"))
+		if cs != nil {
+			cs.accepted()
+			if !cs.out.add(n) {
+				cs.reset(status.New(codes.Internal, "flow control: window updates past 2^31-1 bytes"))
+			}
 		}
 	default: // OPEN, CLOSE_SEND: only clients send them
 		l.fatal(errors.New("server sent a " + h.Kind.String() + " frame, which only clients send"))
@@ -540,10 +614,7 @@ func (cs *clientStream) CloseSend() error {
 func (cs *clientStream) SendMsg(m any) error {
 	cs.mu.Lock()
 	cs.waitReopened()
-	closed, ended := cs.sentClose, cs.ended
-	if !closed && !ended {
-		cs.sent = true
-	}
+	closed, ended, keep := cs.sentClose, cs.ended, !cs.committed.Load()
 	l, id := cs.l, cs.id
 	cs.mu.Unlock()
 	if closed {
@@ -551,6 +622,27 @@ func (cs *clientStream) SendMsg(m any) error {
 	}
 	if ended || !cs.out.wait(cs.done) {
 		return io.EOF
+	}
+	if keep {
+		sc, sized := cs.cc.opts.codec.(SizedCodec)
+		n := -1
+		if sized {
+			n = sc.Size(m)
+		}
+		if !sized || wire.HeaderLen+n <= maxKept {
+			return cs.sendKept(m, n)
+		}
+		// Too large to keep: it goes straight into the transport's
+		// memory, and a refusal from now on is the caller's to see.
+		cs.mu.Lock()
+		cs.waitReopened()
+		cs.commitLocked()
+		ended = cs.ended
+		l, id = cs.l, cs.id
+		cs.mu.Unlock()
+		if ended {
+			return io.EOF
+		}
 	}
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], id)
 	n, err := sendFrame(cs.ctx, l.tc, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil)
@@ -565,6 +657,59 @@ func (cs *clientStream) SendMsg(m any) error {
 		return io.EOF
 	}
 	cs.out.take(messageCost(n))
+	return nil
+}
+
+// sendKept sends m on a stream the server has not shown it took, keeping
+// the frame (within maxKept bytes for the stream) to send again should the
+// server refuse the stream. n is m's size when the codec is a SizedCodec,
+// else -1.
+func (cs *clientStream) sendKept(m any, n int) error {
+	var frame []byte
+	if n >= 0 {
+		frame = make([]byte, wire.HeaderLen+n)
+		if err := cs.cc.opts.codec.(SizedCodec).MarshalTo(frame[wire.HeaderLen:], m); err != nil {
+			return status.Errorf(codes.Internal, "encoding %T: %v", m, err)
+		}
+	} else {
+		payload, err := cs.cc.opts.codec.Marshal(m)
+		if err != nil {
+			return status.Errorf(codes.Internal, "encoding %T: %v", m, err)
+		}
+		frame = append(make([]byte, wire.HeaderLen, wire.HeaderLen+len(payload)), payload...)
+	}
+	payload := frame[wire.HeaderLen:]
+	cs.mu.Lock()
+	cs.waitReopened() // a refusal came meanwhile: this frame goes on the new stream
+	if cs.ended {
+		cs.mu.Unlock()
+		return io.EOF
+	}
+	l, id := cs.l, cs.id
+	if err := checkSize(len(payload), cs.ci.maxSendSize, wire.HeaderLen, l.tc); err != nil {
+		cs.mu.Unlock()
+		return err
+	}
+	wire.AppendMessageHead(frame[:0], id)
+	if !cs.committed.Load() && cs.keptBytes+len(frame) <= maxKept {
+		if cs.kept == nil {
+			cs.kept = cs.keptOne[:0] // most streams keep one message
+		}
+		cs.kept = append(cs.kept, frame)
+		cs.keptBytes += len(frame)
+	} else {
+		cs.commitLocked() // too much to keep: a refusal is the caller's to see
+	}
+	// The window is taken before the frame leaves, under the lock: a
+	// refusal handled meanwhile sends it again, and counts it there.
+	cs.out.take(len(frame))
+	cs.mu.Unlock()
+	if err := l.tc.Send(cs.ctx, frame); err != nil && cs.ctx.Err() == nil {
+		if nl, nid := cs.where(); nl == l && nid == id { // not opened again meanwhile
+			cs.finish(transportStatus(err), true)
+		}
+		return io.EOF
+	}
 	return nil
 }
 

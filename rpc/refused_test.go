@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"context"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -17,8 +18,8 @@ import (
 
 // holdService's bidirectional /t.Refuse/Hold greets with one message, then
 // holds its stream slot until the client half-closes. Its handlers count
-// in started.
-func holdService(started *atomic.Int64) *rpc.ServiceDesc {
+// in started, the messages they read in got.
+func holdService(started, got *atomic.Int64) *rpc.ServiceDesc {
 	return &rpc.ServiceDesc{
 		ServiceName: "t.Refuse",
 		HandlerType: (*any)(nil),
@@ -38,6 +39,7 @@ func holdService(started *atomic.Int64) *rpc.ServiceDesc {
 						}
 						return err
 					}
+					got.Add(1)
 				}
 			},
 		}},
@@ -50,8 +52,13 @@ var holdDesc = &rpc.StreamDesc{ClientStreams: true, ServerStreams: true}
 // dials it.
 func startHold(t *testing.T, tr *spy, started *atomic.Int64) *rpc.ClientConn {
 	t.Helper()
+	return startHoldCounting(t, tr, started, new(atomic.Int64))
+}
+
+func startHoldCounting(t *testing.T, tr *spy, started, got *atomic.Int64) *rpc.ClientConn {
+	t.Helper()
 	srv := rpc.NewServer(rpc.MaxConcurrentStreams(1))
-	srv.RegisterService(holdService(started), struct{}{})
+	srv.RegisterService(holdService(started, got), struct{}{})
 	lis, err := tr.Listen("refuse:0")
 	if err != nil {
 		t.Fatal(err)
@@ -188,36 +195,82 @@ func TestRefusedStreamCancelled(t *testing.T) {
 	}
 }
 
-// TestRefusedStreamAfterSendNotResent: once the client sent a message on
-// the stream, a refusal is the caller's to see (the message is gone with
-// the refused stream): RecvMsg returns Unavailable, and no second handler
-// runs.
-func TestRefusedStreamAfterSendNotResent(t *testing.T) {
-	var started atomic.Int64
-	tr := newSpy(pipe.New(pipe.Options{}))
-	cc := startHold(t, tr, &started)
-	ctx := testCtx(t)
-
-	a := greeted(t, ctx, cc)
-	// The client reads nothing until its message has left: the refusal
-	// waits in the pipe.
+// refusedAfter opens a second stream while the first holds the one slot,
+// sends msgs on it before the client reads the refusal (the client's end
+// of the pipe is stalled until the messages reached the server), and
+// returns it with the first stream.
+func refusedAfter(t *testing.T, ctx context.Context, tr *spy, cc *rpc.ClientConn, msgs ...*wrapperspb.StringValue) (a, b rpc.ClientStream) {
+	t.Helper()
+	a = greeted(t, ctx, cc)
 	client := tr.client(0)
 	client.Conn.(*pipe.Conn).Stall(true)
 	b, err := cc.NewStream(ctx, holdDesc, "/t.Refuse/Hold")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SendMsg(wrapperspb.String("data")); err != nil {
-		t.Fatal(err)
+	for _, m := range msgs {
+		if err := b.SendMsg(m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	server := tr.server(0)
-	waitUntil(t, "the message to reach the server", func() bool { return server.received[wire.KindMessage].Load() == 1 })
+	waitUntil(t, "the messages to reach the server", func() bool { return server.received[wire.KindMessage].Load() == int64(len(msgs)) })
 	client.Conn.(*pipe.Conn).Stall(false)
-	if err := b.RecvMsg(new(wrapperspb.StringValue)); status.Code(err) != codes.Unavailable {
-		t.Fatalf("refused stream after a message: %v, want Unavailable", err)
-	}
+	return a, b
+}
+
+// TestRefusedStreamMessagesSentAgain: a message sent before the refusal
+// came is kept and sent again on the stream opened again: the handler
+// gets it exactly once.
+func TestRefusedStreamMessagesSentAgain(t *testing.T) {
+	var started, got atomic.Int64
+	tr := newSpy(pipe.New(pipe.Options{}))
+	cc := startHoldCounting(t, tr, &started, &got)
+	ctx := testCtx(t)
+
+	a, b := refusedAfter(t, ctx, tr, cc, wrapperspb.String("data"))
 	finish(t, a)
-	if n := started.Load(); n != 1 {
-		t.Fatalf("%d handlers ran, want 1", n)
+	if err := b.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+		t.Fatalf("refused stream, after the slot freed: %v, want its greeting", err)
+	}
+	finish(t, b)
+	if n := started.Load(); n != 2 {
+		t.Fatalf("%d handlers ran, want 2", n)
+	}
+	if n := got.Load(); n != 1 {
+		t.Fatalf("the handlers read %d messages, want the 1 sent", n)
+	}
+}
+
+// TestRefusedStreamPastKeptNotResent: once more was sent on the stream
+// than the client keeps for sending again (maxKept, half the initial
+// window), a refusal is the caller's to see: RecvMsg returns Unavailable,
+// and no second handler runs.
+func TestRefusedStreamPastKeptNotResent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		msgs []*wrapperspb.StringValue
+	}{
+		{"one large", []*wrapperspb.StringValue{wrapperspb.String(strings.Repeat("x", 40<<10))}},
+		{"two that add up", []*wrapperspb.StringValue{wrapperspb.String(strings.Repeat("x", 20<<10)), wrapperspb.String(strings.Repeat("y", 20<<10))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var started, got atomic.Int64
+			tr := newSpy(pipe.New(pipe.Options{}))
+			cc := startHoldCounting(t, tr, &started, &got)
+			ctx := testCtx(t)
+
+			a, b := refusedAfter(t, ctx, tr, cc, tc.msgs...)
+			if err := b.RecvMsg(new(wrapperspb.StringValue)); status.Code(err) != codes.Unavailable {
+				t.Fatalf("refused stream after its messages: %v, want Unavailable", err)
+			}
+			finish(t, a)
+			if n := started.Load(); n != 1 {
+				t.Fatalf("%d handlers ran, want 1", n)
+			}
+			if n := got.Load(); n != 0 {
+				t.Fatalf("the handlers read %d messages, want none (the stream was refused)", n)
+			}
+		})
 	}
 }
