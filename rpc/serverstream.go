@@ -176,8 +176,10 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			l.mu.Lock()
 			ss.reset = true
 			l.mu.Unlock()
-			l.release(ss.in.fail(status.New(codes.Code(r.Code), "stream reset by the client: "+r.Message).Err()))
+			// The context first: a handler woken by the failed RecvMsg
+			// finds it done, as gRPC-go's does.
 			ss.cancel()
+			l.release(ss.in.fail(status.New(codes.Code(r.Code), "stream reset by the client: "+r.Message).Err()))
 		}
 	case wire.KindWindow:
 		n, err := wire.ParseWindow(body)
@@ -248,8 +250,8 @@ func (l *serverLink) streamError(ss *serverStream, st *status.Status) bool {
 	l.mu.Lock()
 	ss.reset = true
 	l.mu.Unlock()
+	ss.cancel() // before RecvMsg fails, as for the client's RESET
 	l.release(ss.in.fail(st.Err()))
-	ss.cancel()
 	return l.queueOrClose(wire.AppendReset(nil, ss.id, uint32(st.Code()), st.Message()))
 }
 
