@@ -463,18 +463,19 @@ func (s *suite) testStreamUnimplemented(t *testing.T) {
 }
 
 // testStreamInterceptors: stream interceptors given as a list run in list
-// order, the first outermost, on both ends, as the unary ones. Each end's
-// order is checked apart: the server may start the stream before the
-// client's interceptors have returned from opening it.
+// order, the first outermost, on both ends, as the unary ones.
 func (s *suite) testStreamInterceptors(t *testing.T) {
+	// Each end's order, kept apart: the server's chain may start before
+	// the client's has returned (the OPEN has left by then).
 	var mu sync.Mutex
-	var clientOrder, serverOrder []string
+	var order []string
+	var serverOrder []string
 	record := func(what string) {
 		mu.Lock()
-		if strings.HasPrefix(what, "client ") {
-			clientOrder = append(clientOrder, what)
-		} else {
+		if strings.HasPrefix(what, "server ") {
 			serverOrder = append(serverOrder, what)
+		} else {
+			order = append(order, what)
 		}
 		mu.Unlock()
 	}
@@ -501,16 +502,13 @@ func (s *suite) testStreamInterceptors(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	m := method("List")
-	wantClient := []string{"client A in", "client B in", "client C in", "client C out", "client B out", "client A out"}
-	wantServer := []string{
+	want := []string{
+		"client A in", "client B in", "client C in", "client C out", "client B out", "client A out",
 		"server A in " + m + " client=false server=true", "server B in " + m + " client=false server=true", "server C in " + m + " client=false server=true",
 		"server C out", "server B out", "server A out",
 	}
-	if fmt.Sprint(clientOrder) != fmt.Sprint(wantClient) {
-		t.Fatalf("client order:\n%q\nwant\n%q", clientOrder, wantClient)
-	}
-	if fmt.Sprint(serverOrder) != fmt.Sprint(wantServer) {
-		t.Fatalf("server order:\n%q\nwant\n%q", serverOrder, wantServer)
+	if got := append(order, serverOrder...); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("order:\n%q\nwant\n%q", got, want)
 	}
 }
 

@@ -34,6 +34,7 @@ type flags struct {
 	sync            string
 	minFree         string
 	metricsAddr     string
+	otel            bool
 	shutdownTimeout time.Duration
 	logLevel        string
 	logFormat       string
@@ -60,7 +61,7 @@ on a full disk, kvserver serves reads and takes writes once space is freed.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			status = serve(f, stderr)
+			status = serve(f, stdout, stderr)
 			return nil
 		},
 	}
@@ -74,6 +75,7 @@ on a full disk, kvserver serves reads and takes writes once space is freed.`,
 	fl.StringVar(&f.sync, "sync", "always", "when writes reach the disk: always (before each answer) or none (a crash may lose the last writes)")
 	fl.StringVar(&f.minFree, "min-free-space", "64MiB", "free space to keep on the data directory's file system: below it writes are refused with ResourceExhausted and reads go on (e.g. 64MiB, 2GB, 1%; 0 turns the check off)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090)")
+	fl.BoolVar(&f.otel, "otel", false, "trace and measure every call with OpenTelemetry, written as JSON to stdout: spans as calls end, metrics every 30s and at shutdown")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls may drain on SIGINT/SIGTERM before connections are closed")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "console", "console or json")
@@ -84,7 +86,7 @@ on a full disk, kvserver serves reads and takes writes once space is freed.`,
 	return status
 }
 
-func serve(f flags, stderr io.Writer) int {
+func serve(f flags, stdout, stderr io.Writer) int {
 	log, err := newLogger(f.logLevel, f.logFormat, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvserver: %v\n", err)
@@ -109,6 +111,22 @@ func serve(f flags, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "kvserver: --sync %q: want always or none\n", f.sync)
 		return 2
+	}
+	if f.otel {
+		opt, shutdown, err := withOTel(stdout)
+		if err != nil {
+			log.Error("cannot start OpenTelemetry", zap.Error(err))
+			return 1
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := shutdown(ctx); err != nil {
+				log.Warn("flushing OpenTelemetry", zap.Error(err))
+			}
+		}()
+		cfg.RPCOptions = append(cfg.RPCOptions, opt)
+		log.Info("OpenTelemetry traces and metrics go to stdout (--otel)")
 	}
 	if f.mem {
 		log.Info("keeping the data in memory (--mem): it is lost when the server stops")
