@@ -56,6 +56,7 @@ type Server struct {
 	log       *zap.Logger
 	st        *store.Store
 	rpc       *rpc.Server
+	kv        *kvservice.Service
 	metrics   *metrics
 	listeners []transport.Listener
 	targets   []string
@@ -114,7 +115,8 @@ func New(cfg Config) (_ *Server, err error) {
 
 	opts := append([]rpc.ServerOption{rpc.Logger(cfg.Logger), rpc.UnaryInterceptor(s.metrics.interceptor)}, cfg.RPCOptions...)
 	s.rpc = rpc.NewServer(opts...)
-	kvpb.RegisterKVServer(s.rpc, kvservice.New(s.st))
+	s.kv = kvservice.New(s.st)
+	kvpb.RegisterKVServer(s.rpc, s.kv)
 	return s, nil
 }
 
@@ -240,6 +242,7 @@ func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopNow) }) }
 
 // drain stops the rpc server gracefully within the shutdown timeout.
 func (s *Server) drain() {
+	s.kv.Shutdown() // watches never end by themselves
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

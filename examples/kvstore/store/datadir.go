@@ -18,7 +18,7 @@ const (
 	pebbleDirName = "pebble"      // Pebble's files
 
 	markerFormat  = "rdmarpc-kvstore"
-	markerVersion = 1
+	markerVersion = 2
 )
 
 // Marker states: a store is "creating" from the first write of the marker
@@ -90,6 +90,10 @@ func inspectDir(dir string) (*marker, error) {
 		return nil, fmt.Errorf("%w: %s has format %q, want %q", ErrCorruptDir, path, m.Format, markerFormat)
 	case m.Version > markerVersion:
 		return nil, fmt.Errorf("%w: %s is version %d, written by a newer kvserver (this one reads version %d)", ErrCorruptDir, path, m.Version, markerVersion)
+	case m.Version == 1 && m.State == stateReady:
+		// Version 1 kept user keys as they are, leaving no room for the
+		// change log; version 2 prefixes them (changelog.go).
+		return nil, fmt.Errorf("%w: %s is version 1, written by a kvserver before revisions and watches (this one reads version %d): copy its data out with that kvserver's kvctl scan, and into a new directory", ErrCorruptDir, path, markerVersion)
 	case m.Version < 1:
 		return nil, fmt.Errorf("%w: %s has version %d", ErrCorruptDir, path, m.Version)
 	case m.State != stateCreating && m.State != stateReady:
