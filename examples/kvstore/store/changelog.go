@@ -175,13 +175,13 @@ type changeLog struct {
 	retention LogRetention
 
 	commitMu sync.Mutex
-	last     uint64       // the last revision applied (commitMu)
-	entries  []logEntry   // the revisions the log holds, oldest first (commitMu)
-	bytes    int64        // their size (commitMu)
-	oldestMu sync.Mutex   // guards oldest, read by readers without commitMu
-	oldest   uint64       // the oldest revision kept
-	mu       sync.Mutex   // guards the rest
-	durable  uint64       // every revision up to it is synced
+	last     uint64     // the last revision applied (commitMu)
+	entries  []logEntry // the revisions the log holds, oldest first (commitMu)
+	bytes    int64      // their size (commitMu)
+	oldestMu sync.Mutex // guards oldest, read by readers without commitMu
+	oldest   uint64     // the oldest revision kept
+	mu       sync.Mutex // guards the rest
+	durable  uint64     // every revision up to it is synced
 	synced   map[uint64]bool
 	advanced chan struct{} // closed and replaced when durable advances
 	stop     <-chan struct{}
