@@ -887,8 +887,9 @@ type WatchRequest struct {
 	// prefix selects the keys watched; empty watches every key.
 	Prefix []byte `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	// from_revision is the first revision to send. 0 means "from now on":
-	// the changes after the store's current revision. A revision the store
-	// has not reached yet is waited for.
+	// the changes after the store's current revision, which the first
+	// response (a progress report) names. A revision the store has not
+	// reached yet is waited for.
 	FromRevision  int64 `protobuf:"varint,2,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -43,7 +43,12 @@ func (s *Service) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) erro
 
 	next := uint64(req.GetFromRevision())
 	if next == 0 {
+		// The client learns where "now" was, so that it can resume
+		// from there after a reconnect.
 		next = s.st.Revision() + 1
+		if err := stream.Send(&kvpb.WatchResponse{Revision: int64(next - 1)}); err != nil {
+			return err
+		}
 	}
 	skipped, replaying := 0, true
 	for {
