@@ -89,7 +89,7 @@ func run(args []string, stdout io.Writer) error {
 
 func parseFlags(args []string) (options, error) {
 	var (
-		o            options
+		o                   options
 		sizes, concs, modes string
 	)
 	fs := flag.NewFlagSet("rpcbench", flag.ContinueOnError)
