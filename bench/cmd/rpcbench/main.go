@@ -21,6 +21,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/bench"
 	"github.com/rdmarpc/rdmarpc/bench/internal/grpcecho"
 	"github.com/rdmarpc/rdmarpc/bench/plot"
+	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -29,6 +30,7 @@ type options struct {
 	sizes                 []int
 	concs                 []int
 	modes                 []string
+	window                int
 	duration, warmup      time.Duration
 	compareGRPC           bool
 	csvPath, pngPath      string
@@ -99,6 +101,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&sizes, "sizes", "64,1KiB,64KiB", "payload `sizes`, comma-separated")
 	fs.StringVar(&concs, "conc", "1,16,64", "`callers` sharing the connection, comma-separated")
 	fs.StringVar(&modes, "modes", "unary", "what a call is, comma-separated: unary (a unary Say), pingpong (one message each way on a long-lived stream per caller), stream (a flood on one stream per caller: messages echoed per second)")
+	var window string
+	fs.StringVar(&window, "window", "0", "rdmarpc's per-stream flow-control window, both ends (InitialWindowSize, WithInitialWindowSize); 0: the default, 64KiB")
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per cell")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured calls before each cell")
 	fs.BoolVar(&o.compareGRPC, "compare-grpc", false, "also run every cell against gRPC-go on loopback, in this process, and print ratios")
@@ -135,6 +139,11 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.concs = append(o.concs, n)
 	}
+	w, err := bench.ParseSize(window)
+	if err != nil || w > 1<<30 {
+		return o, fmt.Errorf("bad --window %q", window)
+	}
+	o.window = w
 	for _, m := range splitList(modes) {
 		if m != "unary" && m != bench.ModePingPong && m != bench.ModeStream {
 			return o, fmt.Errorf("bad mode %q: want unary, pingpong or stream", m)
@@ -205,8 +214,14 @@ func plotOnly(o options) error {
 // figures compared were measured seconds apart.
 func drive(ctx context.Context, o options, stdout io.Writer) error {
 	target := o.target
+	var sopts []rpc.ServerOption
+	var dopts []rpc.DialOption
+	if o.window > 0 {
+		sopts = append(sopts, rpc.InitialWindowSize(int32(o.window)))
+		dopts = append(dopts, rpc.WithInitialWindowSize(int32(o.window)))
+	}
 	if target == "" {
-		srv, err := bench.StartServer(o.listen)
+		srv, err := bench.StartServer(o.listen, sopts...)
 		if err != nil {
 			return err
 		}
@@ -223,7 +238,7 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 	if tr, _, err := transport.ForTarget(target); err == nil {
 		ctrs, _ = tr.(transport.Counters)
 	}
-	ours, err := bench.Dial(ctx, target)
+	ours, err := bench.Dial(ctx, target, dopts...)
 	if err != nil {
 		return err
 	}
