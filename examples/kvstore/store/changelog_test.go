@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // readLog returns every change from revision from on, as Changes pages it.
@@ -252,25 +255,68 @@ func TestWaitRevision(t *testing.T) {
 	}
 }
 
-// TestVersion1Refused: a directory of the format before the change log
-// is refused with a reason, and left as it is.
-func TestVersion1Refused(t *testing.T) {
+// makeV1 writes a version 1 data directory: keys as they are in Pebble.
+func makeV1(t *testing.T, pairs ...string) string {
+	t.Helper()
 	dir := t.TempDir()
-	s, err := Open(Options{Dir: dir, NoFreeSpaceCheck: true})
+	db, err := pebble.Open(filepath.Join(dir, pebbleDirName), &pebble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
-	b, _ := os.ReadFile(filepath.Join(dir, markerName))
-	var m marker
-	json.Unmarshal(b, &m)
-	m.Version = 1
-	if err := writeMarker(dir, m); err != nil {
+	for i := 0; i < len(pairs); i += 2 {
+		db.Set([]byte(pairs[i]), []byte(pairs[i+1]), pebble.Sync)
+	}
+	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Open(Options{Dir: dir, NoFreeSpaceCheck: true})
-	if !errors.Is(err, ErrCorruptDir) || !bytes.Contains([]byte(err.Error()), []byte("version 1")) {
-		t.Fatalf("Open of a version 1 directory: %v", err)
+	if err := writeMarker(dir, marker{Format: markerFormat, Version: 1, State: stateReady, Created: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestVersion1Migrated: a version 1 directory is copied into version 2
+// at Open, keys and values as they were, the old files removed; a copy
+// cut short (a leftover directory from a crash) is done again.
+func TestVersion1Migrated(t *testing.T) {
+	for _, leftover := range []bool{false, true} {
+		t.Run(fmt.Sprintf("leftover=%v", leftover), func(t *testing.T) {
+			dir := makeV1(t, "a", "1", "m/revision", "not ours", "r\x00", "raw")
+			if leftover {
+				if err := os.MkdirAll(filepath.Join(dir, migratedDirName), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(filepath.Join(dir, migratedDirName, "MANIFEST-000001"), []byte("half"), 0o644)
+			}
+			s, err := Open(Options{Dir: dir, NoFreeSpaceCheck: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := dump(t, s), "a=1\nm/revision=not ours\nr\x00=raw\n"; got != want {
+				t.Fatalf("after the migration the store holds\n%q\nwant\n%q", got, want)
+			}
+			if s.Revision() != 0 {
+				t.Fatalf("Revision() = %d after a migration, want 0", s.Revision())
+			}
+			s.Put([]byte("b"), []byte("2"))
+			s.Close()
+			if _, err := os.Stat(filepath.Join(dir, pebbleDirName)); !os.IsNotExist(err) {
+				t.Errorf("the version 1 files are still there: %v", err)
+			}
+			b, _ := os.ReadFile(filepath.Join(dir, markerName))
+			var m marker
+			if err := json.Unmarshal(b, &m); err != nil || m.Version != markerVersion || m.Dir != migratedDirName {
+				t.Fatalf("marker after the migration: %s (%v)", b, err)
+			}
+			s, err = Open(Options{Dir: dir, NoFreeSpaceCheck: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := dump(t, s); got != "a=1\nb=2\nm/revision=not ours\nr\x00=raw\n" || s.Revision() != 1 {
+				t.Fatalf("reopened after the migration: %q at revision %d", got, s.Revision())
+			}
+		})
 	}
 }
 

@@ -35,7 +35,8 @@
 // before it are synced. GetRevision and ScanRevision say the revision
 // their snapshot reflects, exactly, so a reader can follow the log from
 // the next one. The log keeps Options.LogRetention's revisions or bytes;
-// a read from a dropped revision is a *CompactedError.
+// a read from a dropped revision is a *CompactedError. A data directory of
+// version 1 (keys unprefixed, no log) is migrated at Open (migrate.go).
 //
 // The package knows nothing of RPC: the service maps its errors to status
 // codes.

@@ -190,7 +190,15 @@ func (s *Store) openDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	pdir := filepath.Join(dir, pebbleDirName)
+	if m != nil && m.State == stateReady && m.Version == 1 {
+		if err := migrateV1(dir, m, s.popts, s.log); err != nil {
+			return err
+		}
+		if m, err = inspectDir(dir); err != nil {
+			return err
+		}
+	}
+	pdir := filepath.Join(dir, m.pebbleDir())
 	s.pdir = pdir
 	if m != nil && m.State == stateReady {
 		if err := precheck(pdir); err != nil {
