@@ -243,8 +243,12 @@ func (c *changeLog) load(db *pebble.DB, stop <-chan struct{}) error {
 	return nil
 }
 
-// commit applies b, a batch of muts, as the next revision.
-func (s *Store) commit(b *pebble.Batch, muts []Mutation) error {
+// commit applies b, a batch of muts, as the next revision. It calls applied
+// once the batch is applied (visible to reads), before waiting for its
+// sync: the caller's key locks need not wait for the disk, since a later
+// write of the key reads what this one applied, and if this sync fails the
+// store fails, and every later write with it.
+func (s *Store) commit(b *pebble.Batch, muts []Mutation, applied func()) error {
 	c := &s.clog
 	rec := encodeChange(muts)
 	c.commitMu.Lock()
@@ -271,6 +275,7 @@ func (s *Store) commit(b *pebble.Batch, muts []Mutation) error {
 	c.bytes += c.entries[len(c.entries)-1].size
 	trimErr := s.trimLog()
 	c.commitMu.Unlock()
+	applied()
 	if s.wo.Sync {
 		if err := b.SyncWait(); err != nil {
 			// Applied but maybe not durable: the store has failed, and

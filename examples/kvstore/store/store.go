@@ -527,7 +527,12 @@ func (s *Store) Batch(muts []Mutation) error {
 		return err
 	}
 	unlock := s.lock(muts)
-	defer unlock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			unlock()
+		}
+	}()
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, m := range muts {
@@ -540,7 +545,7 @@ func (s *Store) Batch(muts []Mutation) error {
 			return err
 		}
 	}
-	return s.committed(s.commit(b, muts))
+	return s.committed(s.commit(b, muts, func() { unlocked = true; unlock() }))
 }
 
 // committed returns the error of a commit: its own, or the fatal error
@@ -596,7 +601,12 @@ func (s *Store) CompareAndSwap(key []byte, expected Expectation, value []byte) e
 	}
 	mu := &s.writeLocks[s.stripe(key)]
 	mu.Lock()
-	defer mu.Unlock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			mu.Unlock()
+		}
+	}()
 	cur, found, err := s.get(s.db, key)
 	if err != nil {
 		return err
@@ -609,7 +619,7 @@ func (s *Store) CompareAndSwap(key []byte, expected Expectation, value []byte) e
 	if err := b.Set(dataKey(key), value, nil); err != nil {
 		return err
 	}
-	return s.committed(s.commit(b, []Mutation{{Key: key, Value: value}}))
+	return s.committed(s.commit(b, []Mutation{{Key: key, Value: value}}, func() { unlocked = true; mu.Unlock() }))
 }
 
 // ScanOptions select the pairs of one Scan.
