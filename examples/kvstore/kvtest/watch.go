@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvpb"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvwatch"
@@ -269,9 +271,24 @@ func (s *suite) testWatchCancel(t *testing.T) {
 	if _, err := w.Recv(); err != nil {
 		t.Fatal(err)
 	}
+	if n := watchHandlers(); n != 1 {
+		t.Fatalf("%d Watch handlers running, want 1", n)
+	}
 	cancel()
 	_, err = w.Recv()
 	wantCode(t, "Recv after cancel", err, codes.Canceled, "")
+	// The server's handler ends too, while the server goes on (goleak
+	// at the end of the test runs only after the server stopped, which
+	// ends every watch anyway).
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for watchHandlers() > 0 {
+		select {
+		case <-tick.C:
+		case <-s.ctx(t).Done():
+			t.Fatal("the server's Watch handler still runs after the client canceled")
+		}
+	}
 	s.put(t, kv, "after", "cancel")
 	if got := s.get(t, kv, "after"); got != "cancel" {
 		t.Fatalf("Get after a canceled watch: %q", got)
@@ -353,5 +370,17 @@ func (s *suite) testWatchAcrossRestart(t *testing.T) {
 		}
 	default:
 		t.Fatal("Follow never reconnected: the restart went unnoticed")
+	}
+}
+
+// watchHandlers counts the goroutines running the server's Watch handler.
+func watchHandlers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "kvservice.(*Service).Watch(")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
