@@ -20,11 +20,15 @@ type genCase struct {
 	args []string // the arguments of rdmarpc gen
 }
 
-// genCases returns the go:generate lines of the golden packages and of the
-// echo example.
+// genCases returns the go:generate lines of the golden packages, of the
+// echo example, and of the health and reflection protocols' packages.
 func genCases(t *testing.T) []genCase {
 	t.Helper()
-	dirs := []string{filepath.Join("..", "examples", "echo", "echopb")}
+	dirs := []string{
+		filepath.Join("..", "examples", "echo", "echopb"),
+		filepath.Join("..", "health", "grpc_health_v1"),
+		filepath.Join("..", "reflection", "grpc_reflection_v1"),
+	}
 	err := filepath.WalkDir(filepath.Join("internal", "golden"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && d.Name() == "doc.go" {
 			dirs = append(dirs, filepath.Dir(p))

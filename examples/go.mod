@@ -6,8 +6,15 @@ require (
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rdmarpc/rdmarpc v0.0.0-00010101000000-000000000000
+	github.com/rdmarpc/rdmarpc/contrib/otel v0.0.0-00010101000000-000000000000
+	github.com/rdmarpc/rdmarpc/contrib/prometheus v0.0.0-00010101000000-000000000000
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
+	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.47.0
+	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0
+	go.opentelemetry.io/otel/sdk v1.47.0
+	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/term v0.46.0
@@ -29,8 +36,11 @@ require (
 	github.com/cockroachdb/swiss v0.0.0-20260820225851-333444432258 // indirect
 	github.com/cockroachdb/tokenbucket v0.0.0-20230807174530-cc333fc44b06 // indirect
 	github.com/getsentry/sentry-go v0.27.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/snappy v0.0.5-0.20231225225746-43d5d4cd4e0e // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/klauspost/compress v1.20.1 // indirect
 	github.com/kr/pretty v0.3.1 // indirect
@@ -43,10 +53,14 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
-	github.com/rogpeppe/go-internal v1.9.0 // indirect
+	github.com/rogpeppe/go-internal v1.14.1 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/vishvananda/netlink v1.1.0 // indirect
 	github.com/vishvananda/netns v0.0.0-20191106174202-0a2b9b5464df // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	golang.org/x/exp v0.0.0-20230626212559-97b1e661b5df // indirect
 	golang.org/x/sync v0.23.0 // indirect
@@ -56,7 +70,11 @@ require (
 )
 
 // The examples track the library in this repository.
-replace github.com/rdmarpc/rdmarpc => ../
+replace (
+	github.com/rdmarpc/rdmarpc => ../
+	github.com/rdmarpc/rdmarpc/contrib/otel => ../contrib/otel
+	github.com/rdmarpc/rdmarpc/contrib/prometheus => ../contrib/prometheus
+)
 
 // go:generate runs the rdmarpc command of this repository.
 tool github.com/rdmarpc/rdmarpc/cmd/rdmarpc

@@ -17,6 +17,9 @@ type callInfo struct {
 	// waitForReady: wait for a connection while the ClientConn backs off
 	// after failed dials, instead of failing at once.
 	waitForReady bool
+	// attemptHeader, set by the retry loop, receives the response
+	// headers: once the server sent some, the call is committed.
+	attemptHeader *metadata.MD
 }
 
 type callOptionFunc func(*callInfo)

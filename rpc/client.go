@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,90 +12,12 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
-	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
-
-// ClientConn is a client's connection to one target. It is safe for
-// concurrent use: calls are multiplexed on one transport connection. When that
-// connection breaks, or the server asks to go away, the next call dials
-// again.
-type ClientConn struct {
-	target  string
-	addr    string
-	tr      transport.Transport
-	opts    dialOptions
-	connect ConnectParams
-	log     *zap.Logger
-	invoke  UnaryInvoker // the interceptor chain, ending in cc.call
-	// streamer is the stream interceptor chain, ending in cc.newStream.
-	streamer Streamer
-
-	mu      sync.Mutex
-	cur     *clientLink          // where new calls go
-	all     map[*clientLink]bool // every live link, draining ones too
-	dialing chan struct{}        // closed when the dial in progress ends
-	closed  bool
-	// After a failed dial, calls fail at once with dialErr until retryAt;
-	// failures counts the failed dials in a row, for the backoff.
-	failures int
-	retryAt  time.Time
-	dialErr  error
-	wg       sync.WaitGroup // one per link: its reader goroutine
-}
-
-// Dial connects to target ("tcp://host:port", "rdma://host:port") and
-// returns once the first connection is up, or with an Unavailable error.
-func Dial(ctx context.Context, target string, opts ...DialOption) (*ClientConn, error) {
-	o := dialOptions{settings: defaultSettings()}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	tr, addr, err := transport.ForTarget(target)
-	if err != nil {
-		if o.transport == nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-		_, addr, err = transport.ParseTarget(target)
-		if err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-	}
-	if o.transport != nil {
-		tr = o.transport
-	}
-	if o.connect.Backoff.BaseDelay <= 0 {
-		o.connect.Backoff = backoff.DefaultConfig
-	}
-	if o.connect.MinConnectTimeout <= 0 {
-		o.connect.MinConnectTimeout = 20 * time.Second
-	}
-	cc := &ClientConn{
-		connect: o.connect,
-		target:  target,
-		addr:    addr,
-		tr:      tr,
-		opts:    o,
-		log:     o.log.Named("rpc.client").With(zap.String("target", target)),
-		all:     make(map[*clientLink]bool),
-	}
-	cc.invoke = chainClient(o.interceptors, cc.call)
-	cc.streamer = chainStreamClient(o.streamInterceptors, func(ctx context.Context, desc *StreamDesc, cc *ClientConn, method string, opts ...CallOption) (ClientStream, error) {
-		return cc.newStream(ctx, desc, method, cc, opts...)
-	})
-	if _, err := cc.link(ctx, false); err != nil {
-		cc.Close()
-		return nil, err
-	}
-	return cc, nil
-}
-
-// Target returns the target the connection was dialled with.
-func (cc *ClientConn) Target() string { return cc.target }
 
 // Invoke makes a unary call: it sends req to method ("/pkg.Service/Method")
 // and decodes the response into reply. Its error is a status error.
@@ -107,159 +28,24 @@ func (cc *ClientConn) Invoke(ctx context.Context, method string, req, reply any,
 	return cc.invoke(ctx, method, req, reply, cc, opts...)
 }
 
-// Close closes every connection; calls in progress fail with Canceled.
-func (cc *ClientConn) Close() error {
-	cc.mu.Lock()
-	cc.closed = true
-	links := make([]*clientLink, 0, len(cc.all))
-	for l := range cc.all {
-		links = append(links, l)
-	}
-	cc.mu.Unlock()
-	for _, l := range links {
-		l.close(status.New(codes.Canceled, "client connection closing"))
-	}
-	cc.wg.Wait()
-	return nil
-}
-
-var errClientClosed = status.Error(codes.Canceled, "client connection closing")
-
-// link returns the connection new calls go to, dialling one if there is
-// none. Concurrent callers share one dial. After a failed dial, callers fail
-// at once until the backoff delay has passed; with waitForReady they wait
-// for it and for the next attempt instead, until ctx ends.
-func (cc *ClientConn) link(ctx context.Context, waitForReady bool) (*clientLink, error) {
-	for {
-		cc.mu.Lock()
-		if cc.closed {
-			cc.mu.Unlock()
-			return nil, errClientClosed
-		}
-		if l := cc.cur; l != nil {
-			cc.mu.Unlock()
-			return l, nil
-		}
-		if wait := cc.dialing; wait != nil {
-			cc.mu.Unlock()
-			select {
-			case <-wait:
-				continue
-			case <-ctx.Done():
-				return nil, status.FromContextError(ctx.Err()).Err()
-			}
-		}
-		if cc.dialErr != nil && time.Now().Before(cc.retryAt) {
-			// Backing off: no dial per call.
-			err, wait := cc.dialErr, time.Until(cc.retryAt)
-			cc.mu.Unlock()
-			if !waitForReady {
-				return nil, err
-			}
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-				continue
-			case <-ctx.Done():
-				t.Stop()
-				return nil, status.FromContextError(ctx.Err()).Err()
-			}
-		}
-		done := make(chan struct{})
-		cc.dialing = done
-		tr := cc.tr
-		attempt := cc.connect.Backoff.Delay(cc.failures + 1)
-		cc.mu.Unlock()
-
-		dctx, cancel := context.WithTimeout(ctx, max(cc.connect.MinConnectTimeout, attempt))
-		tc, err := tr.Dial(dctx, cc.addr)
-		if err != nil && cc.opts.fallback != "" && errors.Is(err, transport.ErrNoDevice) {
-			tc, err = cc.fallBack(dctx, err)
-		}
-		cancel()
-
-		cc.mu.Lock()
-		cc.dialing = nil
-		close(done)
-		if err != nil {
-			if st := callerEnded(ctx); st != nil {
-				// The caller gave up, which says nothing of the server.
-				cc.mu.Unlock()
-				return nil, st.Err()
-			}
-			cc.failures++
-			cc.retryAt = time.Now().Add(cc.connect.Backoff.Delay(cc.failures))
-			cc.dialErr = status.ErrorWithCause(codes.Unavailable, fmt.Sprintf("connecting to %s: %v", cc.target, err), err)
-			err = cc.dialErr
-			retryAt := cc.retryAt
-			cc.mu.Unlock()
-			cc.log.Info("dial failed", zap.Error(err), zap.Time("next_attempt", retryAt))
-			if waitForReady {
-				continue
-			}
-			return nil, err
-		}
-		cc.failures, cc.dialErr = 0, nil
-		if cc.closed {
-			cc.mu.Unlock()
-			tc.Close()
-			return nil, errClientClosed
-		}
-		l := newClientLink(cc, tc)
-		cc.cur = l
-		cc.all[l] = true
-		cc.wg.Add(1)
-		cc.mu.Unlock()
-		go l.readLoop()
-		return l, nil
-	}
-}
-
-// callerEnded is the status of a call whose context has ended, or whose
-// deadline has passed although the context has not said so yet (a
-// transport's own timer, set from the deadline, can fire first).
-func callerEnded(ctx context.Context) *status.Status {
-	if st := status.FromContextError(ctx.Err()); st != nil {
-		return st
-	}
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		return status.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
-	}
-	return nil
-}
-
-// fallBack switches the connection to the fallback transport for good and
-// dials with it. why is the error that made it fall back.
-func (cc *ClientConn) fallBack(ctx context.Context, why error) (transport.Conn, error) {
-	tr, ok := transport.Lookup(cc.opts.fallback)
-	if !ok {
-		return nil, fmt.Errorf("%w (and no transport is registered for the fallback scheme %q)", why, cc.opts.fallback)
-	}
-	cc.log.Warn("no device serves the target: falling back", zap.String("fallback", cc.opts.fallback), zap.Error(why))
-	cc.mu.Lock()
-	cc.tr = tr
-	cc.mu.Unlock()
-	return tr.Dial(ctx, cc.addr)
-}
-
-// forget stops routing new calls to l (it is draining or gone).
-func (cc *ClientConn) forget(l *clientLink, gone bool) {
-	cc.mu.Lock()
-	if cc.cur == l {
-		cc.cur = nil
-	}
-	if gone {
-		delete(cc.all, l)
-	}
-	cc.mu.Unlock()
-}
-
 // call is the end of the client interceptor chain: the network call.
 func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _ *ClientConn, opts ...CallOption) error {
 	ci := callInfo{maxRecvSize: cc.opts.maxRecvSize, maxSendSize: cc.opts.maxSendSize}
 	for _, o := range opts {
 		o.apply(&ci)
 	}
+	if hs := cc.opts.statsHandlers; len(hs) > 0 {
+		// Tagged before the metadata is read: a handler may add some.
+		ctx, rs := beginRPC(ctx, hs, nil, true, method, !ci.waitForReady, nil)
+		err := cc.send(ctx, method, req, reply, &ci, rs)
+		rs.end(err, rs.trailer)
+		return err
+	}
+	return cc.send(ctx, method, req, reply, &ci, nil)
+}
+
+// send makes a unary call, reporting to rs unless it is nil.
+func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, ci *callInfo, rs *rpcStats) error {
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
@@ -278,7 +64,7 @@ func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _
 		if err != nil {
 			return err
 		}
-		err = l.call(ctx, method, md, req, reply, &ci)
+		err = l.call(ctx, method, md, req, reply, ci, rs)
 		switch err {
 		case errNotSent:
 			cc.forget(l, false)
@@ -347,6 +133,7 @@ var errNotSent = errors.New("rpc: call not sent")
 type clientLink struct {
 	*link
 	cc *ClientConn
+	sc *subConn // the backend it connects to
 
 	mu       sync.Mutex
 	pending  map[uint64]*pendingCall
@@ -357,6 +144,8 @@ type clientLink struct {
 
 	slotFreed   chan struct{} // closed at the next response, for refused calls
 	slotWaiters atomic.Int64
+
+	stats *connStats // nil without stats handlers
 }
 
 type pendingCall struct {
@@ -435,7 +224,7 @@ func (l *clientLink) retire() {
 	l.close(status.New(codes.Unavailable, "connection drained after the server's GOAWAY"))
 }
 
-func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, req, reply any, ci *callInfo) error {
+func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, req, reply any, ci *callInfo, rs *rpcStats) error {
 	id, p, err := l.register()
 	if err != nil {
 		return err
@@ -448,7 +237,14 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 		}
 	}
 	head := wire.AppendRequestHead(bufpool.Get(256)[:0], id, timeout, method, md)
-	_, err = sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil)
+	if rs != nil {
+		rs.onConn(l.stats)
+	}
+	n, err := sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil)
+	if rs != nil && err == nil {
+		rs.outHeader(md, method, l.tc)
+		rs.outPayload(req, n, len(head)+n)
+	}
 	bufpool.Put(head)
 	if err != nil {
 		l.abandon(id, p)
@@ -481,11 +277,11 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 		return r.err
 	}
 	defer r.frame.Release()
-	return l.finish(r.frame.Bytes(), reply, ci)
+	return l.finish(r.frame.Bytes(), reply, ci, rs)
 }
 
 // finish decodes a RESPONSE frame into the call's outcome.
-func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
+func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats) error {
 	// The whole frame is held to the limits, before anything is decoded:
 	// the message limit, plus what metadata, status message and details
 	// may take.
@@ -508,6 +304,9 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
 			if ci.header != nil {
 				*ci.header = resp.Header
 			}
+			if ci.attemptHeader != nil {
+				*ci.attemptHeader = resp.Header
+			}
 			if ci.trailer != nil {
 				*ci.trailer = resp.Trailer
 			}
@@ -515,6 +314,9 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
 				*ci.peer = Peer{Addr: l.tc.RemoteAddr(), LocalAddr: l.tc.LocalAddr()}
 			}
 			if resp.Code != 0 {
+				if rs != nil {
+					rs.response(&resp, len(frame), nil)
+				}
 				return responseStatus(resp).Err()
 			}
 			if len(resp.Payload) > ci.maxRecvSize {
@@ -522,6 +324,9 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo) error {
 			}
 			if err := l.cc.opts.codec.Unmarshal(resp.Payload, reply); err != nil {
 				return status.Errorf(codes.Internal, "decoding response into %T: %v", reply, err)
+			}
+			if rs != nil {
+				rs.response(&resp, len(frame), reply)
 			}
 			return nil
 		}
@@ -553,6 +358,7 @@ func (l *clientLink) readLoop() {
 	l.cc.forget(l, true)
 	l.wait()
 	l.failAll(l.closeStatus())
+	l.stats.end()
 }
 
 // dispatch handles one frame; it reports false when the link is closing.

@@ -71,7 +71,7 @@ func TestExpiredCallRacingFailAll(t *testing.T) {
 	}
 	defer cc.Close()
 	cc.mu.Lock()
-	l := cc.cur
+	l := cc.subs[0].cur
 	cc.mu.Unlock()
 	hc := &hookCtx{Context: ctx, hook: func() { l.failAll(status.New(codes.Unavailable, "stale: from failAll")) }}
 	err = cc.Invoke(hc, "/t.S/M", &emptypb.Empty{}, &emptypb.Empty{})

@@ -28,9 +28,7 @@ func (cc *ClientConn) NewStream(ctx context.Context, desc *StreamDesc, method st
 	return cc.streamer(ctx, desc, cc, method, opts...)
 }
 
-// newStream is the end of the client's stream chain: it opens the stream
-// on the current link, or on a new one when that link stopped taking new
-// calls before the OPEN left.
+// newStream is the end of the client's stream chain.
 func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method string, _ *ClientConn, opts ...CallOption) (ClientStream, error) {
 	ci := callInfo{maxRecvSize: cc.opts.maxRecvSize, maxSendSize: cc.opts.maxSendSize}
 	for _, o := range opts {
@@ -39,6 +37,21 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method st
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
+	var rs *rpcStats
+	if hs := cc.opts.statsHandlers; len(hs) > 0 {
+		// Tagged before the metadata is read: a handler may add some.
+		ctx, rs = beginRPC(ctx, hs, nil, true, method, !ci.waitForReady, desc)
+	}
+	cs, err := cc.openStream(ctx, desc, method, &ci, rs)
+	if err != nil && rs != nil {
+		rs.end(err, nil)
+	}
+	return cs, err
+}
+
+// openStream opens the stream on the current link, or on a new one when
+// that link stopped taking new calls before the OPEN left.
+func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method string, ci *callInfo, rs *rpcStats) (ClientStream, error) {
 	md, _ := metadata.FromOutgoingContext(ctx)
 	if err := wire.CheckMD(md); err != nil {
 		return nil, status.Errorf(codes.Internal, "request metadata: %v", err)
@@ -48,9 +61,12 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *StreamDesc, method st
 		if err != nil {
 			return nil, err
 		}
-		cs, err := l.open(ctx, desc, method, md, &ci)
+		cs, err := l.open(ctx, desc, method, md, ci, rs)
+		if err == nil {
+			return cs, nil
+		}
 		if err != errNotSent {
-			return cs, err
+			return nil, err
 		}
 		cc.forget(l, false)
 		if attempt == 3 {
@@ -76,30 +92,38 @@ type clientStream struct {
 	mu         sync.Mutex
 	header     metadata.MD
 	gotHeader  chan struct{} // closed when the header came or the stream ended
+	sawHeaders bool          // a HEADERS frame came: a retry policy no longer applies
 	headerDone bool
 	trailer    metadata.MD
-	ended      bool           // trailers, a reset, the context or the link ended it
 	endStatus  *status.Status // why, once ended
 	done       chan struct{}  // closed when ended
+	ended      bool           // trailers, a reset, the context or the link ended it
 	sentClose  bool
 	gotOne     bool // !ServerStreams: the one response was received
 	// Messages kept past the stream's end (TRAILERS: finish without drop)
 	// wait for RecvMsg until the caller abandons the stream.
 	abandoned bool        // RecvMsg returned its final error, or they were dropped
 	stopDrop  func() bool // stops the drop when the caller's context ends
+
+	// nil without stats handlers. (Placed so that the struct keeps its
+	// allocation size class: streams without handlers cost no more.)
+	stats *rpcStats
 }
 
 // open registers a stream on l and sends its OPEN frame.
-func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, md metadata.MD, ci *callInfo) (*clientStream, error) {
+func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, md metadata.MD, ci *callInfo, rs *rpcStats) (*clientStream, error) {
 	var timeout time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(dl); timeout <= 0 {
 			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 		}
 	}
-	cs := &clientStream{l: l, desc: desc, method: method, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{})}
+	cs := &clientStream{l: l, desc: desc, method: method, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{}), stats: rs}
 	cs.in.init(l.cc.opts.window)
 	cs.out.init()
+	if rs != nil {
+		rs.onConn(l.stats) // before the reader can see the stream
+	}
 	cs.ctx, cs.cancel = context.WithCancel(ctx)
 	cs.parent = ctx
 	l.mu.Lock()
@@ -140,6 +164,9 @@ func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, 
 			return nil, st.Err()
 		}
 		return nil, transportStatus(err).Err()
+	}
+	if cs.stats != nil {
+		cs.stats.outHeader(md, method, l.tc)
 	}
 	// The stream's context ends it: a cancel resets it on the server.
 	context.AfterFunc(cs.ctx, cs.contextDone)
@@ -193,10 +220,13 @@ func (cs *clientStream) finish(st *status.Status, drop bool) bool {
 	}
 	if drop {
 		cs.release(cs.dropQueued(err))
+		cs.endStats()
 	} else {
 		cs.in.end(err)
 		if cs.in.queued() {
-			cs.keepUnread()
+			cs.keepUnread() // End is reported once they are read or dropped
+		} else {
+			cs.endStats()
 		}
 	}
 	cs.l.forgetStream(cs.id)
@@ -248,6 +278,22 @@ func (cs *clientStream) discard(err error) {
 		stop()
 	}
 	cs.release(cs.in.drop(err))
+	cs.endStats()
+}
+
+// endStats reports the stream's InTrailer (when it came) and End, once it
+// has ended and its messages were read: as gRPC-go's, after the last
+// InPayload.
+func (cs *clientStream) endStats() {
+	if cs.stats == nil {
+		return
+	}
+	cs.mu.Lock()
+	st, trailer, trailerLen, ended := cs.endStatus, cs.trailer, cs.stats.trailerLen, cs.ended
+	cs.mu.Unlock()
+	if ended {
+		cs.stats.endAfterTrailer(st.Err(), trailer, trailerLen)
+	}
 }
 
 func (cs *clientStream) dropQueued(err error) [][]byte {
@@ -285,11 +331,16 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			return true
 		}
 		cs.mu.Lock()
-		if !cs.headerDone {
+		cs.sawHeaders = true
+		first := !cs.headerDone
+		if first {
 			cs.header, cs.headerDone = md, true
 			close(cs.gotHeader)
 		}
 		cs.mu.Unlock()
+		if first && cs.stats != nil {
+			cs.stats.inHeader(md, len(body)+wire.HeaderLen, "", nil)
+		}
 	case wire.KindMessage:
 		if cs == nil {
 			return true
@@ -329,12 +380,19 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			return true
 		}
 		cs.mu.Lock()
-		if !cs.headerDone {
+		first := !cs.headerDone
+		if first {
 			cs.header, cs.headerDone = r.Header, true
 			close(cs.gotHeader)
 		}
 		cs.trailer = r.Trailer
+		if cs.stats != nil {
+			cs.stats.trailerLen = len(body) + wire.HeaderLen
+		}
 		cs.mu.Unlock()
+		if first && cs.stats != nil {
+			cs.stats.inHeader(r.Header, 0, "", nil)
+		}
 		cs.finish(responseStatus(r), false)
 		l.freeSlot()
 	case wire.KindReset:
@@ -441,6 +499,9 @@ func (cs *clientStream) SendMsg(m any) error {
 		return io.EOF
 	}
 	cs.out.take(messageCost(n))
+	if cs.stats != nil {
+		cs.stats.outPayload(m, n, n+wire.HeaderLen)
+	}
 	return nil
 }
 
@@ -481,11 +542,15 @@ func (cs *clientStream) recv(m any) error {
 	if m != nil {
 		err = cs.l.cc.opts.codec.Unmarshal(msg, m)
 	}
+	n := len(msg)
 	bufpool.Put(msg)
 	if err != nil {
 		st := status.Newf(codes.Internal, "decoding response into %T: %v", m, err)
 		cs.reset(st)
 		return st.Err()
+	}
+	if cs.stats != nil && m != nil {
+		cs.stats.inPayload(m, n, n+wire.HeaderLen)
 	}
 	return nil
 }

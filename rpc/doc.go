@@ -11,6 +11,15 @@
 // the transport package's registry and must never import a concrete
 // transport (transport/tcp, transport/rdma): programs import those.
 //
+// The client side (clientconn.go, subconn.go): NewClient resolves its
+// target with the resolver package (every resolver of rdmarpc is imported
+// here) on first use, and a balancer named by the service config
+// (serviceconfig.go: pick_first or round_robin) keeps one subConn per
+// backend, each with its links, connectivity state and backoff; health.go
+// watches backends' health, retry.go retries unary calls as the service
+// config's retryPolicy says. client.go and clientstream.go are one link's
+// calls and streams.
+//
 // What one connection may hold is bounded: a server runs MaxConcurrentCalls
 // calls at once and queues more within MaxQueuedRequestBytes (refusing the
 // rest before they run, which the client holds and sends again once a slot

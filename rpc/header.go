@@ -17,7 +17,8 @@ type serverCall struct {
 	mu      sync.Mutex
 	header  metadata.MD
 	trailer metadata.MD
-	sent    bool // SendHeader was called: the header is final
+	sent    bool      // SendHeader was called: the header is final
+	stats   *rpcStats // nil without stats handlers
 }
 
 type serverCallKey struct{}

@@ -5,8 +5,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/resolver"
 	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
+	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -50,6 +52,7 @@ type settings struct {
 	maxHeaderListSize int
 	window            int // a stream's receive window
 	connWindow        int // bytes of stream messages a connection buffers
+	statsHandlers     []stats.Handler
 }
 
 func defaultSettings() settings {
@@ -163,6 +166,9 @@ type dialOptions struct {
 	transport          transport.Transport
 	fallback           string
 	connect            ConnectParams
+	serviceConfig      string // WithDefaultServiceConfig's JSON
+	resolvers          []resolver.Builder
+	idleTimeout        time.Duration
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as

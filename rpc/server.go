@@ -20,6 +20,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -48,6 +49,8 @@ type service struct {
 	impl    any
 	methods map[string]*MethodDesc
 	streams map[string]*StreamDesc
+	// metadata is the ServiceDesc's, for GetServiceInfo.
+	metadata any
 }
 
 // NewServer returns a server with the given options.
@@ -99,7 +102,7 @@ func (s *Server) RegisterService(desc *ServiceDesc, impl any) {
 	if _, dup := s.services[desc.ServiceName]; dup {
 		panic(fmt.Sprintf("rpc: service %s registered twice", desc.ServiceName))
 	}
-	svc := &service{name: desc.ServiceName, impl: impl, methods: make(map[string]*MethodDesc), streams: make(map[string]*StreamDesc)}
+	svc := &service{name: desc.ServiceName, impl: impl, methods: make(map[string]*MethodDesc), streams: make(map[string]*StreamDesc), metadata: desc.Metadata}
 	for i := range desc.Methods {
 		svc.methods[desc.Methods[i].MethodName] = &desc.Methods[i]
 	}
@@ -138,6 +141,7 @@ func (s *Server) Serve(lis transport.Listener) error {
 		lg.SetLogger(s.opts.log)
 	}
 	s.log.Info("serving", zap.Stringer("addr", lis.Addr()))
+	lisCounters, _ := lis.(transport.Counters)
 	for {
 		tc, err := lis.Accept(context.Background())
 		if err != nil {
@@ -159,6 +163,7 @@ func (s *Server) Serve(lis transport.Listener) error {
 		s.conns[l] = true
 		s.wg.Add(1)
 		s.mu.Unlock()
+		l.stats = beginConn(s.opts.statsHandlers, false, tc, lisCounters)
 		go l.serve()
 	}
 }
@@ -231,6 +236,7 @@ type serverLink struct {
 	held        atomic.Int64             // bytes of stream messages copied out and not yet read
 	lastNotOpen uint64                   // the last stream answered "not open" (the reader's)
 	wg          sync.WaitGroup           // handler goroutines
+	stats       *connStats               // nil without stats handlers
 }
 
 // callStream is one call on a server connection: a stream with one message
@@ -280,6 +286,7 @@ func (l *serverLink) serve() {
 	l.dropQueue()
 	l.mu.Unlock()
 	s := l.s
+	l.stats.end()
 	s.mu.Lock()
 	delete(s.conns, l)
 	s.cv.Broadcast()
@@ -494,13 +501,30 @@ func (l *serverLink) dropQueue() {
 // serveStream runs st's handler and sends its outcome.
 func (l *serverLink) serveStream(st *callStream, ctx context.Context) {
 	sc := &serverCall{method: st.method, peer: l.peer}
+	if hs := l.s.opts.statsHandlers; len(hs) > 0 && st.fail == nil {
+		ctx = l.beginStats(ctx, hs, st, sc)
+	}
 	ctx = context.WithValue(ctx, serverCallKey{}, sc)
 	resp, err := l.run(sc, ctx, st)
 	l.mu.Lock()
 	delete(l.calls, st.id)
 	l.mu.Unlock()
 	st.cancel()
-	l.respond(st.id, sc, resp, err)
+	err = l.respond(st.id, sc, resp, err)
+	if sc.stats != nil {
+		sc.stats.end(err, nil)
+	}
+}
+
+// beginStats tags a call for the stats handlers, with its request metadata
+// in ctx as gRPC-go's server does, and reports its Begin and InHeader.
+func (l *serverLink) beginStats(ctx context.Context, hs []stats.Handler, st *callStream, sc *serverCall) context.Context {
+	if st.req.MD != nil {
+		ctx = metadata.NewIncomingContext(ctx, st.req.MD)
+	}
+	ctx, sc.stats = beginRPC(ctx, hs, l.stats, false, st.method, true, nil)
+	sc.stats.inHeader(st.req.MD, st.frame.Len()-len(st.req.Payload), st.method, l.peer)
+	return ctx
 }
 
 // run calls st's handler; a panic becomes Internal and one log line with
@@ -539,6 +563,19 @@ func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (r
 			return status.Errorf(codes.Internal, "decoding request into %T: %v", v, err)
 		}
 		return nil
+	}
+	if rs := sc.stats; rs != nil {
+		// A closure of its own, so that calls without stats handlers
+		// keep their smaller one.
+		decode := dec
+		dec = func(v any) error {
+			n, wireLen := len(st.req.Payload), st.frame.Len()
+			err := decode(v)
+			if err == nil {
+				rs.inPayload(v, n, wireLen)
+			}
+			return err
+		}
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err() // the deadline passed on the way here
@@ -579,8 +616,8 @@ func (l *serverLink) unknownMethod(method string, svc *service) error {
 
 // respond sends a call's outcome, within the connection's budget for
 // unsent responses. A response that cannot be encoded or is too large
-// becomes an error response.
-func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) {
+// becomes an error response. It returns the outcome the client was sent.
+func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) error {
 	l.sending.Add(1)
 	defer func() {
 		l.sent.Add(1)
@@ -594,14 +631,23 @@ func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) {
 	}
 	if err == nil {
 		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, header, trailer)
-		_, err = sendFrame(l.ctx, l.tc, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget)
+		var n int
+		n, err = sendFrame(l.ctx, l.tc, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget)
+		if rs := sc.stats; rs != nil && err == nil {
+			rs.outHeader(header, "", nil)
+			rs.outPayload(resp, n, len(head)+n)
+			rs.outTrailer(trailer, 0)
+		}
 		bufpool.Put(head)
-		if err == nil || l.ctx.Err() != nil {
-			return
+		if err == nil {
+			return nil
+		}
+		if l.ctx.Err() != nil {
+			return transportStatus(err).Err()
 		}
 		if _, ok := status.FromError(err); !ok {
 			l.log.Info("sending response failed", zap.String("method", sc.method), zap.Error(err))
-			return
+			return transportStatus(err).Err()
 		}
 		// Encoding or size failed: the client gets that instead.
 	}
@@ -617,12 +663,18 @@ func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) {
 		head = wire.AppendResponseHead(head[:0], id, uint32(st.Code()), truncate(st.Message(), 1024), nil, nil, nil)
 	}
 	if err := l.budget.acquire(l.ctx, len(head)); err != nil {
-		return // the link closed
+		return st.Err() // the link closed
 	}
 	defer l.budget.release(len(head))
-	if err := l.tc.Send(l.ctx, head); err != nil && l.ctx.Err() == nil {
-		l.log.Info("sending error response failed", zap.String("method", sc.method), zap.Error(err))
+	if err := l.tc.Send(l.ctx, head); err != nil {
+		if l.ctx.Err() == nil {
+			l.log.Info("sending error response failed", zap.String("method", sc.method), zap.Error(err))
+		}
+	} else if sc.stats != nil {
+		sc.stats.outHeader(header, "", nil)
+		sc.stats.outTrailer(trailer, len(head))
 	}
+	return st.Err()
 }
 
 // The refusal mark: a RESPONSE with code Unavailable and this trailer says

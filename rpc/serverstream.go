@@ -91,6 +91,10 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	if req.MD != nil {
 		ctx = metadata.NewIncomingContext(ctx, req.MD)
 	}
+	if hs := l.s.opts.statsHandlers; len(hs) > 0 {
+		ctx, ss.sc.stats = beginRPC(ctx, hs, l.stats, false, req.Method, true, desc)
+		ss.sc.stats.inHeader(req.MD, len(body)+wire.HeaderLen, req.Method, l.peer)
+	}
 	ss.ctx, ss.cancel = context.WithValue(ctx, serverCallKey{}, ss.sc), cancel
 	l.streams[h.CallID] = ss
 	l.wg.Add(1)
@@ -176,8 +180,10 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			l.mu.Lock()
 			ss.reset = true
 			l.mu.Unlock()
-			l.release(ss.in.fail(status.New(codes.Code(r.Code), "stream reset by the client: "+r.Message).Err()))
+			// The context first: a handler whose RecvMsg fails finds it
+			// ended, and can tell a cancel from a broken stream.
 			ss.cancel()
+			l.release(ss.in.fail(status.New(codes.Code(r.Code), "stream reset by the client: "+r.Message).Err()))
 		}
 	case wire.KindWindow:
 		n, err := wire.ParseWindow(body)
@@ -248,8 +254,8 @@ func (l *serverLink) streamError(ss *serverStream, st *status.Status) bool {
 	l.mu.Lock()
 	ss.reset = true
 	l.mu.Unlock()
+	ss.cancel() // before RecvMsg fails, as for a client's RESET
 	l.release(ss.in.fail(st.Err()))
-	ss.cancel()
 	return l.queueOrClose(wire.AppendReset(nil, ss.id, uint32(st.Code()), st.Message()))
 }
 
@@ -265,6 +271,9 @@ func (ss *serverStream) run() {
 	l.mu.Unlock()
 	if !reset && l.ctx.Err() == nil {
 		ss.sendTrailers(err)
+	}
+	if ss.sc.stats != nil {
+		ss.sc.stats.end(err, nil)
 	}
 	// Only now is the stream not open: frames that crossed the end are
 	// dropped until the TRAILERS have left, so no "not open" RESET can
@@ -305,7 +314,8 @@ func (ss *serverStream) sendTrailers(err error) {
 	ss.mu.Lock()
 	ss.sc.mu.Lock()
 	var header metadata.MD
-	if !ss.headerSent {
+	withHeader := !ss.headerSent
+	if withHeader {
 		header = ss.sc.header
 	}
 	ss.headerSent = true
@@ -320,8 +330,15 @@ func (ss *serverStream) sendTrailers(err error) {
 		return
 	}
 	defer l.budget.release(len(frame))
-	if err := l.tc.Send(l.ctx, frame); err != nil && l.ctx.Err() == nil {
-		l.log.Info("sending trailers failed", zap.String("method", ss.method), zap.Error(err))
+	if err := l.tc.Send(l.ctx, frame); err != nil {
+		if l.ctx.Err() == nil {
+			l.log.Info("sending trailers failed", zap.String("method", ss.method), zap.Error(err))
+		}
+	} else if ss.sc.stats != nil {
+		if withHeader {
+			ss.sc.stats.outHeader(header, "", nil)
+		}
+		ss.sc.stats.outTrailer(trailer, len(frame))
 	}
 }
 
@@ -366,6 +383,9 @@ func (ss *serverStream) sendHeader() error {
 	if err := ss.l.tc.Send(ss.ctx, frame); err != nil {
 		return ss.sendError(err)
 	}
+	if ss.sc.stats != nil {
+		ss.sc.stats.outHeader(md, "", nil)
+	}
 	return nil
 }
 
@@ -405,6 +425,9 @@ func (ss *serverStream) SendMsg(m any) error {
 		return ss.sendError(err)
 	}
 	ss.out.take(messageCost(n))
+	if ss.sc.stats != nil {
+		ss.sc.stats.outPayload(m, n, n+wire.HeaderLen)
+	}
 	return nil
 }
 
@@ -432,9 +455,13 @@ func (ss *serverStream) RecvMsg(m any) error {
 		ss.in.ungrant(grant)
 	}
 	err = ss.l.s.opts.codec.Unmarshal(msg, m)
+	n := len(msg)
 	bufpool.Put(msg)
 	if err != nil {
 		return status.Errorf(codes.Internal, "decoding request into %T: %v", m, err)
+	}
+	if ss.sc.stats != nil {
+		ss.sc.stats.inPayload(m, n, n+wire.HeaderLen)
 	}
 	return nil
 }

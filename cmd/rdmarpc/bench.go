@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/rdmarpc/rdmarpc/internal/dynamic"
 	"github.com/rdmarpc/rdmarpc/internal/loadgen"
@@ -53,7 +54,8 @@ func newBenchCmd() *cobra.Command {
 spread over --connections connections, -n calls in all or for --duration,
 at most --rps calls per second in all (none: as fast as the server answers).
 Every call sends the same request, -d as JSON (as with call: @ reads stdin,
-@FILE a file), encoded once.
+@FILE a file), encoded once. The schema comes from the server's reflection
+service, asked over the first connection, or from --proto files.
 
 It prints a summary: calls/s, latency percentiles (p50 … p99.9, within 1%),
 a histogram and the count of calls by status code; --json or --csv print it
@@ -63,8 +65,7 @@ progress bar shows on stderr when stderr is a terminal.
 
 It exits 1 when no call succeeded; failed calls are otherwise counted, not
 fatal. It loads unary methods only; streaming methods are refused.`,
-		Example: `  rdmarpc bench -I examples/kvstore/kvpb --proto kv.proto \
-      -d '{"key": "Z3JlZXRpbmc="}' -c 16 --connections 2 -n 100000 \
+		Example: `  rdmarpc bench -d '{"key": "Z3JlZXRpbmc="}' -c 16 --connections 2 -n 100000 \
       tcp://127.0.0.1:7070 rdmarpc.kvstore.v1.KV/Get`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -115,10 +116,31 @@ func runBench(cmd *cobra.Command, f benchFlags, target, method string) error {
 		return err
 	}
 	ctx := cmd.Context()
-	src, err := f.source(ctx)
+	conns := make([]*rpc.ClientConn, 0, f.connections)
+	defer func() {
+		for _, cc := range conns {
+			cc.Close()
+		}
+	}()
+	dial := func() (*rpc.ClientConn, error) {
+		cc, err := f.dial(ctx, target, cmd.ErrOrStderr(), rpc.WithCodec(dynamic.RawCodec{}))
+		if err != nil {
+			return nil, &statusErr{err}
+		}
+		conns = append(conns, cc)
+		return cc, nil
+	}
+	// Reflection asks over the first connection (RawCodec encodes and
+	// decodes its messages as ProtoCodec does).
+	src, closeSrc, err := f.source(ctx, dial)
 	if err != nil {
+		var se *statusErr
+		if errors.As(err, &se) {
+			return rpcFailure(cmd.ErrOrStderr(), se.err, protoregistry.GlobalTypes)
+		}
 		return err
 	}
+	defer closeSrc()
 	m, err := dynamic.FindMethod(ctx, src, method)
 	if err != nil {
 		return err
@@ -153,18 +175,10 @@ func runBench(cmd *cobra.Command, f benchFlags, target, method string) error {
 		return err
 	}
 
-	conns := make([]*rpc.ClientConn, 0, f.connections)
-	defer func() {
-		for _, cc := range conns {
-			cc.Close()
+	for len(conns) < f.connections {
+		if _, err := dial(); err != nil {
+			return rpcFailure(cmd.ErrOrStderr(), errors.Unwrap(err), src.Types())
 		}
-	}()
-	for range f.connections {
-		cc, err := f.dial(ctx, target, cmd.ErrOrStderr(), rpc.WithCodec(dynamic.RawCodec{}))
-		if err != nil {
-			return rpcFailure(cmd.ErrOrStderr(), err, src.Types())
-		}
-		conns = append(conns, cc)
 	}
 	var ctrs transport.Counters
 	if tr, _, err := transport.ForTarget(target); err == nil {

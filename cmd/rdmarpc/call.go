@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/spf13/cobra"
@@ -48,15 +49,20 @@ stream sends every JSON object of the input, in order, read as it is sent
 built without the streaming runtime answers every stream with
 Unimplemented, and call prints that.)
 
-The schema comes from .proto files compiled in process (--proto, -I); server
-reflection (--reflection) is not available yet.
+The schema comes from the server's reflection service
+(grpc.reflection.v1, which rdmarpc's reflection.Register serves), or, with
+--proto, from .proto files compiled in process (-I as protoc's).
 
 A failed call prints its code, message and details (as JSON when their type
 is known: google.rpc's error details and the .proto files' messages; type URL
 otherwise) on stderr, and exits with 64 + the status code (grpcurl's
 convention: 69 for Unavailable(14), 68 for DeadlineExceeded(4)); any other
 failure (flags, schema, JSON) exits 1.`,
-		Example: `  rdmarpc call -I examples/kvstore/kvpb --proto kv.proto \
+		Example: `  rdmarpc call -d '{"key": "Z3JlZXRpbmc="}' tcp://127.0.0.1:7070 rdmarpc.kvstore.v1.KV/Get
+
+  rdmarpc call tcp://127.0.0.1:7070 grpc.health.v1.Health/Check
+
+  rdmarpc call -I examples/kvstore/kvpb --proto kv.proto \
       -d '{"key": "Z3JlZXRpbmc="}' tcp://127.0.0.1:7070 rdmarpc.kvstore.v1.KV/Get
 
   echo '{"key": "Z3JlZXRpbmc="}' | rdmarpc call --proto kv.proto -d @ \
@@ -80,10 +86,33 @@ func init() { rootCmd.AddCommand(newCallCmd()) }
 
 func runCall(cmd *cobra.Command, f callFlags, target, method string) error {
 	ctx := cmd.Context()
-	src, err := f.source(ctx)
+	// With --proto the request is checked before anything is dialled;
+	// reflection needs the connection first.
+	var cc *rpc.ClientConn
+	defer func() {
+		if cc != nil {
+			cc.Close()
+		}
+	}()
+	conn := func() (*rpc.ClientConn, error) {
+		if cc == nil {
+			c, err := f.dial(ctx, target, cmd.ErrOrStderr())
+			if err != nil {
+				return nil, &statusErr{err}
+			}
+			cc = c
+		}
+		return cc, nil
+	}
+	src, closeSrc, err := f.source(ctx, conn)
 	if err != nil {
+		var se *statusErr
+		if errors.As(err, &se) {
+			return rpcFailure(cmd.ErrOrStderr(), se.err, protoregistry.GlobalTypes)
+		}
 		return err
 	}
+	defer closeSrc()
 	m, err := dynamic.FindMethod(ctx, src, method)
 	if err != nil {
 		return err
@@ -116,11 +145,9 @@ func runCall(cmd *cobra.Command, f callFlags, target, method string) error {
 		next = once(req)
 	}
 
-	cc, err := f.dial(ctx, target, cmd.ErrOrStderr())
-	if err != nil {
-		return rpcFailure(cmd.ErrOrStderr(), err, src.Types())
+	if _, err := conn(); err != nil {
+		return rpcFailure(cmd.ErrOrStderr(), errors.Unwrap(err), src.Types())
 	}
-	defer cc.Close()
 	if f.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.timeout)

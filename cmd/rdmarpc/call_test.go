@@ -131,6 +131,7 @@ func TestCallFails(t *testing.T) {
 		exit     int      // 0: not an RPC failure, main exits 1
 		errWant  string   // in the error
 		stderrIs []string // lines of stderr
+		reflect  bool     // no --proto: the schema from the server
 	}{
 		{name: "status with details", args: []string{"-d", `{"code": 5, "message": "no such thing"}`, target, "probe.v1.Probe/Fail"}, exit: 64 + 5,
 			stderrIs: []string{
@@ -161,11 +162,14 @@ func TestCallFails(t *testing.T) {
 		// run, the server does: the probe does not serve Watch.
 		{name: "streaming method not served", args: []string{target, "probe.v1.Probe/Watch"}, exit: 64 + 12,
 			stderrIs: []string{"ERROR:", "  Code: Unimplemented"}},
-		{name: "reflection", args: []string{"--reflection", target, "probe.v1.Probe/Echo"}, errWant: "no server reflection service yet"},
+		{name: "no reflection on the server", reflect: true, args: []string{target, "probe.v1.Probe/Echo"}, errWant: "the server does not serve reflection"},
+		{name: "-I without --proto", reflect: true, args: []string{"-I", "testdata", target, "probe.v1.Probe/Echo"}, errWant: "none is given"},
+		{name: "reflection from a server that is not there", reflect: true, args: []string{closed, "probe.v1.Probe/Echo"}, exit: 64 + 14,
+			stderrIs: []string{"ERROR:", "  Code: Unavailable"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := tc.args
-			if indexOf(a, "--proto") < 0 {
+			if indexOf(a, "--proto") < 0 && !tc.reflect {
 				a = args(probeFlags, a)
 			}
 			_, stderr, err := runCmd(t, newCallCmd(), "", a...)

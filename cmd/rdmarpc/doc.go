@@ -4,8 +4,10 @@
 // describe: grpcurl's job) and loads one with many calls (bench: ghz's),
 // over every transport it links (tcp://, rdma://); --version prints its
 // version and its generators'. It must not depend on generated code, so
-// that it can always regenerate it: call and bench take the services'
-// .proto files and compile them in process (internal/dynamic,
+// that it can always regenerate it: call, list, describe and bench ask the
+// server's reflection service, speaking it with dynamic messages from a
+// built-in copy of reflection.proto (reflectproto.go), or take the
+// services' .proto files and compile them in process (internal/dynamic,
 // internal/compile).
 //
 // Each subcommand lives in its own file and adds itself to the root command

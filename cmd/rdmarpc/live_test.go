@@ -46,3 +46,26 @@ func TestLiveCallAndBenchRDMA(t *testing.T) {
 	}
 	t.Logf("rdmarpc bench over %s:\n%s", target, out)
 }
+
+// TestLiveReflectionRDMA: list, describe and call with the schema from the
+// server's reflection service over rdma://$RDMARPC_TEST_IP, in the
+// Soft-RoCE guest of testbed/ (the "-run=Live" line); elsewhere it skips.
+func TestLiveReflectionRDMA(t *testing.T) {
+	ip := os.Getenv("RDMARPC_TEST_IP")
+	if os.Getenv("RDMARPC_TEST_DEV") == "" || ip == "" {
+		t.Skip("RDMARPC_TEST_DEV or RDMARPC_TEST_IP not set: this test needs a real RDMA device (it runs in the Soft-RoCE guest of testbed/)")
+	}
+	target := serveProbe(t, "rdma://"+net.JoinHostPort(ip, "0"), true)
+	out, stderr, err := runCmd(t, newListCmd(), "", target)
+	if want := "grpc.reflection.v1.ServerReflection\nprobe.v1.Probe\n"; err != nil || out != want {
+		t.Fatalf("list %s: %q, %v (stderr %s); want %q", target, out, err, stderr, want)
+	}
+	out, _, err = runCmd(t, newDescribeCmd(), "", target, "probe.v1.EchoRequest")
+	if err != nil || !strings.Contains(out, "message EchoRequest {\n") {
+		t.Fatalf("describe over %s: %v\n%s", target, err, out)
+	}
+	out, stderr, err = runCmd(t, newCallCmd(), "", "-d", `{"text": "reflected over rdma"}`, target, "probe.v1.Probe/Echo")
+	if err != nil || out != `{"text":"reflected over rdma"}`+"\n" {
+		t.Fatalf("call over %s: %q, %v; stderr %s", target, out, err, stderr)
+	}
+}

@@ -14,10 +14,13 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/rdmarpc/rdmarpc/internal/dynamic"
+	"github.com/rdmarpc/rdmarpc/reflection"
+	rpb "github.com/rdmarpc/rdmarpc/reflection/grpc_reflection_v1"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
@@ -38,7 +41,13 @@ func startProbe(t *testing.T) string { return startProbeOn(t, "tcp://127.0.0.1:0
 
 // startProbeOn serves probe.v1.Probe on listen ("rdma://10.9.9.1:0") and
 // returns its target.
-func startProbeOn(t *testing.T, listen string) string {
+func startProbeOn(t *testing.T, listen string) string { return serveProbe(t, listen, false) }
+
+// startReflectingProbe serves probe.v1.Probe and the reflection service,
+// which describes probe.proto, on tcp:// loopback, and returns its target.
+func startReflectingProbe(t *testing.T) string { return serveProbe(t, "tcp://127.0.0.1:0", true) }
+
+func serveProbe(t *testing.T, listen string, reflect bool) string {
 	t.Helper()
 	src, err := dynamic.LoadProtos(context.Background(), []string{"testdata"}, []string{"probe.proto"})
 	if err != nil {
@@ -164,6 +173,13 @@ func startProbeOn(t *testing.T, listen string) string {
 	}
 	srv := rpc.NewServer()
 	srv.RegisterService(desc, struct{}{})
+	if reflect {
+		files := new(protoregistry.Files)
+		if err := files.RegisterFile(sd.ParentFile()); err != nil {
+			t.Fatal(err)
+		}
+		rpb.RegisterServerReflectionServer(srv, reflection.NewServerV1(reflection.ServerOptions{Services: srv, DescriptorResolver: files}))
+	}
 	lis, err := rpc.Listen(listen)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 // Package dynamic is what `rdmarpc call`, `list`, `describe` and `bench`
 // know about a service they have no generated code for: a Source of
-// descriptors (today .proto files compiled in process by internal/compile;
-// server reflection is meant to be a second Source), the lookup of services,
+// descriptors (.proto files compiled in process by internal/compile, or a
+// server's reflection service), the lookup of services,
 // methods and symbols in it, proto-like descriptions of them, and the JSON
 // (protojson) form of requests, responses and status details.
 //

@@ -2,6 +2,7 @@ package dynamic
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,10 +16,9 @@ import (
 	"github.com/rdmarpc/rdmarpc/internal/compile"
 )
 
-// Source is where descriptors come from. Files is the one kind today; a
-// server reflection client is meant to be the second, answering the same
-// two questions from the server (grpc.reflection.v1's list_services and
-// file_containing_symbol).
+// Source is where descriptors come from: Files, or a server's reflection
+// service (cmd/rdmarpc's client of grpc.reflection.v1, which answers the
+// same two questions with list_services and file_containing_symbol).
 type Source interface {
 	// ListServices returns the full names of the services the source
 	// knows, sorted.
@@ -47,7 +47,7 @@ type Files struct {
 // as protoc's -I, "." when none) and returns them as a Source.
 func LoadProtos(ctx context.Context, importPaths, files []string) (*Files, error) {
 	if len(files) == 0 {
-		return nil, fmt.Errorf("no .proto file given (--proto FILE); the reflection service is not available yet")
+		return nil, fmt.Errorf("no .proto file given (--proto FILE)")
 	}
 	req, err := compile.Request(ctx, compile.Config{ImportPaths: importPaths, Files: files})
 	if err != nil {
@@ -78,10 +78,20 @@ func (f *Files) FindSymbol(_ context.Context, name string) (protoreflect.Descrip
 	name = strings.TrimPrefix(name, ".")
 	d, err := f.files.FindDescriptorByName(protoreflect.FullName(name))
 	if err != nil {
-		return nil, fmt.Errorf("symbol %q not found in the .proto files given", name)
+		return nil, &NotFoundError{Name: name, Where: "in the .proto files given"}
 	}
 	return d, nil
 }
+
+// NotFoundError is FindSymbol's answer for a name the source does not
+// know; any other error is the source's own failure (a server that does
+// not answer, say).
+type NotFoundError struct {
+	Name  string
+	Where string // "in the .proto files given"
+}
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("symbol %q not found %s", e.Name, e.Where) }
 
 // Types resolves the messages of the files, then those linked into the
 // binary (the well-known types, google.rpc error details).
@@ -154,8 +164,11 @@ func FindMethod(ctx context.Context, src Source, name string) (Method, error) {
 		svc, meth = n[:i], n[i+1:]
 	}
 	d, err := src.FindSymbol(ctx, svc)
-	if err != nil {
+	var nf *NotFoundError
+	if errors.As(err, &nf) {
 		return Method{}, fmt.Errorf("method %q: service %q not found", name, svc)
+	} else if err != nil {
+		return Method{}, err
 	}
 	sd, ok := d.(protoreflect.ServiceDescriptor)
 	if !ok {

@@ -82,6 +82,7 @@ func Run(t *testing.T, cfg Config) {
 		{"VersionOnePeer", s.testVersionOnePeer},
 		{"BadStreamFrames", s.testBadStreamFrames},
 		{"StreamOnDrainingConnection", s.testStreamOnDrainingConnection},
+		{"Stats", s.testStats},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

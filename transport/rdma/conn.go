@@ -198,6 +198,14 @@ func (c *conn) BytesReceived() uint64 { return c.bytesIn.Load() }
 
 func (c *conn) MaxMessageSize() int { return int(c.peer.maxMessage) }
 
+// Counters returns the transport's counters, over all its connections: the
+// RPC layer's stats handlers reach them from the connection.
+func (c *conn) Counters() map[string]uint64 { return c.t.Counters() }
+
+// Scheme names the connection's transport for the RPC layer's stats
+// handlers: its addresses are the TCP bootstrap's.
+func (c *conn) Scheme() string { return "rdma" }
+
 func (c *conn) LocalAddr() net.Addr { return c.boot.LocalAddr() }
 
 func (c *conn) RemoteAddr() net.Addr { return c.boot.RemoteAddr() }

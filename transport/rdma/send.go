@@ -199,13 +199,10 @@ func (c *conn) post(slot int32, k kind, n int, last bool) error {
 	grant := c.led.Piggyback()
 	c.rmu.Unlock()
 	// Ask for a completion often enough that slots and send-queue entries
-	// come back: every SignalEvery sends, whenever they run short, and at
-	// the end of a message nobody else waits to follow (so an idle
-	// connection has nothing unreaped and Close knows when all is sent).
-	c.unsignaled++
-	signaled := c.unsignaled >= c.o.SignalEvery || len(c.free) == 0 || c.sqFree <= ctlHeadroom+1 ||
-		(last && c.turnWaiters.Load() == 0)
-	wr := verbs.SendWR{ID: c.seq, Signaled: signaled, Imm: encodeImm(k, grant), HasImm: true}
+	// come back (signalLocked); at the end of a message nobody else waits
+	// to follow, so an idle connection has nothing unreaped and Close
+	// knows when all is sent.
+	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last), Imm: encodeImm(k, grant), HasImm: true}
 	if slot >= 0 {
 		wr.MR, wr.Offset, wr.Length = c.sendMR, uint32(int(slot)*int(c.peer.bufSize)), uint32(n)
 		wr.Inline = n <= c.maxInline
@@ -215,15 +212,43 @@ func (c *conn) post(slot int32, k kind, n int, last bool) error {
 	return c.flush()
 }
 
+// signalLocked counts one more data send and reports whether it must ask
+// for a completion. Called with mu held.
+//
+// An unsignaled send's slot and send-queue entry come back only with the
+// completion of a later signaled one (sends complete in order), so a send
+// goes unsignaled only when a later send is sure to come before anybody
+// can need what it holds: it is not the last of a message, or others wait
+// for their turn; and it leaves a free slot (kept free by mayLendLocked),
+// room in the send queue, and fewer than every unsignaled in a row.
+func (s *sender) signalLocked(every int, last bool) bool {
+	s.unsignaled++
+	return s.unsignaled >= every || len(s.free) == 0 || s.sqFree <= ctlHeadroom+1 ||
+		(last && s.turnWaiters.Load() == 0)
+}
+
+// mayLendLocked reports whether NewSendBuffer may lend a free slot now.
+// It keeps one slot unlent, so the message in progress always has one to
+// make progress with. And it never takes the last free slot while the
+// newest send is unsignaled: the turn's holder, needing a slot, would find
+// none free and no completion coming to free one, while the holders of
+// the lent slots wait for its turn to send them (how 1000 concurrent
+// streams stalled). The sender that posts next takes that slot and,
+// finding no other free, asks for the completion that brings the rest
+// back. Called with mu held.
+func (s *sender) mayLendLocked(slots int) bool {
+	return len(s.free) > 0 && s.lent < slots-1 && (len(s.free) > 1 || s.unsignaled == 0)
+}
+
 // enqueueLocked queues one send for posting and records it in the ring, in
 // the order it will be posted. Called with mu held.
-func (c *conn) enqueueLocked(wr verbs.SendWR, slot int32) {
+func (s *sender) enqueueLocked(wr verbs.SendWR, slot int32) {
 	if wr.Signaled {
-		c.unsignaled = 0
+		s.unsignaled = 0
 	}
-	c.outbox = append(c.outbox, wr)
-	c.ring = append(c.ring, posted{seq: wr.ID, slot: slot, signaled: wr.Signaled})
-	c.seq++
+	s.outbox = append(s.outbox, wr)
+	s.ring = append(s.ring, posted{seq: wr.ID, slot: slot, signaled: wr.Signaled})
+	s.seq++
 }
 
 // flush posts the queued sends. Senders queue and flush; when a flush is
@@ -303,9 +328,7 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 			c.mu.Unlock()
 			return transport.Buffer{}, c.closeErr()
 		}
-		// Lend all slots but one: the message in progress always has a
-		// slot to make progress with, whatever buffers are lent.
-		if len(c.free) > 0 && c.lent < c.o.SendSlots-1 {
+		if c.mayLendLocked(c.o.SendSlots) {
 			s := c.free[len(c.free)-1]
 			c.free = c.free[:len(c.free)-1]
 			c.lent++
@@ -390,17 +413,23 @@ func (c *conn) broadcastLocked() { c.wake.broadcast() }
 func (c *conn) sendCompleted(seq uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i := 0
-	for ; i < len(c.ring) && c.ring[i].seq <= seq; i++ {
-		if s := c.ring[i].slot; s >= 0 {
-			c.free = append(c.free, s)
-		}
-		c.sqFree++
-	}
-	// Keep the ring's array: slide what is left to the front.
-	c.ring = c.ring[:copy(c.ring, c.ring[i:])]
+	c.completedLocked(seq)
 	c.broadcastLocked()
 	return c.ctlWanted
+}
+
+// completedLocked takes back the slots and send-queue entries of the sends
+// up to and including seq. Called with mu held.
+func (s *sender) completedLocked(seq uint64) {
+	i := 0
+	for ; i < len(s.ring) && s.ring[i].seq <= seq; i++ {
+		if slot := s.ring[i].slot; slot >= 0 {
+			s.free = append(s.free, slot)
+		}
+		s.sqFree++
+	}
+	// Keep the ring's array: slide what is left to the front.
+	s.ring = s.ring[:copy(s.ring, s.ring[i:])]
 }
 
 // pendingSends reports whether a posted send will still complete: one that

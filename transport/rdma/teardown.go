@@ -69,7 +69,33 @@ func (c *conn) Close() error {
 		c.ch.Wake()
 	}
 	<-c.closed
+	// After a peer's failure the teardown kept what had arrived for Recv;
+	// after Close nobody can Recv it (a local Close's teardown dropped it
+	// already).
+	c.rmu.Lock()
+	lent := c.dropQueueLocked()
+	c.rmu.Unlock()
+	for range lent {
+		c.unlend()
+	}
 	return nil
+}
+
+// dropQueueLocked releases the messages delivered and not received and
+// returns how many of them were lent receive buffers, for the caller to
+// unlend (a receive buffer is not posted again now, its memory just stops
+// being lent). Called with rmu held.
+func (c *conn) dropQueueLocked() int {
+	lent := 0
+	for i := range c.queue {
+		if c.queue[i].Owned(recvBuffer{c}) {
+			lent++
+		} else {
+			c.queue[i].Release()
+		}
+	}
+	c.queue = nil
+	return lent
 }
 
 // teardown runs on the poller once the connection is closing: it lets posted
@@ -111,16 +137,9 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	c.asm.reset()
 	c.rwake.broadcast()
 	if local {
-		// Nobody will Recv these: forget them (a receive buffer is not
-		// posted again now, its memory just stops being lent).
-		for i := range c.queue {
-			if c.queue[i].Owned(recvBuffer{c}) {
-				c.lentBufs.Add(-1)
-			} else {
-				c.queue[i].Release()
-			}
-		}
-		c.queue = nil
+		// Nobody will Recv these: forget them. (Not torn down yet: the
+		// check below frees the memory when nothing else is lent.)
+		c.lentBufs.Add(-int32(c.dropQueueLocked()))
 	}
 	c.rmu.Unlock()
 	// Every work request still posted completes, flushed; wait for them

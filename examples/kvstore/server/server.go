@@ -16,6 +16,9 @@ import (
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvpb"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvservice"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/store"
+	"github.com/rdmarpc/rdmarpc/health"
+	healthpb "github.com/rdmarpc/rdmarpc/health/grpc_health_v1"
+	"github.com/rdmarpc/rdmarpc/reflection"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
@@ -57,6 +60,7 @@ type Server struct {
 	st        *store.Store
 	rpc       *rpc.Server
 	kv        *kvservice.Service
+	health    *health.Server // KV SERVING until the shutdown starts
 	metrics   *metrics
 	listeners []transport.Listener
 	targets   []string
@@ -113,10 +117,14 @@ func New(cfg Config) (_ *Server, err error) {
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 
-	opts := append([]rpc.ServerOption{rpc.Logger(cfg.Logger), rpc.UnaryInterceptor(s.metrics.interceptor)}, cfg.RPCOptions...)
+	opts := append([]rpc.ServerOption{rpc.Logger(cfg.Logger), rpc.StatsHandler(s.metrics.rpc), rpc.StatsHandler(s.metrics.transports)}, cfg.RPCOptions...)
 	s.rpc = rpc.NewServer(opts...)
 	s.kv = kvservice.New(s.st)
 	kvpb.RegisterKVServer(s.rpc, s.kv)
+	s.health = health.NewServer()
+	s.health.SetServingStatus(kvpb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(s.rpc, s.health)
+	reflection.Register(s.rpc)
 	return s, nil
 }
 
@@ -242,7 +250,8 @@ func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopNow) }) }
 
 // drain stops the rpc server gracefully within the shutdown timeout.
 func (s *Server) drain() {
-	s.kv.Shutdown() // watches never end by themselves
+	s.health.Shutdown() // health checkers see NOT_SERVING while calls drain
+	s.kv.Shutdown()     // watches never end by themselves
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

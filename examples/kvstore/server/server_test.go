@@ -236,29 +236,50 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("CAS conflict: %v", err)
 	}
 
-	resp, err := http.Get("http://" + r.srv.MetricsAddr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	scrape := func() string {
+		resp, err := http.Get("http://" + r.srv.MetricsAddr().String() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(body)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	target := r.srv.Targets()[0]
-	for _, want := range []string{
-		`kvstore_requests_total{code="OK",method="Put"} 3`,
-		`kvstore_requests_total{code="InvalidArgument",method="Get"} 1`,
-		`kvstore_requests_total{code="Aborted",method="CompareAndSwap"} 1`,
-		`kvstore_request_duration_seconds_count{method="Put"} 3`,
-		`kvstore_request_duration_seconds_bucket{method="Put",le="+Inf"} 3`,
+	wants := []string{
+		`grpc_server_started_total{grpc_method="Put",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 3`,
+		`grpc_server_handled_total{grpc_code="OK",grpc_method="Put",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 3`,
+		`grpc_server_handled_total{grpc_code="InvalidArgument",grpc_method="Get",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 1`,
+		`grpc_server_handled_total{grpc_code="Aborted",grpc_method="CompareAndSwap",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 1`,
+		`grpc_server_msg_received_total{grpc_method="Put",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 3`,
+		`grpc_server_msg_sent_total{grpc_method="Put",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 3`,
+		`grpc_server_handling_seconds_count{grpc_method="Put",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary"} 3`,
+		`grpc_server_handling_seconds_bucket{grpc_method="Put",grpc_service="rdmarpc.kvstore.v1.KV",grpc_type="unary",le="+Inf"} 3`,
 		`kvstore_listener_info{scheme="rdma",target="` + target + `"} 1`,
 		`kvstore_store_writable 1`,
 		`rdmarpc_transport_credit_waits_total{scheme="rdma"} 7`,
 		`rdmarpc_transport_recvs_posted_total{scheme="rdma"} 42`,
 		`rdmarpc_transport_odd_name_total{scheme="rdma"} 1`,
 		`go_goroutines`,
-	} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("metrics lack %s", want)
+	}
+	missing := func(body string) []string {
+		var out []string
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				out = append(out, want)
+			}
 		}
+		return out
+	}
+	// The server counts a call handled once its response has left (the
+	// stats End, as gRPC-go's): the client may see the response first.
+	body := scrape()
+	for end := time.Now().Add(timeout); len(missing(body)) > 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+		body = scrape()
+	}
+	for _, want := range missing(body) {
+		t.Errorf("metrics lack %s", want)
 	}
 	if t.Failed() {
 		t.Logf("metrics:\n%s", body)

@@ -12,6 +12,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rdmarpc/rdmarpc/examples/echo/echopb"
+	"github.com/rdmarpc/rdmarpc/health"
+	healthpb "github.com/rdmarpc/rdmarpc/health/grpc_health_v1"
+	"github.com/rdmarpc/rdmarpc/reflection"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -56,6 +59,10 @@ func echoServeCmd() *cobra.Command {
 			}
 			s := rpc.NewServer(rpc.Logger(log))
 			echopb.RegisterEchoServer(s, echoServer{})
+			hs := health.NewServer()
+			hs.SetServingStatus(echopb.Echo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+			healthpb.RegisterHealthServer(s, hs)
+			reflection.Register(s)
 			fmt.Fprintf(cmd.OutOrStdout(), "echo server listening on %s\n", lis.Addr())
 			stop := make(chan os.Signal, 1)
 			signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
@@ -68,6 +75,7 @@ func echoServeCmd() *cobra.Command {
 			case sig := <-stop:
 				log.Info("shutting down", zap.Stringer("signal", sig))
 			}
+			hs.Shutdown()
 			drained := make(chan struct{})
 			go func() { s.GracefulStop(); close(drained) }()
 			select {

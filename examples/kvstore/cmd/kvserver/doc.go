@@ -1,7 +1,7 @@
 // Command kvserver serves the key-value store of kv.proto over RDMA or TCP.
 //
 //	kvserver [--listen TARGET]... [--data-dir DIR | --mem] [--sync always|none]
-//	         [--min-free-space 64MiB] [--metrics-addr HOST:PORT] [--shutdown-timeout D]
+//	         [--min-free-space 64MiB] [--metrics-addr HOST:PORT] [--otel] [--shutdown-timeout D]
 //	         [--log-level LEVEL] [--log-format console|json]
 //
 // By default it keeps its data in ./kvdata (Pebble), syncs every write
@@ -12,6 +12,11 @@
 // With less than --min-free-space free on the data directory's file system,
 // writes are refused with ResourceExhausted and reads go on; started on a
 // full disk it serves reads, and takes writes once space is freed.
+//
+// --metrics-addr serves Prometheus metrics at http://HOST:PORT/metrics
+// (contrib/prometheus: go-grpc-prometheus's grpc_server_* series, the
+// transports' counters, the store's state). --otel traces and measures
+// every call with OpenTelemetry (contrib/otel), written as JSON to stdout.
 //
 // SIGINT or SIGTERM shuts it down: no new connections, calls in progress
 // get --shutdown-timeout to finish, then the remaining connections close

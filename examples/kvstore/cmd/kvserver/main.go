@@ -36,6 +36,7 @@ type flags struct {
 	metricsAddr     string
 	logRevisions    int
 	logBytes        string
+	otel            bool
 	shutdownTimeout time.Duration
 	logLevel        string
 	logFormat       string
@@ -64,7 +65,7 @@ Every write is a revision, kept in a change log that Watch replays: the last
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			status = serve(f, stderr)
+			status = serve(f, stdout, stderr)
 			return nil
 		},
 	}
@@ -80,6 +81,7 @@ Every write is a revision, kept in a change log that Watch replays: the last
 	fl.IntVar(&f.logRevisions, "watch-history", store.DefaultLogRevisions, "revisions kept in the change log for watchers to resume from (a watch from an older one gets OutOfRange)")
 	fl.StringVar(&f.logBytes, "watch-history-bytes", "64MiB", "bytes kept in the change log, whichever of the two bounds comes first")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090)")
+	fl.BoolVar(&f.otel, "otel", false, "trace and measure every call with OpenTelemetry, written as JSON to stdout: spans as calls end, metrics every 30s and at shutdown")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls may drain on SIGINT/SIGTERM before connections are closed")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "console", "console or json")
@@ -90,7 +92,7 @@ Every write is a revision, kept in a change log that Watch replays: the last
 	return status
 }
 
-func serve(f flags, stderr io.Writer) int {
+func serve(f flags, stdout, stderr io.Writer) int {
 	log, err := newLogger(f.logLevel, f.logFormat, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvserver: %v\n", err)
@@ -121,6 +123,22 @@ func serve(f flags, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "kvserver: --sync %q: want always or none\n", f.sync)
 		return 2
+	}
+	if f.otel {
+		opt, shutdown, err := withOTel(stdout)
+		if err != nil {
+			log.Error("cannot start OpenTelemetry", zap.Error(err))
+			return 1
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := shutdown(ctx); err != nil {
+				log.Warn("flushing OpenTelemetry", zap.Error(err))
+			}
+		}()
+		cfg.RPCOptions = append(cfg.RPCOptions, opt)
+		log.Info("OpenTelemetry traces and metrics go to stdout (--otel)")
 	}
 	if f.mem {
 		log.Info("keeping the data in memory (--mem): it is lost when the server stops")

@@ -44,6 +44,7 @@ type proc struct {
 	cmd       *exec.Cmd
 	targets   []string      // from the "kvserver ready" log line
 	logs      *syncBuffer   // everything it wrote on stderr
+	stdout    *syncBuffer   // everything it wrote on stdout
 	stderrEOF chan struct{} // closed when stderr is read to its end
 }
 
@@ -75,10 +76,12 @@ func startServer(t *testing.T, dir string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := &syncBuffer{}
+	cmd.Stdout = out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, logs: &syncBuffer{}, stderrEOF: make(chan struct{})}
+	p := &proc{cmd: cmd, logs: &syncBuffer{}, stdout: out, stderrEOF: make(chan struct{})}
 	ready := make(chan []string, 1)
 	// Reads stderr until the process closes it (exits).
 	go func() {
@@ -196,6 +199,34 @@ func TestMem(t *testing.T) {
 	kv = dial(t, p.targets[0])
 	if resp, err := kv.Get(testCtx(t), &kvpb.GetRequest{Key: []byte("k")}); err != nil || resp.GetFound() {
 		t.Fatalf("--mem kept a key across restarts: %v, %v", resp, err)
+	}
+}
+
+// TestOTel: --otel writes the spans and metrics of the calls to stdout,
+// all of them by the time a clean shutdown ends.
+func TestOTel(t *testing.T) {
+	p := startServer(t, t.TempDir(), "--mem", "--otel", "--listen", "tcp://127.0.0.1:0")
+	kv := dial(t, p.targets[0])
+	if _, err := kv.Put(testCtx(t), &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit status %d:\n%s", code, p.logs)
+	}
+	out := p.stdout.String()
+	for _, want := range []string{
+		`"Name":"rdmarpc.kvstore.v1.KV/Put"`,
+		`"Key":"rpc.system","Value":{"Type":"STRING","Value":"rdmarpc"}`,
+		`"Key":"network.transport","Value":{"Type":"STRING","Value":"tcp"}`,
+		`"Name":"rpc.server.duration"`,
+	} {
+		if !strings.Contains(strings.ReplaceAll(strings.ReplaceAll(out, " ", ""), "\n", ""), want) {
+			t.Errorf("stdout lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s", out)
 	}
 }
 

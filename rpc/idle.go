@@ -1,0 +1,89 @@
+package rpc
+
+import (
+	"time"
+
+	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/connectivity"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
+)
+
+// WithIdleTimeout makes the ClientConn go Idle after d without a call or
+// stream in progress, as gRPC-go's option: it closes its resolver and its
+// connections (calls in flight on them finish first), and the next call
+// or Connect starts again. 0, the default, never goes idle (gRPC-go's
+// default is 30 minutes; a queue pair is dearer to set up than an HTTP/2
+// connection).
+func WithIdleTimeout(d time.Duration) DialOption {
+	return func(o *dialOptions) { o.idleTimeout = d }
+}
+
+// beginCall and endCall count the calls and streams in progress, for the
+// idle timeout; without one they cost nothing.
+func (cc *ClientConn) beginCall() {
+	if cc.opts.idleTimeout > 0 {
+		cc.active.Add(1)
+	}
+}
+
+func (cc *ClientConn) endCall() {
+	if cc.opts.idleTimeout > 0 {
+		cc.lastEnd.Store(time.Now().UnixNano())
+		cc.active.Add(-1)
+	}
+}
+
+// idleMonitor is the goroutine of the idle timeout: it checks, one
+// timeout after the last call ended, whether another began since.
+func (cc *ClientConn) idleMonitor() {
+	defer cc.wg.Done()
+	d := cc.opts.idleTimeout
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-cc.ctx.Done():
+			return
+		}
+		wait := d
+		if cc.active.Load() == 0 {
+			if since := time.Since(time.Unix(0, cc.lastEnd.Load())); since >= d {
+				cc.enterIdle()
+			} else {
+				wait = d - since
+			}
+		}
+		cc.idleChecks.Add(1)
+		t.Reset(wait)
+	}
+}
+
+// enterIdle closes the resolver and the backends, unless a call began.
+// A call that begins meanwhile waits for cc.mu, then starts them again.
+func (cc *ClientConn) enterIdle() {
+	cc.mu.Lock()
+	if cc.closed || !cc.started || cc.active.Load() != 0 {
+		cc.mu.Unlock()
+		return
+	}
+	cc.gen++
+	cc.started = false
+	cc.exited.Store(false)
+	r := cc.res
+	cc.res, cc.resErr, cc.buildErr = nil, nil, nil
+	var drain []*clientLink
+	for _, s := range cc.subs {
+		drain = append(drain, s.shutdownLocked()...)
+	}
+	cc.subs = nil
+	cc.setStateLocked(connectivity.Idle)
+	cc.mu.Unlock()
+	cc.log.Debug("idle: closing the connections until the next call")
+	if r != nil {
+		r.Close()
+	}
+	for _, l := range drain {
+		l.drain(status.New(codes.Unavailable, "client connection idle"))
+	}
+}

@@ -1,0 +1,289 @@
+package rpc_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/rdmarpc/rdmarpc/resolver"
+	"github.com/rdmarpc/rdmarpc/rpc/connectivity"
+	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
+
+	"github.com/rdmarpc/rdmarpc/resolver/manual"
+	"github.com/rdmarpc/rdmarpc/rpc"
+	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/transport/pipe"
+)
+
+func retryConfig(attempts int, throttle string) string {
+	return fmt.Sprintf(`{"methodConfig":[{"name":[{"service":"rdmarpc.test.v1.Test","method":"Echo"}],
+		"retryPolicy":{"maxAttempts":%d,"initialBackoff":"0.001s","maxBackoff":"0.002s","backoffMultiplier":2,
+		"retryableStatusCodes":["UNAVAILABLE","RESOURCE_EXHAUSTED"]}}]%s}`, attempts, throttle)
+}
+
+func retryClient(t *testing.T, b *backend, config string) (string, func() ([]string, error)) {
+	tr := pipe.New(pipe.Options{})
+	s := startServer(t, tr, b)
+	b.name = s.addr
+	r := manual.NewBuilderWithScheme("retry")
+	r.InitialState(stateOf(s))
+	_, c := newClient(t, tr, r, rpc.WithDefaultServiceConfig(config))
+	return s.addr, func() ([]string, error) {
+		b.mu.Lock()
+		b.previous = nil
+		b.mu.Unlock()
+		_, err := echo(testCtx(t), c)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.previous, err
+	}
+}
+
+// TestRetryPolicy: a call failing with a retryable code is made again, up
+// to maxAttempts, each attempt saying how many went before; other codes,
+// and a call whose response headers arrived, are not retried.
+func TestRetryPolicy(t *testing.T) {
+	b := &backend{code: codes.Unavailable}
+	_, call := retryClient(t, b, retryConfig(3, ""))
+	if got := strings.Join(func() []string { v, _ := call(); return v }(), "|"); got != "" {
+		t.Fatalf("a call that succeeds: attempts %q, want one without the header", got)
+	}
+
+	b.fail.Store(2)
+	attempts, err := call()
+	if err != nil || strings.Join(attempts, "|") != "|1|2" {
+		t.Fatalf("two failures then success: %v, attempts' previous counts %q, want nil and \"|1|2\"", err, attempts)
+	}
+
+	b.fail.Store(5)
+	attempts, err = call()
+	if status.Code(err) != codes.Unavailable || len(attempts) != 3 {
+		t.Fatalf("failing every time: %v after %d attempts, want Unavailable after 3", err, len(attempts))
+	}
+
+	b.fail.Store(1)
+	b.code = codes.Internal
+	attempts, err = call()
+	if status.Code(err) != codes.Internal || len(attempts) != 1 {
+		t.Fatalf("a code not retryable: %v after %d attempts, want Internal after 1", err, len(attempts))
+	}
+
+	b.fail.Store(1)
+	b.code, b.header = codes.Unavailable, true
+	attempts, err = call()
+	if status.Code(err) != codes.Unavailable || len(attempts) != 1 {
+		t.Fatalf("failing after sending headers: %v after %d attempts, want Unavailable after 1 (committed)", err, len(attempts))
+	}
+}
+
+// TestRetryThrottle: gRPC's token bucket. With 10 tokens, each failed
+// attempt takes one and retries stop at half: the first failing call makes
+// 5 attempts (10 → 5 tokens), the next ones 1 each; successes (0.5 a
+// call) let retries go again once the bucket is above half.
+func TestRetryThrottle(t *testing.T) {
+	b := &backend{code: codes.Unavailable}
+	_, call := retryClient(t, b, retryConfig(5, `,"retryThrottling":{"maxTokens":10,"tokenRatio":0.5}`))
+	b.fail.Store(1000)
+	for i, want := range []int{5, 1, 1} {
+		attempts, err := call()
+		if status.Code(err) != codes.Unavailable || len(attempts) != want {
+			t.Fatalf("failing call %d: %v after %d attempts, want Unavailable after %d", i, err, len(attempts), want)
+		}
+	}
+	// 10 - 5 - 1 - 1 = 3 tokens. Eight successes bring 4 more: 7.
+	b.fail.Store(0)
+	for range 8 {
+		if _, err := call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.fail.Store(1000)
+	if attempts, _ := call(); len(attempts) != 2 {
+		t.Fatalf("failing call with 7 tokens: %d attempts, want 2 (7 → 6 retries, 6 → 5 stops)", len(attempts))
+	}
+}
+
+// TestMethodConfig: a method's timeout bounds its calls and streams, and
+// its waitForReady is the default the call option overrides.
+func TestMethodConfig(t *testing.T) {
+	tr := pipe.New(pipe.Options{})
+	g := newGate()
+	s := startServer(t, tr, g)
+	hname := startHealthServer(t, tr, &backend{}, newHealthServer())
+	config := `{"methodConfig":[
+		{"name":[{"service":"rdmarpc.test.v1.Test","method":"Block"},{"service":"grpc.health.v1.Health"}],"timeout":"0.02s"},
+		{"name":[{"service":"rdmarpc.test.v1.Test","method":"Echo"}],"waitForReady":true}]}`
+	r := manual.NewBuilderWithScheme("mc")
+	r.InitialState(resolver.State{Addresses: []resolver.Address{{Addr: s.addr}}})
+	cc, c := newClient(t, tr, r, rpc.WithDefaultServiceConfig(config))
+	if _, err := c.Block(testCtx(t), &testpb.BlockRequest{}); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Block with the method's timeout: %v, want DeadlineExceeded", err)
+	}
+	if err := r.UpdateState(resolver.State{Addresses: []resolver.Address{{Addr: hname}}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := cc.NewStream(testCtx(t), &rpc.StreamDesc{ServerStreams: true}, "/grpc.health.v1.Health/Watch", rpc.WaitForReady(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(&wrapperspb.StringValue{}); err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		err = cs.RecvMsg(new(wrapperspb.Int32Value))
+	}
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("stream with the method's timeout: %v, want DeadlineExceeded", err)
+	}
+
+	// No server: Echo waits for ready by default, until its own deadline.
+	if err := r.UpdateState(resolver.State{Addresses: []resolver.Address{{Addr: "nobody"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitForState(t, cc, connectivity.TransientFailure)
+	ctx, cancel := context.WithTimeout(testCtx(t), 20*time.Millisecond)
+	defer cancel()
+	if _, err := echo(ctx, c); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Echo with waitForReady from the config: %v, want DeadlineExceeded", err)
+	}
+	if _, err := echo(testCtx(t), c, rpc.WaitForReady(false)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Echo with WaitForReady(false): %v, want Unavailable", err)
+	}
+}
+
+// flaky is a bidirectional stream method: it reads every message, then
+// fails the first fail calls with Unavailable (after sending one message
+// when sendFirst), and otherwise echoes what it read.
+type flaky struct {
+	fail       atomic.Int64
+	sendFirst  bool
+	sendHeader bool
+	mu         sync.Mutex
+	previous   []string
+}
+
+func (f *flaky) collect(_ any, ss rpc.ServerStream) error {
+	md, _ := metadata.FromIncomingContext(ss.Context())
+	f.mu.Lock()
+	f.previous = append(f.previous, strings.Join(md.Get("grpc-previous-rpc-attempts"), ","))
+	f.mu.Unlock()
+	var got [][]byte
+	for {
+		var m testpb.EchoRequest
+		if err := ss.RecvMsg(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			return err
+		}
+		got = append(got, m.Payload)
+	}
+	if f.fail.Add(-1) >= 0 {
+		if f.sendHeader {
+			if err := ss.SendHeader(metadata.Pairs("sent", "yes")); err != nil {
+				return err
+			}
+		}
+		if f.sendFirst {
+			if err := ss.SendMsg(&testpb.EchoResponse{Payload: got[0]}); err != nil {
+				return err
+			}
+		}
+		return status.Error(codes.Unavailable, "failing on purpose")
+	}
+	for _, p := range got {
+		if err := ss.SendMsg(&testpb.EchoResponse{Payload: p}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestRetryStream: a stream that fails before the server answered is
+// opened again and its messages replayed, up to maxAttempts; once a
+// message came, it is committed.
+func TestRetryStream(t *testing.T) {
+	tr := pipe.New(pipe.Options{})
+	f := &flaky{}
+	srv := rpc.NewServer()
+	srv.RegisterService(&rpc.ServiceDesc{
+		ServiceName: "rdmarpc.test.v1.Flaky",
+		Streams:     []rpc.StreamDesc{{StreamName: "Collect", ServerStreams: true, ClientStreams: true, Handler: f.collect}},
+	}, f)
+	lis, err := tr.Listen("flaky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	defer func() { srv.Stop(); <-served }()
+	config := strings.Replace(retryConfig(3, ""), `"service":"rdmarpc.test.v1.Test","method":"Echo"`, `"service":"rdmarpc.test.v1.Flaky"`, 1)
+	r := manual.NewBuilderWithScheme("flaky")
+	r.InitialState(resolver.State{Addresses: []resolver.Address{{Addr: "flaky"}}})
+	cc, _ := newClient(t, tr, r, rpc.WithDefaultServiceConfig(config))
+
+	run := func() ([]string, []string, error) {
+		f.mu.Lock()
+		f.previous = nil
+		f.mu.Unlock()
+		cs, err := cc.NewStream(testCtx(t), &rpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/rdmarpc.test.v1.Flaky/Collect")
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &testpb.EchoRequest{}
+		for _, p := range []string{"a", "b", "c"} {
+			req.Payload = []byte(p) // reused, as callers do: the replay has its own copies
+			if err := cs.SendMsg(req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cs.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for {
+			var m testpb.EchoResponse
+			if err = cs.RecvMsg(&m); err != nil {
+				break
+			}
+			got = append(got, string(m.Payload))
+		}
+		if err == io.EOF {
+			err = nil
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return got, f.previous, err
+	}
+
+	f.fail.Store(2)
+	got, attempts, err := run()
+	if err != nil || strings.Join(got, "") != "abc" || strings.Join(attempts, "|") != "|1|2" {
+		t.Fatalf("two failures then success: got %q, %v, attempts %q; want abc, nil, \"|1|2\"", got, err, attempts)
+	}
+	f.fail.Store(5)
+	got, attempts, err = run()
+	if status.Code(err) != codes.Unavailable || len(got) != 0 || len(attempts) != 3 {
+		t.Fatalf("failing every time: got %q, %v after %d attempts; want Unavailable after 3", got, err, len(attempts))
+	}
+	f.fail.Store(1)
+	f.sendFirst = true
+	got, attempts, err = run()
+	if status.Code(err) != codes.Unavailable || strings.Join(got, "") != "a" || len(attempts) != 1 {
+		t.Fatalf("failing after a message: got %q, %v after %d attempts; want a, Unavailable after 1 (committed)", got, err, len(attempts))
+	}
+	f.fail.Store(1)
+	f.sendFirst, f.sendHeader = false, true
+	got, attempts, err = run()
+	if status.Code(err) != codes.Unavailable || len(got) != 0 || len(attempts) != 1 {
+		t.Fatalf("failing after the header: got %q, %v after %d attempts; want Unavailable after 1 (committed)", got, err, len(attempts))
+	}
+}

@@ -1,0 +1,226 @@
+package rpc
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
+)
+
+// newStreamFromConfig is the end of the stream chain: newStream with the
+// method's waitForReady, timeout and retry policy from the service config,
+// counted from its start to the stream's end for the idle
+// timeout (a stream's context ends with it).
+func (cc *ClientConn) newStreamFromConfig(ctx context.Context, desc *StreamDesc, method string, opts ...CallOption) (ClientStream, error) {
+	var cancel context.CancelFunc
+	mc := cc.sc.method(method)
+	if mc != nil {
+		if mc.waitForReady != nil {
+			opts = append([]CallOption{WaitForReady(*mc.waitForReady)}, opts...)
+		}
+		if mc.timeout > 0 {
+			ctx, cancel = context.WithTimeout(ctx, mc.timeout)
+		}
+	}
+	end := func() {
+		if cancel != nil {
+			cancel()
+		}
+		cc.endCall()
+	}
+	cc.beginCall()
+	var cs ClientStream
+	var err error
+	if mc != nil && mc.retry != nil {
+		cs, err = cc.newRetryStream(ctx, desc, method, mc.retry, opts)
+	} else {
+		cs, err = cc.newStream(ctx, desc, method, cc, opts...)
+	}
+	if err != nil {
+		end()
+		return nil, err
+	}
+	if cancel != nil || cc.opts.idleTimeout > 0 {
+		context.AfterFunc(cs.Context(), end)
+	}
+	return cs, nil
+}
+
+// retryBufferSize bounds the messages a stream keeps for replay, as
+// gRPC-go's default per-call retry buffer: past it the stream commits.
+const retryBufferSize = 256 << 10
+
+// retryStream is a stream of a method with a retry policy. Until it is
+// committed (a HEADERS frame or a message came, or its sent messages
+// outgrew retryBufferSize, or one was not a protobuf message) it keeps
+// copies of what it sent, and when the attempt fails with a retryable code
+// it opens the stream again and replays them, as the policy and the
+// throttle allow. Its context is its own, done when the caller's is or the
+// stream has ended for good.
+type retryStream struct {
+	cc     *ClientConn
+	ctx    context.Context
+	cancel context.CancelFunc
+	desc   *StreamDesc
+	method string
+	opts   []CallOption
+	policy *retryPolicy
+
+	retryMu sync.Mutex // one retry at a time (Header and RecvMsg may race)
+
+	mu         sync.Mutex
+	cur        *clientStream
+	attempt    int
+	committed  bool
+	sent       []proto.Message
+	size       int
+	closedSend bool
+}
+
+func (cc *ClientConn) newRetryStream(ctx context.Context, desc *StreamDesc, method string, p *retryPolicy, opts []CallOption) (ClientStream, error) {
+	cs, err := cc.newStream(ctx, desc, method, cc, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s := &retryStream{cc: cc, desc: desc, method: method, opts: opts, policy: p, cur: cs.(*clientStream), attempt: 1}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	return s, nil
+}
+
+func (s *retryStream) Context() context.Context { return s.ctx }
+
+func (s *retryStream) current() *clientStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+func (s *retryStream) Trailer() metadata.MD { return s.current().Trailer() }
+
+func (s *retryStream) commitLocked() {
+	s.committed, s.sent, s.size = true, nil, 0
+}
+
+func (s *retryStream) SendMsg(m any) error {
+	s.mu.Lock()
+	if !s.committed {
+		pm, ok := m.(proto.Message)
+		if ok && s.size+proto.Size(pm) <= retryBufferSize {
+			s.sent = append(s.sent, proto.Clone(pm))
+			s.size += proto.Size(pm)
+		} else {
+			s.commitLocked()
+		}
+	}
+	cur := s.cur
+	s.mu.Unlock()
+	err := cur.SendMsg(m)
+	if err != nil && s.current() != cur {
+		return nil // a new attempt replayed m
+	}
+	return err
+}
+
+func (s *retryStream) CloseSend() error {
+	s.mu.Lock()
+	s.closedSend = true
+	cur := s.cur
+	s.mu.Unlock()
+	return cur.CloseSend()
+}
+
+func (s *retryStream) Header() (metadata.MD, error) {
+	for {
+		cur := s.current()
+		h, err := cur.Header()
+		if err == nil || !s.retry(cur, err) {
+			return h, err
+		}
+	}
+}
+
+func (s *retryStream) RecvMsg(m any) error {
+	for {
+		cur := s.current()
+		err := cur.RecvMsg(m)
+		if err == nil {
+			s.mu.Lock()
+			s.commitLocked()
+			s.mu.Unlock()
+			return nil
+		}
+		if err == io.EOF {
+			s.cc.throttle.success()
+			s.cancel()
+			return err
+		}
+		if !s.retry(cur, err) {
+			s.cancel()
+			return err
+		}
+	}
+}
+
+// retry decides whether the attempt cur, which failed with err, is made
+// again, and if so waits the backoff and starts the next attempt. It
+// reports whether there is a new attempt to use.
+func (s *retryStream) retry(cur *clientStream, err error) bool {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	s.mu.Lock()
+	if s.cur != cur {
+		s.mu.Unlock()
+		return true // another goroutine retried already
+	}
+	cur.mu.Lock()
+	sawHeaders := cur.sawHeaders
+	cur.mu.Unlock()
+	if s.committed || sawHeaders || !s.policy.retryable[status.Code(err)] {
+		s.commitLocked()
+		s.mu.Unlock()
+		return false
+	}
+	if !s.cc.throttle.failure() || s.attempt >= s.policy.maxAttempts || s.ctx.Err() != nil {
+		s.commitLocked()
+		s.mu.Unlock()
+		return false
+	}
+	attempt := s.attempt
+	s.mu.Unlock()
+
+	t := time.NewTimer(s.policy.delay(attempt))
+	select {
+	case <-t.C:
+	case <-s.ctx.Done():
+		t.Stop()
+		return false
+	}
+
+	// SendMsg waits for the replay: what it adds to sent is sent once, in
+	// order, by the replay or by itself on the new attempt.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	actx := metadata.AppendToOutgoingContext(s.ctx, previousAttemptsKey, strconv.Itoa(attempt))
+	ns, err := s.cc.newStream(actx, s.desc, s.method, s.cc, s.opts...)
+	if err != nil {
+		s.commitLocked()
+		return false
+	}
+	next := ns.(*clientStream)
+	for _, m := range s.sent {
+		if next.SendMsg(m) != nil {
+			break // the new attempt failed too: its RecvMsg says how
+		}
+	}
+	if s.closedSend {
+		next.CloseSend()
+	}
+	s.cur, s.attempt = next, attempt+1
+	return true
+}

@@ -1,0 +1,251 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rdmarpc/rdmarpc/resolver"
+	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/connectivity"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/transport"
+)
+
+// subConn is the connection to one backend (gRPC's addrConn): a list of
+// addresses tried in order (pick_first's whole list, or round_robin's one),
+// at most one link that takes new calls, and the backoff between failed
+// attempts. Its fields are guarded by cc.mu.
+type subConn struct {
+	cc     *ClientConn
+	ctx    context.Context // ends at shutdown: the dial and the backoff wait stop
+	cancel context.CancelFunc
+
+	addrs   []resolver.Address
+	state   connectivity.State // of the transport
+	health  connectivity.State // with health checking: Connecting until the first answer, then Ready or TransientFailure
+	cur     *clientLink
+	curAddr resolver.Address
+	// stopHealth ends cur's health watch: a link that stops taking new
+	// calls must not be kept open by its Watch stream.
+	stopHealth context.CancelFunc
+	err        error // the last failed attempt's, Unavailable
+	failures   int   // failed attempts in a row
+	running    bool  // the connect goroutine runs
+	shutdown   bool
+	// fellBack holds the addresses dialed with the fallback transport (no
+	// RDMA device serves them); only run touches it.
+	fellBack map[string]bool
+}
+
+func (cc *ClientConn) newSubConn(addrs []resolver.Address) *subConn {
+	s := &subConn{cc: cc, addrs: addrs, state: connectivity.Idle}
+	s.ctx, s.cancel = context.WithCancel(cc.ctx)
+	return s
+}
+
+// pickState is the state the balancer sees: the transport's, or with
+// health checking, a Ready transport's health.
+func (s *subConn) pickState() connectivity.State {
+	if s.state == connectivity.Ready && s.cc.sc.health {
+		return s.health
+	}
+	return s.state
+}
+
+// connectLocked starts connecting an Idle backend, and reports whether it
+// did (the ClientConn's state is then to be updated).
+func (s *subConn) connectLocked() bool {
+	if s.state != connectivity.Idle || s.running || s.shutdown {
+		return false
+	}
+	s.running = true
+	s.state = connectivity.Connecting
+	s.cc.wg.Add(1)
+	go s.run()
+	return true
+}
+
+// setAddrsLocked gives pick_first's backend a new address list; the link in
+// use is returned, to drain, when its address left the list.
+func (s *subConn) setAddrsLocked(addrs []resolver.Address) []*clientLink {
+	s.addrs = addrs
+	if s.cur == nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if a.Equal(s.curAddr) {
+			return nil
+		}
+	}
+	l := s.dropLinkLocked()
+	s.state = connectivity.Idle
+	return []*clientLink{l}
+}
+
+// dropLinkLocked takes cur out of use and returns it.
+func (s *subConn) dropLinkLocked() *clientLink {
+	l := s.cur
+	s.cur = nil
+	if s.stopHealth != nil {
+		s.stopHealth()
+		s.stopHealth = nil
+	}
+	return l
+}
+
+// shutdownLocked removes the backend; its link is returned, to drain.
+func (s *subConn) shutdownLocked() []*clientLink {
+	s.shutdown = true
+	s.state = connectivity.Shutdown
+	s.cancel()
+	if l := s.dropLinkLocked(); l != nil {
+		return []*clientLink{l}
+	}
+	return nil
+}
+
+// run connects: it tries the addresses until one answers, and after an
+// attempt where none did, waits the backoff delay (in TransientFailure)
+// and tries again, until a link is up or the backend is shut down.
+func (s *subConn) run() {
+	cc := s.cc
+	defer cc.wg.Done()
+	for {
+		cc.mu.Lock()
+		if s.shutdown {
+			s.running = false
+			cc.mu.Unlock()
+			return
+		}
+		addrs, failures := s.addrs, s.failures
+		cc.mu.Unlock()
+
+		timeout := max(cc.connect.MinConnectTimeout, cc.connect.Backoff.Delay(failures+1))
+		tc, addr, err := s.dial(addrs, timeout)
+
+		cc.mu.Lock()
+		if s.shutdown {
+			s.running = false
+			cc.mu.Unlock()
+			if tc != nil {
+				tc.Close()
+			}
+			return
+		}
+		if err == nil {
+			l := newClientLink(cc, tc)
+			l.sc = s
+			if hs := cc.opts.statsHandlers; len(hs) > 0 {
+				// Before calls can take l: they read l.stats. The
+				// counters are the connection's own (its transport is
+				// the address's, or its fallback).
+				l.stats = beginConn(hs, true, tc, nil)
+			}
+			s.cur, s.curAddr = l, addr
+			s.state, s.health = connectivity.Ready, connectivity.Connecting
+			s.failures, s.err, s.running = 0, nil, false
+			cc.all[l] = true
+			var hctx context.Context
+			cc.wg.Add(1)
+			if cc.sc.health {
+				hctx, s.stopHealth = context.WithCancel(l.ctx)
+				cc.wg.Add(1)
+			}
+			cc.updateStateLocked()
+			cc.mu.Unlock()
+			go l.readLoop()
+			if hctx != nil {
+				go s.watchHealth(hctx, l)
+			}
+			return
+		}
+		s.failures++
+		s.err = status.ErrorWithCause(codes.Unavailable, fmt.Sprintf("connecting to %s: %v", cc.target, err), err)
+		s.state = connectivity.TransientFailure
+		wait := cc.connect.Backoff.Delay(s.failures)
+		cc.updateStateLocked()
+		cc.mu.Unlock()
+		cc.log.Info("dial failed", zap.Error(err), zap.Duration("retry_in", wait))
+		cc.resolveNow()
+
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			t.Stop()
+		}
+		cc.mu.Lock()
+		if !s.shutdown {
+			s.state = connectivity.Connecting
+			cc.updateStateLocked()
+		}
+		cc.mu.Unlock()
+	}
+}
+
+// dial tries each address in turn, each for timeout at least.
+func (s *subConn) dial(addrs []resolver.Address, timeout time.Duration) (transport.Conn, resolver.Address, error) {
+	var errs []error
+	for _, a := range addrs {
+		tc, err := s.dialOne(a, timeout)
+		if err == nil {
+			return tc, a, nil
+		}
+		if len(addrs) > 1 {
+			err = fmt.Errorf("%s: %w", a.Addr, err)
+		}
+		errs = append(errs, err)
+		if s.ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, resolver.Address{}, errors.Join(errs...)
+}
+
+func (s *subConn) dialOne(a resolver.Address, timeout time.Duration) (transport.Conn, error) {
+	tr, fallback, err := s.cc.transportFor(a)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	defer cancel()
+	if s.fellBack[a.Addr] && fallback != "" {
+		return s.dialFallback(ctx, a, fallback, transport.ErrNoDevice)
+	}
+	tc, err := tr.Dial(ctx, a.Addr)
+	if err != nil && fallback != "" && errors.Is(err, transport.ErrNoDevice) {
+		if s.fellBack == nil {
+			s.fellBack = make(map[string]bool)
+		}
+		s.fellBack[a.Addr] = true
+		s.cc.log.Warn("no device serves the address: falling back", zap.String("addr", a.Addr), zap.String("fallback", fallback), zap.Error(err))
+		return s.dialFallback(ctx, a, fallback, err)
+	}
+	return tc, err
+}
+
+// dialFallback dials a with the fallback transport, for good: a host
+// without an RDMA device does not grow one. why is the error that made it
+// fall back.
+func (s *subConn) dialFallback(ctx context.Context, a resolver.Address, fallback string, why error) (transport.Conn, error) {
+	tr, ok := transport.Lookup(fallback)
+	if !ok {
+		return nil, fmt.Errorf("%w (and no transport is registered for the fallback scheme %q)", why, fallback)
+	}
+	return tr.Dial(ctx, a.Addr)
+}
+
+// drain stops new calls on l; it closes with st once its calls end.
+func (l *clientLink) drain(st *status.Status) {
+	l.mu.Lock()
+	l.draining = true
+	idle := l.idleDraining()
+	l.mu.Unlock()
+	if idle {
+		l.close(st)
+	}
+}

@@ -1,0 +1,277 @@
+package rdma
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmarpc/rdmarpc/rpc"
+	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
+)
+
+// The scale benchmark of issue 10 item 5 (bench/results/softroce-scale.md):
+// for each N, a fresh server process and this one as the client open N
+// idle rdma:// RPC connections, and each side reports what they cost. It
+// runs only when asked: -scale.n=100,1000,...
+
+var (
+	scaleN         = flag.String("scale.n", "", "connection counts for TestScaleTable (comma-separated); empty: skip")
+	scaleKeepalive = flag.Bool("scale.keepalive", true, "TestScaleTable: keepalive on (the default 30 s) or off, both sides")
+)
+
+// scaleKeepaliveParams is the keepalive of both sides: the default, or off.
+func scaleKeepaliveParams(on bool) rpc.Keepalive {
+	if on {
+		return rpc.Keepalive{}
+	}
+	return rpc.Keepalive{Time: -1}
+}
+
+// scaleOptions are small pools, so that one 2 GiB guest holds both ends of
+// thousands of connections: 24 KiB registered per connection per side.
+var scaleOptions = Options{BufferSize: 4096, RecvBuffers: 2, SendSlots: 2}
+
+// procStats is what one process holds.
+type procStats struct {
+	rssKiB     int64
+	registered uint64
+	fds        int
+	goroutines int
+	cpuTicks   int64 // user + system, in clock ticks
+}
+
+func (s procStats) String() string {
+	return fmt.Sprintf("%d %d %d %d %d", s.rssKiB, s.registered, s.fds, s.goroutines, s.cpuTicks)
+}
+
+func parseStats(line string) (procStats, error) {
+	var s procStats
+	_, err := fmt.Sscanf(line, "%d %d %d %d %d", &s.rssKiB, &s.registered, &s.fds, &s.goroutines, &s.cpuTicks)
+	return s, err
+}
+
+// selfStats reads this process's numbers from /proc.
+func selfStats(tr *Transport) (procStats, error) {
+	var s procStats
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return s, err
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			s.rssKiB, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return s, err
+	}
+	// Fields after the command's closing parenthesis: utime and stime are
+	// the 12th and 13th.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(f) < 13 {
+		return s, fmt.Errorf("short /proc/self/stat: %q", stat)
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	s.cpuTicks = u + k
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return s, err
+	}
+	s.fds = len(fds)
+	s.goroutines = runtime.NumGoroutine()
+	s.registered = tr.Counters()["registered_bytes"]
+	return s, nil
+}
+
+type scaleEcho struct{ testpb.UnimplementedTestServer }
+
+func (scaleEcho) Echo(ctx context.Context, in *testpb.EchoRequest) (*testpb.EchoResponse, error) {
+	return &testpb.EchoResponse{Payload: in.Payload}, nil
+}
+
+// TestScaleHelperServer is the server process of TestScaleTable: it
+// prints its address, then one line of its numbers for each line read,
+// until its input ends.
+func TestScaleHelperServer(t *testing.T) {
+	if os.Getenv("RDMARPC_HELPER") != "scale" {
+		t.Skip("the server half of TestScaleTable, run as a child process")
+	}
+	tr := New(scaleOptions)
+	lis, err := tr.Listen(net.JoinHostPort(os.Getenv("RDMARPC_TEST_IP"), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rpc.NewServer(rpc.KeepaliveParams(scaleKeepaliveParams(os.Getenv("RDMARPC_SCALE_KEEPALIVE") != "off")))
+	testpb.RegisterTestServer(s, scaleEcho{})
+	go func() { _ = s.Serve(lis) }()
+	defer s.Stop()
+	fmt.Println(lis.Addr().String())
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		st, err := selfStats(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Println(st)
+	}
+}
+
+// TestScaleTable measures, per N: setup time per connection, RSS and
+// registered bytes per side, fds and goroutines per side, CPU of each side
+// over 10 idle seconds, and the p50 of an echo on one extra connection.
+func TestScaleTable(t *testing.T) {
+	if *scaleN == "" {
+		t.Skip("a benchmark: run with -scale.n=100,1000,...")
+	}
+	guestIP(t)
+	var rows []string
+	for _, f := range strings.Split(*scaleN, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			t.Fatalf("-scale.n: %q is not a count", f)
+		}
+		row, err := scaleRow(t, n)
+		if err != nil {
+			t.Logf("N=%d: %v", n, err)
+			rows = append(rows, fmt.Sprintf("| %d | failed: %v |", n, err))
+			break
+		}
+		rows = append(rows, row)
+		t.Log(row)
+	}
+	t.Logf("keepalive on: %v; Options %+v per side", *scaleKeepalive, scaleOptions)
+	t.Log("| N | setup/conn | RSS client | RSS server | registered client | registered server | fds c/s | goroutines c/s | idle CPU c/s (10 s) | echo p50 (extra conn) |")
+	t.Log("|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		t.Log(r)
+	}
+}
+
+func scaleRow(t *testing.T, n int) (string, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestScaleHelperServer$")
+	cmd.Env = append(os.Environ(), "RDMARPC_HELPER=scale")
+	if !*scaleKeepalive {
+		cmd.Env = append(cmd.Env, "RDMARPC_SCALE_KEEPALIVE=off")
+	}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	defer func() { stdin.Close(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() {
+		return "", fmt.Errorf("the helper printed no address")
+	}
+	target := "rdma://" + lines.Text()
+	serverStats := func() (procStats, error) {
+		if _, err := fmt.Fprintln(stdin, "stats"); err != nil {
+			return procStats{}, err
+		}
+		if !lines.Scan() {
+			return procStats{}, fmt.Errorf("the helper stopped: %v", lines.Err())
+		}
+		return parseStats(lines.Text())
+	}
+
+	tr := New(scaleOptions)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	ccs := make([]*rpc.ClientConn, n)
+	defer func() {
+		for _, cc := range ccs {
+			if cc != nil {
+				cc.Close()
+			}
+		}
+	}()
+	const dialers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, dialers)
+	start := time.Now()
+	for d := range dialers {
+		wg.Go(func() {
+			for i := d; i < n; i += dialers {
+				cc, err := rpc.Dial(ctx, target, rpc.WithTransport(tr), rpc.WithKeepalive(scaleKeepaliveParams(*scaleKeepalive)))
+				if err != nil {
+					errs <- fmt.Errorf("connection %d: %w", i, err)
+					return
+				}
+				ccs[i] = cc
+			}
+		})
+	}
+	wg.Wait()
+	setup := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return "", err
+	}
+
+	c0, err := selfStats(tr)
+	if err != nil {
+		return "", err
+	}
+	s0, err := serverStats()
+	if err != nil {
+		return "", err
+	}
+	time.Sleep(10 * time.Second) // the idle interval measured
+	c1, err := selfStats(tr)
+	if err != nil {
+		return "", err
+	}
+	s1, err := serverStats()
+	if err != nil {
+		return "", err
+	}
+
+	extra, err := rpc.Dial(ctx, target, rpc.WithTransport(tr), rpc.WithKeepalive(scaleKeepaliveParams(*scaleKeepalive)))
+	if err != nil {
+		return "", fmt.Errorf("the extra connection: %w", err)
+	}
+	defer extra.Close()
+	ec := testpb.NewTestClient(extra)
+	req := &testpb.EchoRequest{Payload: make([]byte, 64)}
+	var rtts []time.Duration
+	for i := range 220 {
+		t0 := time.Now()
+		if _, err := ec.Echo(ctx, req); err != nil {
+			return "", fmt.Errorf("echo: %w", err)
+		}
+		if i >= 20 { // warm-up
+			rtts = append(rtts, time.Since(t0))
+		}
+	}
+	slices.Sort(rtts)
+	p50 := rtts[len(rtts)/2]
+
+	ticks := func(a, b procStats) string {
+		return fmt.Sprintf("%.1f%%", float64(b.cpuTicks-a.cpuTicks)/100/10*100) // 100 ticks/s, over 10 s
+	}
+	mib := func(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
+	return fmt.Sprintf("| %d | %.1f ms | %s | %s | %.1f MiB | %.1f MiB | %d / %d | %d / %d | %s / %s | %v |",
+		n, float64(setup.Microseconds())/1000/float64(n), mib(c1.rssKiB), mib(s1.rssKiB),
+		float64(c1.registered)/(1<<20), float64(s1.registered)/(1<<20),
+		c1.fds, s1.fds, c1.goroutines, s1.goroutines, ticks(c0, c1), ticks(s0, s1), p50.Round(time.Microsecond)), nil
+}
