@@ -13,6 +13,10 @@
 //   - A call is a unary Echo.Say whose request carries size payload bytes
 //     and whose response carries them back; MB/s counts the payload once per
 //     call (10^6 bytes per MB).
+//   - Streams (stream.go): a bidirectional Echo that sends back each
+//     message. In a ping-pong cell a call is one message each way on a
+//     long-lived stream; in a flood (stream) cell it is one message echoed,
+//     sent back to back, and latency is not measured.
 //   - Latency is a call's round trip as the caller sees it.
 //   - Allocations are counted for the whole process (runtime.MemStats): with
 //     the server in process, as in the benchmarks and --compare-grpc, they

@@ -14,6 +14,7 @@ import (
 // shape both rdmarpc's generated client and the gRPC baseline take.
 type Client interface {
 	Say(ctx context.Context, req *echopb.SayRequest) (*echopb.SayResponse, error)
+	Streamer
 	Close() error
 }
 
@@ -49,6 +50,7 @@ func StartServer(target string, opts ...rpc.ServerOption) (*Server, error) {
 		done:   make(chan error, 1),
 	}
 	echopb.RegisterEchoServer(s.srv, EchoService{})
+	s.srv.RegisterService(&streamDesc, EchoService{})
 	go func() { s.done <- s.srv.Serve(lis) }()
 	return s, nil
 }

@@ -33,27 +33,7 @@ var (
 // (client plus server, both in process) and MB/s (payload counted once per
 // call), each cell reports the p50, p99 and p99.9 latency of its calls in µs.
 func BenchmarkEcho(b *testing.B) {
-	ctx := context.Background()
-	srv, err := bench.StartServer("tcp://127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Stop()
-	ours, err := bench.Dial(ctx, srv.Target())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ours.Close()
-	gsrv, err := grpcecho.Start("127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer gsrv.Stop()
-	theirs, err := grpcecho.Dial(gsrv.Addr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer theirs.Close()
+	ours, theirs := startBoth(b)
 
 	impls := []struct {
 		name string
@@ -67,6 +47,31 @@ func BenchmarkEcho(b *testing.B) {
 			}
 		}
 	}
+}
+
+// startBoth serves Echo in this process with rdmarpc over TCP loopback
+// and with gRPC-go, and returns a client of each; all stop with b.
+func startBoth(b *testing.B) (ours, theirs bench.Client) {
+	srv, err := bench.StartServer("tcp://127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Stop() })
+	if ours, err = bench.Dial(context.Background(), srv.Target()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ours.Close() })
+	gsrv, err := grpcecho.Start("127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { gsrv.Stop() })
+	g, err := grpcecho.Dial(gsrv.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.Close() })
+	return ours, g
 }
 
 // benchEcho makes b.N calls with conc callers and records each call's

@@ -68,6 +68,18 @@ func (r Result) MBPerSec() float64 {
 // around the measured phase. The first failed call ends the run with its
 // error.
 func Run(ctx context.Context, c Client, cfg Config) (Result, error) {
+	callers := make([]caller, max(cfg.Concurrency, 1))
+	for i := range callers {
+		callers[i] = func(req *echopb.SayRequest) (*echopb.SayResponse, error) { return c.Say(context.Background(), req) }
+	}
+	return run(ctx, callers, cfg)
+}
+
+// caller makes one round trip; each of a cell's callers is used by one
+// goroutine.
+type caller func(*echopb.SayRequest) (*echopb.SayResponse, error)
+
+func (cfg Config) withDefaults() Config {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 1
 	}
@@ -77,6 +89,39 @@ func Run(ctx context.Context, c Client, cfg Config) (Result, error) {
 	if cfg.Warmup <= 0 {
 		cfg.Warmup = cfg.Duration / 5
 	}
+	return cfg
+}
+
+// measure holds what the process had spent when a measured phase began.
+type measure struct {
+	mem   runtime.MemStats
+	costs procCosts
+}
+
+func startMeasure() *measure {
+	runtime.GC()
+	m := &measure{}
+	runtime.ReadMemStats(&m.mem)
+	m.costs = readProcCosts()
+	return m
+}
+
+// stop puts what calls cost since start into r.
+func (m *measure) stop(r *Result, calls int64) {
+	costs := readProcCosts()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if calls > 0 {
+		r.AllocsPerCall = float64(after.Mallocs-m.mem.Mallocs) / float64(calls)
+		r.BytesPerCall = float64(after.TotalAlloc-m.mem.TotalAlloc) / float64(calls)
+	}
+	r.Calls = calls
+	m.costs.setPerCall(costs, r)
+}
+
+// run is Run with one caller per concurrent goroutine.
+func run(ctx context.Context, callers []caller, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
 	r := Result{Impl: cfg.Impl, Transport: cfg.Transport, Size: cfg.Size, Concurrency: cfg.Concurrency}
 	payload := make([]byte, cfg.Size)
 	for i := range payload {
@@ -85,7 +130,7 @@ func Run(ctx context.Context, c Client, cfg Config) (Result, error) {
 
 	// The warm-up also sizes the latency buffers, so that recording does not
 	// allocate during the measured phase.
-	warm, _, err := drive(ctx, c, payload, cfg.Concurrency, cfg.Warmup, nil)
+	warm, _, err := drive(ctx, callers, payload, cfg.Warmup, nil)
 	if err != nil {
 		return r, err
 	}
@@ -95,22 +140,13 @@ func Run(ctx context.Context, c Client, cfg Config) (Result, error) {
 		lats[i] = make([]time.Duration, 0, perWorker)
 	}
 
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	costsBefore := readProcCosts()
-	calls, elapsed, err := drive(ctx, c, payload, cfg.Concurrency, cfg.Duration, lats)
-	costsAfter := readProcCosts()
-	runtime.ReadMemStats(&after)
+	m := startMeasure()
+	calls, elapsed, err := drive(ctx, callers, payload, cfg.Duration, lats)
+	m.stop(&r, calls)
 	if err != nil {
 		return r, err
 	}
-	r.Calls, r.WarmupCalls, r.Elapsed = calls, warm, elapsed
-	if calls > 0 {
-		r.AllocsPerCall = float64(after.Mallocs-before.Mallocs) / float64(calls)
-		r.BytesPerCall = float64(after.TotalAlloc-before.TotalAlloc) / float64(calls)
-	}
-	costsBefore.setPerCall(costsAfter, &r)
+	r.WarmupCalls, r.Elapsed = warm, elapsed
 	all := make([]time.Duration, 0, calls)
 	for _, l := range lats {
 		all = append(all, l...)
@@ -119,10 +155,12 @@ func Run(ctx context.Context, c Client, cfg Config) (Result, error) {
 	return r, nil
 }
 
-// drive runs conc callers for d and returns how many calls completed and
-// the wall time from start until the last caller stopped. When lats is not
-// nil, caller i appends each call's latency to lats[i].
-func drive(ctx context.Context, c Client, payload []byte, conc int, d time.Duration, lats [][]time.Duration) (int64, time.Duration, error) {
+// drive runs callers, one goroutine each, for d and returns how many
+// calls completed and the wall time from start until the last caller
+// stopped. When lats is not nil, caller i appends each call's latency to
+// lats[i].
+func drive(ctx context.Context, callers []caller, payload []byte, d time.Duration, lats [][]time.Duration) (int64, time.Duration, error) {
+	conc := len(callers)
 	var (
 		wg     sync.WaitGroup
 		counts = make([]int64, conc)
@@ -142,7 +180,7 @@ func drive(ctx context.Context, c Client, payload []byte, conc int, d time.Durat
 					errs[w] = err
 					return
 				}
-				resp, err := c.Say(context.Background(), req)
+				resp, err := callers[w](req)
 				lat := time.Since(t0)
 				if err == nil && len(resp.GetPayload()) != len(payload) {
 					err = fmt.Errorf("bench: echo returned %d payload bytes, sent %d", len(resp.GetPayload()), len(payload))

@@ -8,6 +8,9 @@
 #   bench/softroce.sh [outdir] [rpcbench flags...]    (default outdir: .cache/bench-softroce)
 #
 # Default flags: --sizes 64,4KiB,64KiB --conc 1,16 --duration 2s; flags given replace them.
+# The streaming rows (rpcbench-stream.txt, rdma-stream.csv): stream ping-pong and a flood on
+# rdma:// next to ib_send_lat / ib_send_bw, with STREAM_FLAGS (default --sizes 64,64KiB
+# --conc 1,16 --duration 2s --warmup 300ms; STREAM_FLAGS=none skips them).
 # The guest's figures come from an emulated CPU (qemu TCG): read the ratios, not the times.
 set -euo pipefail
 
@@ -23,6 +26,7 @@ rm -f "$OUT"/rpcbench*.txt "$OUT"/*.csv "$OUT"/rdma.png "$OUT"/ladder.txt "$OUT"
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/rpcbench" ./bench/cmd/rpcbench)
 # The rungs below the RPC layer use the verbs binding, internal to transport/rdma.
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/ladder" ./transport/rdma/internal/ladder)
+read -r -a STREAM < <(echo "${STREAM_FLAGS:---sizes 64,64KiB --conc 1,16 --duration 2s --warmup 300ms}")
 LADDER_FLAGS=(--duration "${LADDER_DURATION:-2s}" --warmup 300ms)
 # BASELINE=<git revision>: also build the conn rung and rpcbench from that revision and run
 # them in the same boot, for a before/after table (ratios inside one boot are what count).
@@ -43,6 +47,11 @@ fi
   printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --csv /out/rdma.csv --png /out/rdma.png'
   printf ' %q' "${FLAGS[@]}"
   echo ' > /out/rpcbench.txt 2>&1 || rc=1'
+  if [ "${STREAM[*]}" != none ]; then
+    printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --modes pingpong,stream --csv /out/rdma-stream.csv'
+    printf ' %q' "${STREAM[@]}"
+    echo ' > /out/rpcbench-stream.txt 2>&1 || rc=1'
+  fi
   printf './rpcbench --listen tcp://$RDMARPC_TEST_IP:0 --csv /out/tcp.csv'
   printf ' %q' "${FLAGS[@]}"
   echo ' > /out/rpcbench-tcp.txt 2>&1 || rc=1'
@@ -65,6 +74,7 @@ fi
 
 status=0
 RDMARPC_VM_QUIET=${RDMARPC_VM_QUIET:-1} "$REPO/testbed/vm.sh" run1 "$OUT" || status=$?
+[ ! -f "$OUT/rpcbench-stream.txt" ] || cat "$OUT/rpcbench-stream.txt"
 cat "$OUT/rpcbench.txt" "$OUT/rpcbench-tcp.txt" 2>/dev/null || echo "FAIL no rpcbench output in $OUT (see $OUT/console.single.log)"
 echo "host: $(nproc) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/ladder.txt"
 cat "$OUT/ladder.txt" 2>/dev/null || echo "FAIL no ladder output in $OUT"

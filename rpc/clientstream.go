@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,7 +21,11 @@ import (
 // NewStream opens a stream for a streaming method ("/pkg.Service/Method")
 // through the client's stream interceptors. Nothing waits for the server:
 // the stream is open once the OPEN frame has left, and what the server
-// thinks of it (an unknown method, a refusal) comes back from RecvMsg.
+// thinks of it (an unknown method) comes back from RecvMsg. A stream the
+// server refuses (its stream slots are full) is opened again once a slot
+// frees and what was sent on it sent again, unseen by the caller, as a
+// refused unary call is sent again, when no more than 32 KiB of messages
+// had been sent on it; one refused later fails with Unavailable.
 func (cc *ClientConn) NewStream(ctx context.Context, desc *StreamDesc, method string, opts ...CallOption) (ClientStream, error) {
 	if len(cc.opts.callOptions) > 0 {
 		opts = append(append([]CallOption(nil), cc.opts.callOptions...), opts...)
@@ -82,10 +87,10 @@ func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method s
 
 // clientStream is the client's end of one stream.
 type clientStream struct {
-	l      *clientLink
-	id     uint64
+	cc     *ClientConn
 	desc   *StreamDesc
 	method string
+	md     metadata.MD // the request metadata, for an OPEN sent again
 	ci     callInfo
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -94,7 +99,23 @@ type clientStream struct {
 	in  inbox
 	out credit
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// The link and id the stream is open on. They change only while
+	// reopening is set, when the server refused the stream and it is
+	// opened again; SendMsg and CloseSend wait for that.
+	l         *clientLink
+	id        uint64
+	reopening chan struct{} // non-nil while the stream is opened again; closed after
+	again     bool          // the stream was refused again before reopening was done
+	// Until the server shows it took the stream (any frame of its but a
+	// refusal), the MESSAGE frames sent are kept, up to maxKept bytes, to
+	// be sent again should it refuse the stream. committed: no longer (the
+	// server took the stream, too much was sent, or it ended); a refusal
+	// is then the caller's to see.
+	committed  atomic.Bool
+	kept       [][]byte // whole MESSAGE frames, in order
+	keptOne    [1][]byte
+	keptBytes  int
 	header     metadata.MD
 	gotHeader  chan struct{} // closed when the header came or the stream ended
 	sawHeaders bool          // a HEADERS frame came: a retry policy no longer applies
@@ -104,6 +125,7 @@ type clientStream struct {
 	done       chan struct{}  // closed when ended
 	ended      bool           // trailers, a reset, the context or the link ended it
 	sentClose  bool
+	refusals   int  // the server refused the stream this many times in a row
 	gotOne     bool // !ServerStreams: the one response was received
 	// Messages kept past the stream's end (TRAILERS: finish without drop)
 	// wait for RecvMsg until the caller abandons the stream.
@@ -115,15 +137,9 @@ type clientStream struct {
 	stats *rpcStats
 }
 
-// open registers a stream on l and sends its OPEN frame.
+// open makes a stream and opens it on l.
 func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, md metadata.MD, ci *callInfo, rs *rpcStats) (*clientStream, error) {
-	var timeout time.Duration
-	if dl, ok := ctx.Deadline(); ok {
-		if timeout = time.Until(dl); timeout <= 0 {
-			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
-		}
-	}
-	cs := &clientStream{l: l, desc: desc, method: method, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{}), stats: rs}
+	cs := &clientStream{cc: l.cc, desc: desc, method: method, md: md, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{}), stats: rs}
 	cs.in.init(l.cc.opts.window)
 	cs.out.init()
 	if rs != nil {
@@ -131,44 +147,9 @@ func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, 
 	}
 	cs.ctx, cs.cancel = context.WithCancel(ctx)
 	cs.parent = ctx
-	l.mu.Lock()
-	if l.draining || l.ctx.Err() != nil {
-		l.mu.Unlock()
+	if err := l.start(cs); err != nil {
 		cs.cancel()
-		return nil, errNotSent
-	}
-	l.nextID++
-	cs.id = l.nextID
-	l.streams[cs.id] = cs
-	l.mu.Unlock()
-
-	var flags uint8
-	if desc.ClientStreams {
-		flags |= wire.FlagClientStreams
-	}
-	if desc.ServerStreams {
-		flags |= wire.FlagServerStreams
-	}
-	frame := wire.AppendOpen(bufpool.Get(256)[:0], cs.id, flags, timeout, method, md)
-	err := l.tc.Send(ctx, frame)
-	bufpool.Put(frame)
-	if err == nil {
-		// A window larger than the protocol's initial one is granted
-		// right after the OPEN.
-		if extra := l.cc.opts.window - defaultWindow; extra > 0 {
-			err = l.tc.Send(ctx, wire.AppendWindow(nil, cs.id, uint32(min(extra, wire.MaxWindowIncrement))))
-		}
-	}
-	if err != nil {
-		l.forgetStream(cs.id)
-		cs.cancel()
-		if errors.Is(err, transport.ErrClosed) && ctx.Err() == nil {
-			return nil, errNotSent
-		}
-		if st := callerEnded(ctx); st != nil {
-			return nil, st.Err()
-		}
-		return nil, transportStatus(err).Err()
+		return nil, err
 	}
 	if cs.stats != nil {
 		cs.stats.outHeader(md, method, l.tc)
@@ -176,6 +157,194 @@ func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, 
 	// The stream's context ends it: a cancel resets it on the server.
 	context.AfterFunc(cs.ctx, cs.contextDone)
 	return cs, nil
+}
+
+// start registers cs on l under a new id and sends its OPEN frame (and a
+// half-close the caller made already, for a stream opened again).
+// errNotSent means l takes no new streams.
+func (l *clientLink) start(cs *clientStream) error {
+	ctx := cs.ctx
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(dl); timeout <= 0 {
+			return status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
+		}
+	}
+	l.mu.Lock()
+	if l.draining || l.ctx.Err() != nil {
+		l.mu.Unlock()
+		return errNotSent
+	}
+	l.nextID++
+	id := l.nextID
+	l.streams[id] = cs
+	l.mu.Unlock()
+	cs.mu.Lock()
+	if cs.ended { // while it was being opened again
+		st := cs.endStatus
+		cs.mu.Unlock()
+		l.forgetStream(id)
+		return st.Err()
+	}
+	cs.l, cs.id = l, id
+	halfClosed := cs.sentClose
+	kept := cs.kept
+	cs.mu.Unlock()
+
+	var flags uint8
+	if cs.desc.ClientStreams {
+		flags |= wire.FlagClientStreams
+	}
+	if cs.desc.ServerStreams {
+		flags |= wire.FlagServerStreams
+	}
+	frame := wire.AppendOpen(bufpool.Get(256)[:0], id, flags, timeout, cs.method, cs.md)
+	err := l.tc.Send(ctx, frame)
+	bufpool.Put(frame)
+	if err == nil {
+		// A window larger than the protocol's initial one is granted
+		// right after the OPEN.
+		if extra := l.cc.opts.window - defaultWindow; extra > 0 {
+			err = l.tc.Send(ctx, wire.AppendWindow(nil, id, uint32(min(extra, wire.MaxWindowIncrement))))
+		}
+	}
+	if len(kept) > 0 {
+		// The messages go again on the new stream, whose window is the
+		// initial one: they fit it (maxKept is less).
+		cs.out.reset()
+		for _, f := range kept {
+			if err != nil {
+				break
+			}
+			again := append(bufpool.Get(len(f))[:0], f...)
+			wire.AppendMessageHead(again[:0], id)
+			err = l.tc.Send(ctx, again)
+			bufpool.Put(again)
+			cs.out.take(len(f))
+		}
+	}
+	if err == nil && halfClosed {
+		err = l.tc.Send(ctx, wire.AppendCloseSend(nil, id))
+	}
+	if err != nil {
+		l.forgetStream(id)
+		if errors.Is(err, transport.ErrClosed) && ctx.Err() == nil {
+			return errNotSent
+		}
+		if st := callerEnded(ctx); st != nil {
+			return st.Err()
+		}
+		return transportStatus(err).Err()
+	}
+	return nil
+}
+
+// refused handles the server's refusal of stream id on l (its stream
+// slots were full; the handler never ran). When what was sent on it is
+// still kept (nothing of the server's came, and no more than maxKept
+// bytes of messages went), it is opened again once a slot frees and sent
+// again, as gRPC does with a stream refused by REFUSED_STREAM, and refused
+// reports true; the caller sees nothing of it. Otherwise the refusal ends
+// the stream as any status does.
+func (cs *clientStream) refused(l *clientLink, id uint64) bool {
+	cs.mu.Lock()
+	if cs.committed.Load() || cs.ended || cs.headerDone || cs.l != l || cs.id != id {
+		cs.mu.Unlock()
+		return false
+	}
+	reopening := cs.reopening != nil
+	if reopening {
+		// The OPEN sent again was refused before reopen was done with
+		// it: reopen goes round once more.
+		cs.again = true
+	} else {
+		cs.reopening = make(chan struct{})
+		cs.refusals++
+	}
+	n := cs.refusals
+	cs.mu.Unlock()
+	l.forgetStream(id)
+	if !reopening {
+		go cs.reopen(l, n)
+	}
+	return true
+}
+
+// reopen waits, after the n-th refusal in a row, for a slot on l (or a
+// backoff, or l's end), and opens the stream again on the ClientConn's
+// current link. It ends with the stream's context at the latest.
+func (cs *clientStream) reopen(l *clientLink, n int) {
+	for {
+		err := l.waitForSlot(cs.ctx, n)
+		for attempt := 1; err == nil; attempt++ {
+			if l, err = cs.cc.link(cs.ctx, cs.ci.waitForReady); err != nil {
+				break
+			}
+			if err = l.start(cs); err != errNotSent {
+				break
+			}
+			cs.cc.forget(l, false)
+			if attempt == 3 {
+				err = l.closeStatus().Err()
+			}
+		}
+		if err != nil {
+			cs.finish(status.Convert(err), true)
+		}
+		cs.mu.Lock()
+		if err == nil && cs.again && !cs.ended {
+			cs.again = false
+			cs.refusals++
+			n = cs.refusals
+			cs.mu.Unlock()
+			continue
+		}
+		ch := cs.reopening
+		cs.reopening = nil
+		cs.mu.Unlock()
+		close(ch)
+		return
+	}
+}
+
+// waitReopened waits, with cs.mu held, until no re-open is in progress.
+func (cs *clientStream) waitReopened() {
+	for cs.reopening != nil {
+		ch := cs.reopening
+		cs.mu.Unlock()
+		<-ch
+		cs.mu.Lock()
+	}
+}
+
+// maxKept bounds the bytes of MESSAGE frames a stream keeps until the
+// server takes it: half the initial window, so that what is sent again
+// always fits a new stream's window.
+const maxKept = defaultWindow / 2
+
+// accepted: the server sent a frame for the stream other than a refusal,
+// so it took the stream; nothing needs keeping any more.
+func (cs *clientStream) accepted() {
+	if cs.committed.Load() {
+		return
+	}
+	cs.mu.Lock()
+	cs.commitLocked()
+	cs.mu.Unlock()
+}
+
+// commitLocked drops the kept frames; from now on a refusal is the
+// caller's to see. Called with cs.mu held.
+func (cs *clientStream) commitLocked() {
+	cs.committed.Store(true)
+	cs.kept, cs.keptBytes = nil, 0
+}
+
+// where returns the link and id the stream is open on.
+func (cs *clientStream) where() (*clientLink, uint64) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.l, cs.id
 }
 
 // forgetStream removes stream id from l; a draining link with nothing left
@@ -198,8 +367,8 @@ func (cs *clientStream) contextDone() {
 	if st == nil {
 		st = status.New(codes.Canceled, context.Canceled.Error())
 	}
-	if cs.finish(st, true) {
-		cs.l.queueControl(wire.AppendReset(nil, cs.id, uint32(st.Code()), st.Message()), maxQueuedCancels)
+	if l, id, ok := cs.finishAt(st, true); ok {
+		l.queueControl(wire.AppendReset(nil, id, uint32(st.Code()), st.Message()), maxQueuedCancels)
 	}
 }
 
@@ -207,12 +376,20 @@ func (cs *clientStream) contextDone() {
 // drop throws the queued messages away (the stream failed). It reports
 // whether this call ended it.
 func (cs *clientStream) finish(st *status.Status, drop bool) bool {
+	_, _, ok := cs.finishAt(st, drop)
+	return ok
+}
+
+// finishAt is finish, and says the link and id the stream ended on.
+func (cs *clientStream) finishAt(st *status.Status, drop bool) (*clientLink, uint64, bool) {
 	cs.mu.Lock()
 	if cs.ended {
 		cs.mu.Unlock()
-		return false
+		return nil, 0, false
 	}
+	l, id := cs.l, cs.id
 	cs.ended, cs.endStatus = true, st
+	cs.commitLocked()
 	if !cs.headerDone {
 		cs.headerDone = true
 		close(cs.gotHeader)
@@ -224,7 +401,7 @@ func (cs *clientStream) finish(st *status.Status, drop bool) bool {
 		err = st.Err()
 	}
 	if drop {
-		cs.release(cs.dropQueued(err))
+		cs.release(l, cs.dropQueued(err))
 		cs.endStats()
 	} else {
 		cs.in.end(err)
@@ -234,15 +411,16 @@ func (cs *clientStream) finish(st *status.Status, drop bool) bool {
 			cs.endStats()
 		}
 	}
-	cs.l.forgetStream(cs.id)
+	l.forgetStream(id)
 	cs.cancel()
-	return true
+	return l, id, true
 }
 
-// release gives the bytes of dropped messages back to the link.
-func (cs *clientStream) release(msgs [][]byte) {
+// release gives the bytes of dropped messages back to l, the link they
+// came on.
+func (cs *clientStream) release(l *clientLink, msgs [][]byte) {
 	for _, m := range msgs {
-		cs.l.held.Add(-int64(len(m)))
+		l.held.Add(-int64(len(m)))
 		bufpool.Put(m)
 	}
 }
@@ -278,11 +456,12 @@ func (cs *clientStream) discard(err error) {
 	cs.abandoned = true
 	stop := cs.stopDrop
 	cs.stopDrop = nil
+	l := cs.l
 	cs.mu.Unlock()
 	if stop != nil {
 		stop()
 	}
-	cs.release(cs.in.drop(err))
+	cs.release(l, cs.in.drop(err))
 	cs.endStats()
 }
 
@@ -335,6 +514,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			cs.reset(streamDecodeStatus("header", err))
 			return true
 		}
+		cs.accepted()
 		cs.mu.Lock()
 		cs.sawHeaders = true
 		first := !cs.headerDone
@@ -350,6 +530,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		if cs == nil {
 			return true
 		}
+		cs.accepted()
 		if len(body) > cs.ci.maxRecvSize {
 			cs.reset(status.Newf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(body), cs.ci.maxRecvSize))
 			return true
@@ -364,7 +545,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			l.held.Add(int64(len(msg)))
 		case pastWindow:
 			bufpool.Put(msg)
-			l.log.Warn("resetting a stream", zap.Uint64("stream", cs.id), zap.String("reason", "the server sent past the stream's window"))
+			l.log.Warn("resetting a stream", zap.Uint64("stream", h.CallID), zap.String("reason", "the server sent past the stream's window"))
 			cs.reset(status.New(codes.Internal, "flow control: the server sent past the stream's window"))
 		case pushEnded:
 			bufpool.Put(msg)
@@ -382,6 +563,9 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		}
 		if err != nil {
 			cs.reset(streamDecodeStatus("trailers", err))
+			return true
+		}
+		if r.Code == uint32(codes.Unavailable) && len(r.Trailer[refusedKey]) > 0 && cs.refused(l, h.CallID) {
 			return true
 		}
 		cs.mu.Lock()
@@ -415,8 +599,11 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			l.fatal(err)
 			return false
 		}
-		if cs != nil && !cs.out.add(n) {
-			cs.reset(status.New(codes.Internal, "flow control: window updates past 2^31-1 bytes"))
+		if cs != nil {
+			cs.accepted()
+			if !cs.out.add(n) {
+				cs.reset(status.New(codes.Internal, "flow control: window updates past 2^31-1 bytes"))
+			}
 		}
 	default: // OPEN, CLOSE_SEND: only clients send them
 		l.fatal(errors.New("server sent a " + h.Kind.String() + " frame, which only clients send"))
@@ -436,8 +623,8 @@ func streamDecodeStatus(what string, err error) *status.Status {
 // server has ended already (by its TRAILERS) drops what is still queued:
 // the caller got st from RecvMsg, its final error.
 func (cs *clientStream) reset(st *status.Status) {
-	if cs.finish(st, true) {
-		cs.l.queueControl(wire.AppendReset(nil, cs.id, uint32(st.Code()), st.Message()), maxQueuedCancels)
+	if l, id, ok := cs.finishAt(st, true); ok {
+		l.queueControl(wire.AppendReset(nil, id, uint32(st.Code()), st.Message()), maxQueuedCancels)
 		return
 	}
 	cs.discard(st.Err())
@@ -467,14 +654,20 @@ func (cs *clientStream) Context() context.Context { return cs.ctx }
 // CloseSend half-closes the stream.
 func (cs *clientStream) CloseSend() error {
 	cs.mu.Lock()
+	cs.waitReopened()
 	if cs.sentClose || cs.ended {
 		cs.mu.Unlock()
 		return nil
 	}
+	// Should the server refuse the stream, the half-close is sent again
+	// after its OPEN: it does not make the stream sent.
 	cs.sentClose = true
+	l, id := cs.l, cs.id
 	cs.mu.Unlock()
-	if err := cs.l.tc.Send(cs.ctx, wire.AppendCloseSend(nil, cs.id)); err != nil && cs.ctx.Err() == nil {
-		cs.finish(transportStatus(err), true)
+	if err := l.tc.Send(cs.ctx, wire.AppendCloseSend(nil, id)); err != nil && cs.ctx.Err() == nil {
+		if nl, nid := cs.where(); nl == l && nid == id { // not opened again meanwhile
+			cs.finish(transportStatus(err), true)
+		}
 	}
 	return nil
 }
@@ -483,7 +676,9 @@ func (cs *clientStream) CloseSend() error {
 // ended it returns io.EOF, and RecvMsg the stream's status.
 func (cs *clientStream) SendMsg(m any) error {
 	cs.mu.Lock()
-	closed, ended := cs.sentClose, cs.ended
+	cs.waitReopened()
+	closed, ended, keep := cs.sentClose, cs.ended, !cs.committed.Load()
+	l, id := cs.l, cs.id
 	cs.mu.Unlock()
 	if closed {
 		return status.Error(codes.Internal, "SendMsg called after CloseSend")
@@ -491,8 +686,29 @@ func (cs *clientStream) SendMsg(m any) error {
 	if ended || !cs.out.wait(cs.done) {
 		return io.EOF
 	}
-	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], cs.id)
-	n, err := sendFrame(cs.ctx, cs.l.tc, cs.l.cc.opts.codec, head, m, cs.ci.maxSendSize, nil)
+	if keep {
+		sc, sized := cs.cc.opts.codec.(SizedCodec)
+		n := -1
+		if sized {
+			n = sc.Size(m)
+		}
+		if !sized || wire.HeaderLen+n <= maxKept {
+			return cs.sendKept(m, n)
+		}
+		// Too large to keep: it goes straight into the transport's
+		// memory, and a refusal from now on is the caller's to see.
+		cs.mu.Lock()
+		cs.waitReopened()
+		cs.commitLocked()
+		ended = cs.ended
+		l, id = cs.l, cs.id
+		cs.mu.Unlock()
+		if ended {
+			return io.EOF
+		}
+	}
+	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], id)
+	n, err := sendFrame(cs.ctx, l.tc, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil)
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && cs.ctx.Err() == nil {
@@ -506,6 +722,64 @@ func (cs *clientStream) SendMsg(m any) error {
 	cs.out.take(messageCost(n))
 	if cs.stats != nil {
 		cs.stats.outPayload(m, n, n+wire.HeaderLen)
+	}
+	return nil
+}
+
+// sendKept sends m on a stream the server has not shown it took, keeping
+// the frame (within maxKept bytes for the stream) to send again should the
+// server refuse the stream. n is m's size when the codec is a SizedCodec,
+// else -1.
+func (cs *clientStream) sendKept(m any, n int) error {
+	var frame []byte
+	if n >= 0 {
+		frame = make([]byte, wire.HeaderLen+n)
+		if err := cs.cc.opts.codec.(SizedCodec).MarshalTo(frame[wire.HeaderLen:], m); err != nil {
+			return status.Errorf(codes.Internal, "encoding %T: %v", m, err)
+		}
+	} else {
+		payload, err := cs.cc.opts.codec.Marshal(m)
+		if err != nil {
+			return status.Errorf(codes.Internal, "encoding %T: %v", m, err)
+		}
+		frame = append(make([]byte, wire.HeaderLen, wire.HeaderLen+len(payload)), payload...)
+	}
+	payload := frame[wire.HeaderLen:]
+	cs.mu.Lock()
+	cs.waitReopened() // a refusal came meanwhile: this frame goes on the new stream
+	if cs.ended {
+		cs.mu.Unlock()
+		return io.EOF
+	}
+	l, id := cs.l, cs.id
+	if err := checkSize(len(payload), cs.ci.maxSendSize, wire.HeaderLen, l.tc); err != nil {
+		cs.mu.Unlock()
+		return err
+	}
+	wire.AppendMessageHead(frame[:0], id)
+	if !cs.committed.Load() && cs.keptBytes+len(frame) <= maxKept {
+		if cs.kept == nil {
+			cs.kept = cs.keptOne[:0] // most streams keep one message
+		}
+		cs.kept = append(cs.kept, frame)
+		cs.keptBytes += len(frame)
+	} else {
+		cs.commitLocked() // too much to keep: a refusal is the caller's to see
+	}
+	// The window is taken before the frame leaves, under the lock: a
+	// refusal handled meanwhile sends it again, and counts it there.
+	cs.out.take(len(frame))
+	cs.mu.Unlock()
+	if err := l.tc.Send(cs.ctx, frame); err != nil {
+		if cs.ctx.Err() == nil {
+			if nl, nid := cs.where(); nl == l && nid == id { // not opened again meanwhile
+				cs.finish(transportStatus(err), true)
+			}
+		}
+		return io.EOF
+	}
+	if cs.stats != nil {
+		cs.stats.outPayload(m, len(payload), len(frame))
 	}
 	return nil
 }
@@ -540,12 +814,13 @@ func (cs *clientStream) recv(m any) error {
 		cs.discard(err)
 		return err
 	}
-	cs.l.held.Add(-int64(len(msg)))
-	if grant > 0 && !cs.l.queueControl(wire.AppendWindow(nil, cs.id, uint32(grant)), maxQueuedCancels) {
+	l, id := cs.where()
+	l.held.Add(-int64(len(msg)))
+	if grant > 0 && !l.queueControl(wire.AppendWindow(nil, id, uint32(grant)), maxQueuedCancels) {
 		cs.in.ungrant(grant)
 	}
 	if m != nil {
-		err = cs.l.cc.opts.codec.Unmarshal(msg, m)
+		err = cs.cc.opts.codec.Unmarshal(msg, m)
 	}
 	n := len(msg)
 	bufpool.Put(msg)

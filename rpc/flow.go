@@ -203,6 +203,14 @@ func (c *credit) wait(done <-chan struct{}) bool {
 	}
 }
 
+// reset gives back the initial window, for a stream opened again.
+func (c *credit) reset() {
+	c.mu.Lock()
+	c.n = defaultWindow
+	c.mu.Unlock()
+	c.signal()
+}
+
 func (c *credit) take(n int) {
 	c.mu.Lock()
 	c.n -= int64(n)

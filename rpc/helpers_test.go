@@ -215,14 +215,14 @@ type spyConn struct {
 	transport.Conn
 	s        *spy
 	accepted bool // by a listener, not dialled
-	sent     [8]atomic.Int64
-	received [8]atomic.Int64
+	sent     [16]atomic.Int64
+	received [16]atomic.Int64
 	held     atomic.Int64
 	peak     atomic.Int64
 }
 
 func kindOf(b []byte) int {
-	if len(b) < wire.HeaderLen || int(b[1]) >= 8 {
+	if len(b) < wire.HeaderLen || int(b[1]) >= 16 {
 		return 0
 	}
 	return int(b[1])

@@ -267,8 +267,10 @@ func InitialConnWindowSize(n int32) ServerOption {
 }
 
 // MaxConcurrentStreams caps the streams open at once on one connection;
-// one more is refused with Unavailable (and the refusal mark). Default
-// 4096. Unary calls are counted apart, by MaxConcurrentCalls.
+// one more is refused with Unavailable (and the refusal mark), which an
+// rdmarpc client takes by opening the stream again once a slot frees (see
+// ClientConn.NewStream). Default 4096. Unary calls are counted apart, by
+// MaxConcurrentCalls.
 func MaxConcurrentStreams(n uint32) ServerOption {
 	return func(o *serverOptions) { o.maxStreams = clampInt(n) }
 }

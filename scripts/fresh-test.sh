@@ -24,8 +24,9 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 suite=${FRESH_SUITE:-bookworm}
 # The machine's own apt configuration says where Debian's packages come from.
 host_mirror() {
-  { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}'
-    grep -hs '^deb ' /etc/apt/sources.list | awk '{print $2}'; } | grep -v -- '-security' | head -n 1
+  # A machine may have only one of the two files: a missing one is no error.
+  { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' || true
+    grep -hs '^deb ' /etc/apt/sources.list | awk '{print $2}' || true; } | grep -v -- '-security' | head -n 1
 }
 mirror=${FRESH_MIRROR:-$(host_mirror)}
 include=make,git,ca-certificates

@@ -109,6 +109,14 @@ type Counters interface {
 	Counters() map[string]uint64
 }
 
+// Gauges is implemented by transports that report levels, values that go up
+// and down (registered memory in use, its budget). Names are snake_case.
+// They are kept apart from Counters so that what reads counters as totals
+// (per-call differences, Prometheus counters) never sees a level.
+type Gauges interface {
+	Gauges() map[string]uint64
+}
+
 // Activity is implemented by connections that can say how many bytes have
 // arrived from the peer so far, counting the parts of messages that have not
 // yet arrived whole. A keepalive takes any growth as a sign of life, so a

@@ -60,6 +60,11 @@ func (countedConn) Counters() map[string]uint64 {
 	return map[string]uint64{"credit_waits": 3, "recvs_posted": 40}
 }
 
+// Gauges are levels: exported as gauges, not counters.
+func (countedConn) Gauges() map[string]uint64 {
+	return map[string]uint64{"registered_bytes": 4096}
+}
+
 func (t counted) Dial(ctx context.Context, addr string) (transport.Conn, error) {
 	c, err := t.Transport.Dial(ctx, addr)
 	if err != nil {
@@ -174,11 +179,14 @@ rdmarpc_transport_credit_waits_total{scheme="pipe"} 3
 # HELP rdmarpc_transport_recvs_posted_total Transport counter recvs_posted.
 # TYPE rdmarpc_transport_recvs_posted_total counter
 rdmarpc_transport_recvs_posted_total{scheme="pipe"} 40
+# HELP rdmarpc_transport_registered_bytes Transport level registered_bytes.
+# TYPE rdmarpc_transport_registered_bytes gauge
+rdmarpc_transport_registered_bytes{scheme="pipe"} 4096
 `
 	names := []string{
 		"grpc_server_started_total", "grpc_server_handled_total", "grpc_server_msg_received_total", "grpc_server_msg_sent_total",
 		"grpc_client_started_total", "grpc_client_handled_total", "grpc_client_msg_received_total", "grpc_client_msg_sent_total",
-		"rdmarpc_transport_credit_waits_total", "rdmarpc_transport_recvs_posted_total",
+		"rdmarpc_transport_credit_waits_total", "rdmarpc_transport_recvs_posted_total", "rdmarpc_transport_registered_bytes",
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)

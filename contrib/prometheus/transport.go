@@ -14,9 +14,11 @@ import (
 )
 
 // TransportMetrics exports the counters of the transports that connections
-// are made with, one series per counter and scheme:
+// are made with, one series per counter and scheme, and their gauges
+// (transport.Gauges: levels such as registered memory) likewise:
 //
 //	rdmarpc_transport_<counter>_total{scheme}
+//	rdmarpc_transport_<gauge>{scheme}
 //
 // It is a stats.Handler that learns the transports from the connections it
 // is told about (stats.ConnTagInfo.Counters), for rpc.StatsHandler and
@@ -74,6 +76,11 @@ func metricName(n string) string {
 	return "rdmarpc_transport_" + strings.TrimSuffix(notMetricChars.ReplaceAllString(n, "_"), "_total") + "_total"
 }
 
+// gaugeName is the series name of transport gauge n.
+func gaugeName(n string) string {
+	return "rdmarpc_transport_" + notMetricChars.ReplaceAllString(n, "_")
+}
+
 func (t *TransportMetrics) Collect(ch chan<- prom.Metric) {
 	t.mu.Lock()
 	schemes, sources := t.schemes, t.sources
@@ -88,6 +95,18 @@ func (t *TransportMetrics) Collect(ch chan<- prom.Metric) {
 		for _, n := range names {
 			desc := prom.NewDesc(metricName(n), "Transport counter "+n+".", []string{"scheme"}, nil)
 			ch <- prom.MustNewConstMetric(desc, prom.CounterValue, float64(counts[n]), schemes[i])
+		}
+		if g, ok := src.(transport.Gauges); ok {
+			levels := g.Gauges()
+			names = names[:0]
+			for n := range levels {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				desc := prom.NewDesc(gaugeName(n), "Transport level "+n+".", []string{"scheme"}, nil)
+				ch <- prom.MustNewConstMetric(desc, prom.GaugeValue, float64(levels[n]), schemes[i])
+			}
 		}
 	}
 }

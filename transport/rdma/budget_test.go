@@ -105,7 +105,7 @@ func TestMemoryBudgetRefuses(t *testing.T) {
 				c.Close()
 			}
 			for _, tr := range []*Transport{srvTr, cliTr} {
-				if n := tr.Counters()["registered_bytes"]; n != 0 {
+				if n := tr.Gauges()["registered_bytes"]; n != 0 {
 					t.Errorf("%d bytes still counted as registered after every connection closed", n)
 				}
 			}

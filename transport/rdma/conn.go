@@ -202,6 +202,9 @@ func (c *conn) MaxMessageSize() int { return int(c.peer.maxMessage) }
 // RPC layer's stats handlers reach them from the connection.
 func (c *conn) Counters() map[string]uint64 { return c.t.Counters() }
 
+// Gauges returns the transport's levels (registered memory), likewise.
+func (c *conn) Gauges() map[string]uint64 { return c.t.Gauges() }
+
 // Scheme names the connection's transport for the RPC layer's stats
 // handlers: its addresses are the TCP bootstrap's.
 func (c *conn) Scheme() string { return "rdma" }

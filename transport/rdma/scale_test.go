@@ -91,7 +91,7 @@ func TestThousandConnections(t *testing.T) {
 	}
 	t.Logf("%d connections set up in %v (%d dialers)", n, time.Since(start).Round(time.Millisecond), dialers)
 	if !t.Failed() {
-		if got := cliTr.Counters()["registered_bytes"]; got != uint64(n*perConn) {
+		if got := cliTr.Gauges()["registered_bytes"]; got != uint64(n*perConn) {
 			t.Errorf("client: %d bytes registered for %d connections, want %d", got, n, n*perConn)
 		}
 		// The budget is full: the next handshake is refused, clearly.
@@ -142,7 +142,7 @@ func TestThousandConnections(t *testing.T) {
 		s.Close()
 	}
 	for _, tr := range []*Transport{cliTr, srvTr} {
-		if got := tr.Counters()["registered_bytes"]; got != 0 {
+		if got := tr.Gauges()["registered_bytes"]; got != 0 {
 			t.Errorf("%d bytes still counted as registered after every connection closed", got)
 		}
 		if got := tr.Counters(); got["conns_opened"] != got["conns_closed"] {

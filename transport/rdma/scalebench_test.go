@@ -92,7 +92,7 @@ func selfStats(tr *Transport) (procStats, error) {
 	}
 	s.fds = len(fds)
 	s.goroutines = runtime.NumGoroutine()
-	s.registered = tr.Counters()["registered_bytes"]
+	s.registered = tr.Gauges()["registered_bytes"]
 	return s, nil
 }
 

@@ -73,7 +73,7 @@ func TestCloseDropsLateReceive(t *testing.T) {
 		t.Errorf("%d late messages dropped in the teardown, want 1", n)
 	}
 	waitFor(t, "lent buffers back to zero", func() bool { return client.lentBufs.Load() == 0 })
-	waitFor(t, "registered bytes back to zero", func() bool { return tr.Counters()["registered_bytes"] == 0 })
+	waitFor(t, "registered bytes back to zero", func() bool { return tr.Gauges()["registered_bytes"] == 0 })
 }
 
 // TestPeerDeathReturnsQueued: messages that arrived before the peer died
@@ -113,5 +113,5 @@ func TestPeerDeathReturnsQueued(t *testing.T) {
 	if _, err := server.Recv(ctx); err == nil {
 		t.Error("Recv after Close returned a message")
 	}
-	waitFor(t, "registered bytes back to zero", func() bool { return tr.Counters()["registered_bytes"] == 0 })
+	waitFor(t, "registered bytes back to zero", func() bool { return tr.Gauges()["registered_bytes"] == 0 })
 }

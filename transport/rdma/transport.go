@@ -269,9 +269,12 @@ func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds 
 }
 
 // Counters returns what the transport counted over all its connections.
-func (t *Transport) Counters() map[string]uint64 {
-	m := t.counters.snapshot()
-	m["registered_bytes"] = uint64(t.budget.inUse())
+func (t *Transport) Counters() map[string]uint64 { return t.counters.snapshot() }
+
+// Gauges returns the registered memory in use (registered_bytes) and, when
+// there is one, its budget (registered_budget).
+func (t *Transport) Gauges() map[string]uint64 {
+	m := map[string]uint64{"registered_bytes": uint64(t.budget.inUse())}
 	if t.budget.limit > 0 {
 		m["registered_budget"] = uint64(t.budget.limit)
 	}

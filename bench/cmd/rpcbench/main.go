@@ -21,6 +21,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/bench"
 	"github.com/rdmarpc/rdmarpc/bench/internal/grpcecho"
 	"github.com/rdmarpc/rdmarpc/bench/plot"
+	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -28,6 +29,8 @@ type options struct {
 	serve, target, listen string
 	sizes                 []int
 	concs                 []int
+	modes                 []string
+	window                int
 	duration, warmup      time.Duration
 	compareGRPC           bool
 	csvPath, pngPath      string
@@ -88,8 +91,8 @@ func run(args []string, stdout io.Writer) error {
 
 func parseFlags(args []string) (options, error) {
 	var (
-		o            options
-		sizes, concs string
+		o                   options
+		sizes, concs, modes string
 	)
 	fs := flag.NewFlagSet("rpcbench", flag.ContinueOnError)
 	fs.StringVar(&o.serve, "serve", "", "serve Echo on this `URL` (tcp://host:port, rdma://ip:port) until interrupted")
@@ -97,6 +100,9 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.listen, "listen", "tcp://127.0.0.1:0", "where the in-process server listens when there is no --target")
 	fs.StringVar(&sizes, "sizes", "64,1KiB,64KiB", "payload `sizes`, comma-separated")
 	fs.StringVar(&concs, "conc", "1,16,64", "`callers` sharing the connection, comma-separated")
+	fs.StringVar(&modes, "modes", "unary", "what a call is, comma-separated: unary (a unary Say), pingpong (one message each way on a long-lived stream per caller), stream (a flood on one stream per caller: messages echoed per second)")
+	var window string
+	fs.StringVar(&window, "window", "0", "rdmarpc's per-stream flow-control window, both ends (InitialWindowSize, WithInitialWindowSize); 0: the default, 64KiB")
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per cell")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured calls before each cell")
 	fs.BoolVar(&o.compareGRPC, "compare-grpc", false, "also run every cell against gRPC-go on loopback, in this process, and print ratios")
@@ -132,6 +138,20 @@ func parseFlags(args []string) (options, error) {
 			return o, fmt.Errorf("bad concurrency %q", s)
 		}
 		o.concs = append(o.concs, n)
+	}
+	w, err := bench.ParseSize(window)
+	if err != nil || w > 1<<30 {
+		return o, fmt.Errorf("bad --window %q", window)
+	}
+	o.window = w
+	for _, m := range splitList(modes) {
+		if m != "unary" && m != bench.ModePingPong && m != bench.ModeStream {
+			return o, fmt.Errorf("bad mode %q: want unary, pingpong or stream", m)
+		}
+		o.modes = append(o.modes, m)
+	}
+	if len(o.modes) == 0 {
+		o.modes = []string{"unary"}
 	}
 	if o.compareGRPC && o.target != "" {
 		return o, errors.New("--compare-grpc runs both servers in this process, so that both count the same allocations; drop --target")
@@ -194,8 +214,14 @@ func plotOnly(o options) error {
 // figures compared were measured seconds apart.
 func drive(ctx context.Context, o options, stdout io.Writer) error {
 	target := o.target
+	var sopts []rpc.ServerOption
+	var dopts []rpc.DialOption
+	if o.window > 0 {
+		sopts = append(sopts, rpc.InitialWindowSize(int32(o.window)))
+		dopts = append(dopts, rpc.WithInitialWindowSize(int32(o.window)))
+	}
 	if target == "" {
-		srv, err := bench.StartServer(o.listen)
+		srv, err := bench.StartServer(o.listen, sopts...)
 		if err != nil {
 			return err
 		}
@@ -212,13 +238,13 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 	if tr, _, err := transport.ForTarget(target); err == nil {
 		ctrs, _ = tr.(transport.Counters)
 	}
-	ours, err := bench.Dial(ctx, target)
+	ours, err := bench.Dial(ctx, target, dopts...)
 	if err != nil {
 		return err
 	}
 	defer ours.Close()
 
-	var theirs *grpcecho.Client
+	var theirs bench.Client
 	if o.compareGRPC {
 		gsrv, err := grpcecho.Start("127.0.0.1:0")
 		if err != nil {
@@ -238,6 +264,7 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 
 	fmt.Fprintf(stdout, "rpcbench: %s, GOMAXPROCS=%d, %s per cell after %s warm-up\n", target, runtime.GOMAXPROCS(0), o.duration, o.warmup)
 	var ourRs, grpcRs, ibRs []bench.Result
+	ourBy, grpcBy := map[string][]bench.Result{}, map[string][]bench.Result{}
 	for _, size := range o.sizes {
 		if ib != nil {
 			r, err := ib.result(ctx, size)
@@ -248,28 +275,30 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 			progress(stdout, r)
 		}
 		for _, c := range o.concs {
-			cfg := bench.Config{Impl: "rdmarpc", Transport: scheme, Size: size, Concurrency: c, Duration: o.duration, Warmup: o.warmup}
-			var before map[string]uint64
-			if ctrs != nil {
-				before = ctrs.Counters()
-			}
-			r, err := bench.Run(ctx, ours, cfg)
-			if err != nil {
-				return fmt.Errorf("rdmarpc %s conc %d: %w", bench.SizeName(size), c, err)
-			}
-			ourRs = append(ourRs, r)
-			progress(stdout, r)
-			if ctrs != nil {
-				perCall(stdout, before, ctrs.Counters(), r.WarmupCalls+r.Calls)
-			}
-			if theirs != nil {
-				cfg.Impl, cfg.Transport = "grpc", "tcp"
-				r, err := bench.Run(ctx, theirs, cfg)
-				if err != nil {
-					return fmt.Errorf("grpc %s conc %d: %w", bench.SizeName(size), c, err)
+			for _, mode := range o.modes {
+				cfg := bench.Config{Impl: implName("rdmarpc", mode), Transport: scheme, Size: size, Concurrency: c, Duration: o.duration, Warmup: o.warmup}
+				var before map[string]uint64
+				if ctrs != nil {
+					before = ctrs.Counters()
 				}
-				grpcRs = append(grpcRs, r)
+				r, err := runMode(ctx, ours, mode, cfg)
+				if err != nil {
+					return fmt.Errorf("%s %s conc %d: %w", cfg.Impl, bench.SizeName(size), c, err)
+				}
+				ourRs, ourBy[mode] = append(ourRs, r), append(ourBy[mode], r)
 				progress(stdout, r)
+				if ctrs != nil {
+					perCall(stdout, before, ctrs.Counters(), r.WarmupCalls+r.Calls)
+				}
+				if theirs != nil {
+					cfg.Impl, cfg.Transport = implName("grpc", mode), "tcp"
+					r, err := runMode(ctx, theirs, mode, cfg)
+					if err != nil {
+						return fmt.Errorf("%s %s conc %d: %w", cfg.Impl, bench.SizeName(size), c, err)
+					}
+					grpcRs, grpcBy[mode] = append(grpcRs, r), append(grpcBy[mode], r)
+					progress(stdout, r)
+				}
 			}
 		}
 	}
@@ -277,15 +306,17 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 	all := append(append(append([]bench.Result(nil), ibRs...), ourRs...), grpcRs...)
 	fmt.Fprintln(stdout)
 	bench.WriteTable(stdout, all)
-	if len(grpcRs) > 0 {
-		fmt.Fprintln(stdout)
-		bench.WriteRatios(stdout, "rdmarpc-"+scheme+" / gRPC-go-tcp, same size and concurrency (latency: below 1 is faster; calls/s, MB/s: above 1 is more; allocs: below 1 is fewer)",
-			bench.Ratios(ourRs, grpcRs), true)
-	}
-	if len(ibRs) > 0 {
-		fmt.Fprintln(stdout)
-		bench.WriteRatios(stdout, "rdmarpc-"+scheme+" / raw verbs, same size (latency vs the ib_send_lat round trip, 2 × what it prints, a ping-pong: above conc 1 ours includes queueing; throughput vs ib_send_bw's one-way stream, TX depth 128)",
-			bench.Ratios(ourRs, ibRs), false)
+	for _, mode := range o.modes {
+		if len(grpcBy[mode]) > 0 {
+			fmt.Fprintln(stdout)
+			bench.WriteRatios(stdout, implName("rdmarpc", mode)+"-"+scheme+" / "+implName("gRPC-go", mode)+"-tcp, same size and concurrency (latency: below 1 is faster; calls/s, MB/s: above 1 is more; allocs: below 1 is fewer)",
+				bench.Ratios(ourBy[mode], grpcBy[mode]), true)
+		}
+		if len(ibRs) > 0 {
+			fmt.Fprintln(stdout)
+			bench.WriteRatios(stdout, implName("rdmarpc", mode)+"-"+scheme+" / raw verbs, same size (latency vs the ib_send_lat round trip, 2 × what it prints, a ping-pong: above conc 1 ours includes queueing; throughput vs ib_send_bw's one-way stream, TX depth 128; a stream row echoes every message, so it moves the payload both ways)",
+				bench.Ratios(ourBy[mode], ibRs), false)
+		}
 	}
 	if o.csvPath != "" {
 		var buf bytes.Buffer
@@ -306,8 +337,27 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 	return nil
 }
 
+// implName names a row: the implementation, and the mode unless unary.
+func implName(impl, mode string) string {
+	if mode == "unary" || mode == "" {
+		return impl
+	}
+	return impl + "/" + mode
+}
+
+// runMode runs one cell of mode with c.
+func runMode(ctx context.Context, c bench.Client, mode string, cfg bench.Config) (bench.Result, error) {
+	switch mode {
+	case bench.ModePingPong:
+		return bench.RunPingPong(ctx, c, cfg)
+	case bench.ModeStream:
+		return bench.RunStream(ctx, c, cfg)
+	}
+	return bench.Run(ctx, c, cfg)
+}
+
 func progress(w io.Writer, r bench.Result) {
-	fmt.Fprintf(w, "  %-8s %-4s %6s conc %-3s  p50 %8.1f µs  p99 %8.1f µs  %9.0f calls/s\n",
+	fmt.Fprintf(w, "  %-17s %-4s %6s conc %-3s  p50 %8.1f µs  p99 %8.1f µs  %9.0f calls/s\n",
 		r.Impl, r.Transport, bench.SizeName(r.Size), strconv.Itoa(r.Concurrency),
 		float64(r.P50)/1e3, float64(r.P99)/1e3, r.CallsPerSec())
 }

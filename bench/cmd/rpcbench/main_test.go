@@ -58,6 +58,21 @@ func TestCompare(t *testing.T) {
 	}
 }
 
+// TestStreamModes runs the streaming modes against both implementations:
+// each gets its rows and its ratio table, and a flood counts messages.
+func TestStreamModes(t *testing.T) {
+	var out bytes.Buffer
+	err := run([]string{"--compare-grpc", "--modes", "unary,pingpong,stream", "--sizes", "64", "--conc", "1,2", "--duration", "50ms", "--warmup", "10ms"}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"rdmarpc/pingpong-tcp / gRPC-go/pingpong-tcp", "rdmarpc/stream-tcp / gRPC-go/stream-tcp", "rdmarpc-tcp / gRPC-go-tcp", "grpc/stream", "rdmarpc/pingpong"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--compare-grpc", "--target", "tcp://127.0.0.1:1"},
@@ -66,6 +81,7 @@ func TestFlags(t *testing.T) {
 		{"--conc", "0"},
 		{"--ib-dev", "rxe0", "--ib-lat", "x"},
 		{"stray"},
+		{"--modes", "bidi"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)

@@ -2,11 +2,14 @@ package grpcecho
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/rdmarpc/rdmarpc/bench"
 	"github.com/rdmarpc/rdmarpc/examples/echo/echopb"
 )
 
@@ -43,6 +46,37 @@ var serviceDesc = grpc.ServiceDesc{
 	Metadata:    "echo.proto",
 }
 
+// The streaming Echo (bench.StreamEchoFullMethod): a bidirectional stream
+// that sends back each message, until the client half-closes.
+const streamMethod = bench.StreamEchoFullMethod
+
+var streamDesc = grpc.ServiceDesc{
+	ServiceName: "rdmarpc.bench.v1.StreamEcho",
+	HandlerType: (*any)(nil),
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Echo",
+		Handler:       streamEchoHandler,
+		ServerStreams: true,
+		ClientStreams: true,
+	}},
+	Metadata: "bench/stream.go",
+}
+
+func streamEchoHandler(_ any, stream grpc.ServerStream) error {
+	for {
+		req := new(echopb.SayRequest)
+		if err := stream.RecvMsg(req); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if err := stream.SendMsg(&echopb.SayResponse{Message: req.Message, Payload: req.Payload}); err != nil {
+			return err
+		}
+	}
+}
+
 // Server is a gRPC Echo server running in this process.
 type Server struct {
 	gs   *grpc.Server
@@ -59,6 +93,7 @@ func Start(addr string) (*Server, error) {
 	}
 	s := &Server{gs: grpc.NewServer(), addr: lis.Addr().String(), done: make(chan error, 1)}
 	s.gs.RegisterService(&serviceDesc, echoService{})
+	s.gs.RegisterService(&streamDesc, echoService{})
 	go func() { s.done <- s.gs.Serve(lis) }()
 	return s, nil
 }
@@ -97,3 +132,31 @@ func (c *Client) Say(ctx context.Context, req *echopb.SayRequest) (*echopb.SayRe
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.cc.Close() }
+
+// Stream is one streaming Echo; it has bench.EchoStream's methods.
+type Stream struct{ cs grpc.ClientStream }
+
+// Send sends one message.
+func (s Stream) Send(m *echopb.SayRequest) error { return s.cs.SendMsg(m) }
+
+// Recv receives the next echo.
+func (s Stream) Recv() (*echopb.SayResponse, error) {
+	m := new(echopb.SayResponse)
+	if err := s.cs.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// CloseSend half-closes the stream.
+func (s Stream) CloseSend() error { return s.cs.CloseSend() }
+
+// OpenStream opens a streaming Echo on the client's connection: Client is
+// a bench.Streamer.
+func (c *Client) OpenStream(ctx context.Context) (bench.EchoStream, error) {
+	cs, err := c.cc.NewStream(ctx, &streamDesc.Streams[0], streamMethod)
+	if err != nil {
+		return nil, err
+	}
+	return Stream{cs}, nil
+}

@@ -36,6 +36,52 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type Event_Type int32
+
+const (
+	Event_PUT    Event_Type = 0
+	Event_DELETE Event_Type = 1
+)
+
+// Enum value maps for Event_Type.
+var (
+	Event_Type_name = map[int32]string{
+		0: "PUT",
+		1: "DELETE",
+	}
+	Event_Type_value = map[string]int32{
+		"PUT":    0,
+		"DELETE": 1,
+	}
+)
+
+func (x Event_Type) Enum() *Event_Type {
+	p := new(Event_Type)
+	*p = x
+	return p
+}
+
+func (x Event_Type) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Event_Type) Descriptor() protoreflect.EnumDescriptor {
+	return file_kv_proto_enumTypes[0].Descriptor()
+}
+
+func (Event_Type) Type() protoreflect.EnumType {
+	return &file_kv_proto_enumTypes[0]
+}
+
+func (x Event_Type) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Event_Type.Descriptor instead.
+func (Event_Type) EnumDescriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{17, 0}
+}
+
 type GetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -83,8 +129,12 @@ func (x *GetRequest) GetKey() []byte {
 type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// found is false when the key does not exist; value is then empty.
-	Found         bool   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Value         []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Found bool   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Value []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// revision is the store's revision the answer reflects: every write up
+	// to it and none after. Watch from revision + 1 to follow the key from
+	// there, with no gap.
+	Revision      int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -131,6 +181,13 @@ func (x *GetResponse) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *GetResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 type PutRequest struct {
@@ -450,6 +507,8 @@ type ScanResponse struct {
 	Pairs []*KeyValue            `protobuf:"bytes,1,rep,name=pairs,proto3" json:"pairs,omitempty"`
 	// next_page_token is empty when the scan is complete.
 	NextPageToken []byte `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// revision is the store's revision this page reflects (see GetResponse).
+	Revision      int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -496,6 +555,13 @@ func (x *ScanResponse) GetNextPageToken() []byte {
 		return x.NextPageToken
 	}
 	return nil
+}
+
+func (x *ScanResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // Mutation is one write of a batch.
@@ -816,6 +882,180 @@ func (x *CompareAndSwapConflict) GetCurrent() []byte {
 	return nil
 }
 
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// prefix selects the keys watched; empty watches every key.
+	Prefix []byte `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// from_revision is the first revision to send. 0 means "from now on":
+	// the changes after the store's current revision, which the first
+	// response (a progress report) names. A revision the store has not
+	// reached yet is waited for.
+	FromRevision  int64 `protobuf:"varint,2,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_kv_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *WatchRequest) GetPrefix() []byte {
+	if x != nil {
+		return x.Prefix
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetFromRevision() int64 {
+	if x != nil {
+		return x.FromRevision
+	}
+	return 0
+}
+
+type WatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revision is the revision of the events (one write). A response with
+	// no events is a progress report: nothing for the prefix up to and
+	// including revision, so a watcher may resume from revision + 1.
+	Revision      int64    `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	Events        []*Event `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_kv_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *WatchResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *WatchResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// Event is one key's change, in the order its write applied them.
+type Event struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  Event_Type             `protobuf:"varint,1,opt,name=type,proto3,enum=rdmarpc.kvstore.v1.Event_Type" json:"type,omitempty"`
+	Key   []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// value is the new value of a PUT.
+	Value         []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_kv_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Event) GetType() Event_Type {
+	if x != nil {
+		return x.Type
+	}
+	return Event_PUT
+}
+
+func (x *Event) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *Event) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
 var File_kv_proto protoreflect.FileDescriptor
 
 const file_kv_proto_rawDesc = "" +
@@ -823,10 +1063,11 @@ const file_kv_proto_rawDesc = "" +
 	"\bkv.proto\x12\x12rdmarpc.kvstore.v1\"\x1e\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\fR\x03key\"9\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\"U\n" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"4\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"4\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -845,10 +1086,11 @@ const file_kv_proto_rawDesc = "" +
 	"\tkeys_only\x18\x06 \x01(\bR\bkeysOnly\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"j\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\x86\x01\n" +
 	"\fScanResponse\x122\n" +
 	"\x05pairs\x18\x01 \x03(\v2\x1c.rdmarpc.kvstore.v1.KeyValueR\x05pairs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\\\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"\\\n" +
 	"\bMutation\x120\n" +
 	"\x03put\x18\x01 \x01(\v2\x1c.rdmarpc.kvstore.v1.KeyValueH\x00R\x03put\x12\x18\n" +
 	"\x06delete\x18\x02 \x01(\fH\x00R\x06deleteB\x04\n" +
@@ -864,14 +1106,29 @@ const file_kv_proto_rawDesc = "" +
 	"\x16CompareAndSwapResponse\"H\n" +
 	"\x16CompareAndSwapConflict\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x18\n" +
-	"\acurrent\x18\x02 \x01(\fR\acurrent2\xe7\x03\n" +
+	"\acurrent\x18\x02 \x01(\fR\acurrent\"K\n" +
+	"\fWatchRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\fR\x06prefix\x12#\n" +
+	"\rfrom_revision\x18\x02 \x01(\x03R\ffromRevision\"^\n" +
+	"\rWatchResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\x121\n" +
+	"\x06events\x18\x02 \x03(\v2\x19.rdmarpc.kvstore.v1.EventR\x06events\"\x80\x01\n" +
+	"\x05Event\x122\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x1e.rdmarpc.kvstore.v1.Event.TypeR\x04type\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"\x1b\n" +
+	"\x04Type\x12\a\n" +
+	"\x03PUT\x10\x00\x12\n" +
+	"\n" +
+	"\x06DELETE\x10\x012\xb7\x04\n" +
 	"\x02KV\x12F\n" +
 	"\x03Get\x12\x1e.rdmarpc.kvstore.v1.GetRequest\x1a\x1f.rdmarpc.kvstore.v1.GetResponse\x12F\n" +
 	"\x03Put\x12\x1e.rdmarpc.kvstore.v1.PutRequest\x1a\x1f.rdmarpc.kvstore.v1.PutResponse\x12O\n" +
 	"\x06Delete\x12!.rdmarpc.kvstore.v1.DeleteRequest\x1a\".rdmarpc.kvstore.v1.DeleteResponse\x12I\n" +
 	"\x04Scan\x12\x1f.rdmarpc.kvstore.v1.ScanRequest\x1a .rdmarpc.kvstore.v1.ScanResponse\x12L\n" +
 	"\x05Batch\x12 .rdmarpc.kvstore.v1.BatchRequest\x1a!.rdmarpc.kvstore.v1.BatchResponse\x12g\n" +
-	"\x0eCompareAndSwap\x12).rdmarpc.kvstore.v1.CompareAndSwapRequest\x1a*.rdmarpc.kvstore.v1.CompareAndSwapResponseB2Z0github.com/rdmarpc/rdmarpc/examples/kvstore/kvpbb\x06proto3"
+	"\x0eCompareAndSwap\x12).rdmarpc.kvstore.v1.CompareAndSwapRequest\x1a*.rdmarpc.kvstore.v1.CompareAndSwapResponse\x12N\n" +
+	"\x05Watch\x12 .rdmarpc.kvstore.v1.WatchRequest\x1a!.rdmarpc.kvstore.v1.WatchResponse0\x01B2Z0github.com/rdmarpc/rdmarpc/examples/kvstore/kvpbb\x06proto3"
 
 var (
 	file_kv_proto_rawDescOnce sync.Once
@@ -885,45 +1142,54 @@ func file_kv_proto_rawDescGZIP() []byte {
 	return file_kv_proto_rawDescData
 }
 
-var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_kv_proto_goTypes = []any{
-	(*GetRequest)(nil),             // 0: rdmarpc.kvstore.v1.GetRequest
-	(*GetResponse)(nil),            // 1: rdmarpc.kvstore.v1.GetResponse
-	(*PutRequest)(nil),             // 2: rdmarpc.kvstore.v1.PutRequest
-	(*PutResponse)(nil),            // 3: rdmarpc.kvstore.v1.PutResponse
-	(*DeleteRequest)(nil),          // 4: rdmarpc.kvstore.v1.DeleteRequest
-	(*DeleteResponse)(nil),         // 5: rdmarpc.kvstore.v1.DeleteResponse
-	(*ScanRequest)(nil),            // 6: rdmarpc.kvstore.v1.ScanRequest
-	(*KeyValue)(nil),               // 7: rdmarpc.kvstore.v1.KeyValue
-	(*ScanResponse)(nil),           // 8: rdmarpc.kvstore.v1.ScanResponse
-	(*Mutation)(nil),               // 9: rdmarpc.kvstore.v1.Mutation
-	(*BatchRequest)(nil),           // 10: rdmarpc.kvstore.v1.BatchRequest
-	(*BatchResponse)(nil),          // 11: rdmarpc.kvstore.v1.BatchResponse
-	(*CompareAndSwapRequest)(nil),  // 12: rdmarpc.kvstore.v1.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil), // 13: rdmarpc.kvstore.v1.CompareAndSwapResponse
-	(*CompareAndSwapConflict)(nil), // 14: rdmarpc.kvstore.v1.CompareAndSwapConflict
+	(Event_Type)(0),                // 0: rdmarpc.kvstore.v1.Event.Type
+	(*GetRequest)(nil),             // 1: rdmarpc.kvstore.v1.GetRequest
+	(*GetResponse)(nil),            // 2: rdmarpc.kvstore.v1.GetResponse
+	(*PutRequest)(nil),             // 3: rdmarpc.kvstore.v1.PutRequest
+	(*PutResponse)(nil),            // 4: rdmarpc.kvstore.v1.PutResponse
+	(*DeleteRequest)(nil),          // 5: rdmarpc.kvstore.v1.DeleteRequest
+	(*DeleteResponse)(nil),         // 6: rdmarpc.kvstore.v1.DeleteResponse
+	(*ScanRequest)(nil),            // 7: rdmarpc.kvstore.v1.ScanRequest
+	(*KeyValue)(nil),               // 8: rdmarpc.kvstore.v1.KeyValue
+	(*ScanResponse)(nil),           // 9: rdmarpc.kvstore.v1.ScanResponse
+	(*Mutation)(nil),               // 10: rdmarpc.kvstore.v1.Mutation
+	(*BatchRequest)(nil),           // 11: rdmarpc.kvstore.v1.BatchRequest
+	(*BatchResponse)(nil),          // 12: rdmarpc.kvstore.v1.BatchResponse
+	(*CompareAndSwapRequest)(nil),  // 13: rdmarpc.kvstore.v1.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil), // 14: rdmarpc.kvstore.v1.CompareAndSwapResponse
+	(*CompareAndSwapConflict)(nil), // 15: rdmarpc.kvstore.v1.CompareAndSwapConflict
+	(*WatchRequest)(nil),           // 16: rdmarpc.kvstore.v1.WatchRequest
+	(*WatchResponse)(nil),          // 17: rdmarpc.kvstore.v1.WatchResponse
+	(*Event)(nil),                  // 18: rdmarpc.kvstore.v1.Event
 }
 var file_kv_proto_depIdxs = []int32{
-	7,  // 0: rdmarpc.kvstore.v1.ScanResponse.pairs:type_name -> rdmarpc.kvstore.v1.KeyValue
-	7,  // 1: rdmarpc.kvstore.v1.Mutation.put:type_name -> rdmarpc.kvstore.v1.KeyValue
-	9,  // 2: rdmarpc.kvstore.v1.BatchRequest.mutations:type_name -> rdmarpc.kvstore.v1.Mutation
-	0,  // 3: rdmarpc.kvstore.v1.KV.Get:input_type -> rdmarpc.kvstore.v1.GetRequest
-	2,  // 4: rdmarpc.kvstore.v1.KV.Put:input_type -> rdmarpc.kvstore.v1.PutRequest
-	4,  // 5: rdmarpc.kvstore.v1.KV.Delete:input_type -> rdmarpc.kvstore.v1.DeleteRequest
-	6,  // 6: rdmarpc.kvstore.v1.KV.Scan:input_type -> rdmarpc.kvstore.v1.ScanRequest
-	10, // 7: rdmarpc.kvstore.v1.KV.Batch:input_type -> rdmarpc.kvstore.v1.BatchRequest
-	12, // 8: rdmarpc.kvstore.v1.KV.CompareAndSwap:input_type -> rdmarpc.kvstore.v1.CompareAndSwapRequest
-	1,  // 9: rdmarpc.kvstore.v1.KV.Get:output_type -> rdmarpc.kvstore.v1.GetResponse
-	3,  // 10: rdmarpc.kvstore.v1.KV.Put:output_type -> rdmarpc.kvstore.v1.PutResponse
-	5,  // 11: rdmarpc.kvstore.v1.KV.Delete:output_type -> rdmarpc.kvstore.v1.DeleteResponse
-	8,  // 12: rdmarpc.kvstore.v1.KV.Scan:output_type -> rdmarpc.kvstore.v1.ScanResponse
-	11, // 13: rdmarpc.kvstore.v1.KV.Batch:output_type -> rdmarpc.kvstore.v1.BatchResponse
-	13, // 14: rdmarpc.kvstore.v1.KV.CompareAndSwap:output_type -> rdmarpc.kvstore.v1.CompareAndSwapResponse
-	9,  // [9:15] is the sub-list for method output_type
-	3,  // [3:9] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	8,  // 0: rdmarpc.kvstore.v1.ScanResponse.pairs:type_name -> rdmarpc.kvstore.v1.KeyValue
+	8,  // 1: rdmarpc.kvstore.v1.Mutation.put:type_name -> rdmarpc.kvstore.v1.KeyValue
+	10, // 2: rdmarpc.kvstore.v1.BatchRequest.mutations:type_name -> rdmarpc.kvstore.v1.Mutation
+	18, // 3: rdmarpc.kvstore.v1.WatchResponse.events:type_name -> rdmarpc.kvstore.v1.Event
+	0,  // 4: rdmarpc.kvstore.v1.Event.type:type_name -> rdmarpc.kvstore.v1.Event.Type
+	1,  // 5: rdmarpc.kvstore.v1.KV.Get:input_type -> rdmarpc.kvstore.v1.GetRequest
+	3,  // 6: rdmarpc.kvstore.v1.KV.Put:input_type -> rdmarpc.kvstore.v1.PutRequest
+	5,  // 7: rdmarpc.kvstore.v1.KV.Delete:input_type -> rdmarpc.kvstore.v1.DeleteRequest
+	7,  // 8: rdmarpc.kvstore.v1.KV.Scan:input_type -> rdmarpc.kvstore.v1.ScanRequest
+	11, // 9: rdmarpc.kvstore.v1.KV.Batch:input_type -> rdmarpc.kvstore.v1.BatchRequest
+	13, // 10: rdmarpc.kvstore.v1.KV.CompareAndSwap:input_type -> rdmarpc.kvstore.v1.CompareAndSwapRequest
+	16, // 11: rdmarpc.kvstore.v1.KV.Watch:input_type -> rdmarpc.kvstore.v1.WatchRequest
+	2,  // 12: rdmarpc.kvstore.v1.KV.Get:output_type -> rdmarpc.kvstore.v1.GetResponse
+	4,  // 13: rdmarpc.kvstore.v1.KV.Put:output_type -> rdmarpc.kvstore.v1.PutResponse
+	6,  // 14: rdmarpc.kvstore.v1.KV.Delete:output_type -> rdmarpc.kvstore.v1.DeleteResponse
+	9,  // 15: rdmarpc.kvstore.v1.KV.Scan:output_type -> rdmarpc.kvstore.v1.ScanResponse
+	12, // 16: rdmarpc.kvstore.v1.KV.Batch:output_type -> rdmarpc.kvstore.v1.BatchResponse
+	14, // 17: rdmarpc.kvstore.v1.KV.CompareAndSwap:output_type -> rdmarpc.kvstore.v1.CompareAndSwapResponse
+	17, // 18: rdmarpc.kvstore.v1.KV.Watch:output_type -> rdmarpc.kvstore.v1.WatchResponse
+	12, // [12:19] is the sub-list for method output_type
+	5,  // [5:12] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_kv_proto_init() }
@@ -941,13 +1207,14 @@ func file_kv_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_proto_rawDesc), len(file_kv_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   15,
+			NumEnums:      1,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_kv_proto_goTypes,
 		DependencyIndexes: file_kv_proto_depIdxs,
+		EnumInfos:         file_kv_proto_enumTypes,
 		MessageInfos:      file_kv_proto_msgTypes,
 	}.Build()
 	File_kv_proto = out.File

@@ -43,6 +43,7 @@ const (
 	KV_Scan_FullMethodName           = "/rdmarpc.kvstore.v1.KV/Scan"
 	KV_Batch_FullMethodName          = "/rdmarpc.kvstore.v1.KV/Batch"
 	KV_CompareAndSwap_FullMethodName = "/rdmarpc.kvstore.v1.KV/CompareAndSwap"
+	KV_Watch_FullMethodName          = "/rdmarpc.kvstore.v1.KV/Watch"
 )
 
 // KVClient is the client API for the rdmarpc.kvstore.v1.KV service.
@@ -69,6 +70,23 @@ type KVClient interface {
 	// comparison fails it returns ABORTED, with a CompareAndSwapConflict in
 	// the status details holding the current value, and writes nothing.
 	CompareAndSwap(ctx context.Context, in *CompareAndSwapRequest, opts ...rpc.CallOption) (*CompareAndSwapResponse, error)
+	// Watch streams the changes to the keys with a prefix: first the ones
+	// the store still holds from from_revision on, then each later change as
+	// it commits, in commit order. Every write (Put, Delete, Batch,
+	// CompareAndSwap) is one revision; one response holds one revision's
+	// events for the prefix. Watching from the revision after the last one
+	// received resumes with no gap and no repeat, across reconnects and
+	// server restarts, while the store keeps that revision: the change log
+	// keeps a bounded number of revisions (and bytes), and a watch from a
+	// revision it dropped fails with OUT_OF_RANGE ("required revision has
+	// been compacted"), as etcd's does.
+	//
+	// A watcher that reads slowly is pushed back by the stream's flow
+	// control and reads the log at its own pace: the server holds no queue
+	// for it. If it falls so far behind that its next revision is dropped,
+	// its stream ends with OUT_OF_RANGE. The server's shutdown ends watches
+	// with UNAVAILABLE.
+	Watch(ctx context.Context, in *WatchRequest, opts ...rpc.CallOption) (rpc.ServerStreamingClient[WatchResponse], error)
 }
 
 type kVClient struct {
@@ -129,6 +147,25 @@ func (c *kVClient) CompareAndSwap(ctx context.Context, in *CompareAndSwapRequest
 	return out, nil
 }
 
+func (c *kVClient) Watch(ctx context.Context, in *WatchRequest, opts ...rpc.CallOption) (rpc.ServerStreamingClient[WatchResponse], error) {
+	stream, err := c.cc.NewStream(ctx, &KV_ServiceDesc.Streams[0], KV_Watch_FullMethodName, opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &rpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// KV_WatchClient names the client's stream of Watch as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
+type KV_WatchClient = rpc.ServerStreamingClient[WatchResponse]
+
 // KVServer is the server API for the rdmarpc.kvstore.v1.KV service.
 //
 // KV is a sorted, persistent map from keys to values.
@@ -157,6 +194,23 @@ type KVServer interface {
 	// comparison fails it returns ABORTED, with a CompareAndSwapConflict in
 	// the status details holding the current value, and writes nothing.
 	CompareAndSwap(context.Context, *CompareAndSwapRequest) (*CompareAndSwapResponse, error)
+	// Watch streams the changes to the keys with a prefix: first the ones
+	// the store still holds from from_revision on, then each later change as
+	// it commits, in commit order. Every write (Put, Delete, Batch,
+	// CompareAndSwap) is one revision; one response holds one revision's
+	// events for the prefix. Watching from the revision after the last one
+	// received resumes with no gap and no repeat, across reconnects and
+	// server restarts, while the store keeps that revision: the change log
+	// keeps a bounded number of revisions (and bytes), and a watch from a
+	// revision it dropped fails with OUT_OF_RANGE ("required revision has
+	// been compacted"), as etcd's does.
+	//
+	// A watcher that reads slowly is pushed back by the stream's flow
+	// control and reads the log at its own pace: the server holds no queue
+	// for it. If it falls so far behind that its next revision is dropped,
+	// its stream ends with OUT_OF_RANGE. The server's shutdown ends watches
+	// with UNAVAILABLE.
+	Watch(*WatchRequest, rpc.ServerStreamingServer[WatchResponse]) error
 	mustEmbedUnimplementedKVServer()
 }
 
@@ -183,6 +237,9 @@ func (UnimplementedKVServer) Batch(context.Context, *BatchRequest) (*BatchRespon
 }
 func (UnimplementedKVServer) CompareAndSwap(context.Context, *CompareAndSwapRequest) (*CompareAndSwapResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CompareAndSwap not implemented")
+}
+func (UnimplementedKVServer) Watch(*WatchRequest, rpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedKVServer) mustEmbedUnimplementedKVServer()     {}
 func (u *UnimplementedKVServer) isNilUnimplementedKVServer() bool { return u == nil }
@@ -295,6 +352,18 @@ func _KV_CompareAndSwap_Handler(srv any, ctx context.Context, dec func(any) erro
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_Watch_Handler(srv any, stream rpc.ServerStream) error {
+	in := new(WatchRequest)
+	if err := stream.RecvMsg(in); err != nil {
+		return err
+	}
+	return srv.(KVServer).Watch(in, &rpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// KV_WatchServer names the server's stream of Watch as gRPC-go's
+// stubs did before they were generic, for code that uses that name.
+type KV_WatchServer = rpc.ServerStreamingServer[WatchResponse]
+
 // KV_ServiceDesc describes the rdmarpc.kvstore.v1.KV service to
 // rpc.ServiceRegistrar.RegisterService; RegisterKVServer passes it.
 // Use it only for that: it is not meant to be inspected or changed.
@@ -327,6 +396,12 @@ var KV_ServiceDesc = rpc.ServiceDesc{
 			Handler:    _KV_CompareAndSwap_Handler,
 		},
 	},
-	Streams:  []rpc.StreamDesc{},
+	Streams: []rpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _KV_Watch_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "kv.proto",
 }

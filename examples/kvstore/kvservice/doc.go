@@ -6,7 +6,8 @@
 //	bad scan bounds or page token                     InvalidArgument
 //	CompareAndSwap comparison failed                  Aborted, with a
 //	                                                  kvpb.CompareAndSwapConflict detail
-//	store closed (the server is shutting down)        Unavailable
+//	watch from a revision the change log dropped      OutOfRange
+//	store closed, or watches ended (shutting down)    Unavailable
 //	anything else from storage                        Internal
 //
 // Aborted, not FailedPrecondition, follows gRPC's guidance for a failed

@@ -13,18 +13,29 @@ import (
 // Service is the KV service over one store.
 type Service struct {
 	kvpb.UnimplementedKVServer
-	st *store.Store
+	st           *store.Store
+	shutdown     context.Context // done once Shutdown was called
+	stopWatching context.CancelFunc
 }
 
 // New returns the service of st. The caller keeps owning st.
-func New(st *store.Store) *Service { return &Service{st: st} }
+func New(st *store.Store) *Service {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{st: st, shutdown: ctx, stopWatching: cancel}
+}
+
+// Shutdown ends every watch, now and later, with Unavailable: a watch
+// never ends by itself, so a graceful stop, which waits for streams, calls
+// this first. A watch blocked sending to a client that does not read ends
+// when its connection is closed.
+func (s *Service) Shutdown() { s.stopWatching() }
 
 func (s *Service) Get(_ context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
-	v, found, err := s.st.Get(req.GetKey())
+	v, found, rev, err := s.st.GetRevision(req.GetKey())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &kvpb.GetResponse{Found: found, Value: v}, nil
+	return &kvpb.GetResponse{Found: found, Value: v, Revision: int64(rev)}, nil
 }
 
 func (s *Service) Put(_ context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
@@ -80,6 +91,8 @@ func toStatus(err error) error {
 			st = d
 		}
 		return st.Err()
+	case errors.Is(err, store.ErrCompacted):
+		return status.Error(codes.OutOfRange, err.Error())
 	case errors.Is(err, store.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, store.ErrDiskFull):

@@ -72,11 +72,11 @@ func (s *Service) Scan(_ context.Context, req *kvpb.ScanRequest) (*kvpb.ScanResp
 	case limit > MaxScanLimit:
 		limit = MaxScanLimit
 	}
-	pairs, more, err := s.st.Scan(store.ScanOptions{Lower: lower, Upper: upper, Limit: limit, MaxBytes: MaxScanBytes, KeysOnly: req.GetKeysOnly()})
+	pairs, more, rev, err := s.st.ScanRevision(store.ScanOptions{Lower: lower, Upper: upper, Limit: limit, MaxBytes: MaxScanBytes, KeysOnly: req.GetKeysOnly()})
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	resp := &kvpb.ScanResponse{Pairs: make([]*kvpb.KeyValue, len(pairs))}
+	resp := &kvpb.ScanResponse{Pairs: make([]*kvpb.KeyValue, len(pairs)), Revision: int64(rev)}
 	for i, p := range pairs {
 		resp.Pairs[i] = &kvpb.KeyValue{Key: p.Key, Value: p.Value}
 	}

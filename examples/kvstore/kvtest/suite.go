@@ -55,6 +55,12 @@ func Run(t *testing.T, cfg Config) {
 		{"Limits", s.testLimits},
 		{"ConcurrentClients", s.testConcurrentClients},
 		{"Restart", s.testRestart},
+		{"WatchConcurrentWriters", s.testWatchConcurrentWriters},
+		{"WatchResume", s.testWatchResume},
+		{"WatchCompacted", s.testWatchCompacted},
+		{"WatchSlowWatcher", s.testWatchSlowWatcher},
+		{"WatchCancel", s.testWatchCancel},
+		{"WatchAcrossRestart", s.testWatchAcrossRestart},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,28 +83,8 @@ func (s *suite) ctx(t *testing.T) context.Context {
 // an empty dir means an in-memory store. It returns the address to dial.
 func (s *suite) start(t *testing.T, dir string) string {
 	t.Helper()
-	lis, err := s.cfg.Transport.Listen(s.cfg.Addr)
-	if err != nil {
-		t.Fatalf("Listen(%q): %v", s.cfg.Addr, err)
-	}
-	srv, err := server.New(server.Config{
-		Listeners: []transport.Listener{lis},
-		Store:     store.Options{Dir: dir, InMemory: dir == ""},
-		Logger:    zaptest.NewLogger(t),
-	})
-	if err != nil {
-		t.Fatalf("server.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return lis.Addr().String()
+	addr, _ := s.startWith(t, s.cfg.Addr, store.Options{Dir: dir, InMemory: dir == ""})
+	return addr
 }
 
 // startStoppable starts a server on the data directory dir, like start,
@@ -106,13 +92,20 @@ func (s *suite) start(t *testing.T, dir string) string {
 // that it shut down cleanly); the test's end stops it otherwise.
 func (s *suite) startStoppable(t *testing.T, dir string) (addr string, stop func()) {
 	t.Helper()
-	lis, err := s.cfg.Transport.Listen(s.cfg.Addr)
+	return s.startWith(t, s.cfg.Addr, store.Options{Dir: dir})
+}
+
+// startWith starts a server listening on listenAddr with the store so
+// configured, like startStoppable.
+func (s *suite) startWith(t *testing.T, listenAddr string, so store.Options) (addr string, stop func()) {
+	t.Helper()
+	lis, err := s.cfg.Transport.Listen(listenAddr)
 	if err != nil {
-		t.Fatalf("Listen(%q): %v", s.cfg.Addr, err)
+		t.Fatalf("Listen(%q): %v", listenAddr, err)
 	}
 	srv, err := server.New(server.Config{
 		Listeners: []transport.Listener{lis},
-		Store:     store.Options{Dir: dir},
+		Store:     so,
 		Logger:    zaptest.NewLogger(t),
 	})
 	if err != nil {

@@ -59,6 +59,7 @@ type Server struct {
 	log       *zap.Logger
 	st        *store.Store
 	rpc       *rpc.Server
+	kv        *kvservice.Service
 	health    *health.Server // KV SERVING until the shutdown starts
 	metrics   *metrics
 	listeners []transport.Listener
@@ -118,7 +119,8 @@ func New(cfg Config) (_ *Server, err error) {
 
 	opts := append([]rpc.ServerOption{rpc.Logger(cfg.Logger), rpc.StatsHandler(s.metrics.rpc), rpc.StatsHandler(s.metrics.transports)}, cfg.RPCOptions...)
 	s.rpc = rpc.NewServer(opts...)
-	kvpb.RegisterKVServer(s.rpc, kvservice.New(s.st))
+	s.kv = kvservice.New(s.st)
+	kvpb.RegisterKVServer(s.rpc, s.kv)
 	s.health = health.NewServer()
 	s.health.SetServingStatus(kvpb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(s.rpc, s.health)
@@ -249,6 +251,7 @@ func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopNow) }) }
 // drain stops the rpc server gracefully within the shutdown timeout.
 func (s *Server) drain() {
 	s.health.Shutdown() // health checkers see NOT_SERVING while calls drain
+	s.kv.Shutdown()     // watches never end by themselves
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

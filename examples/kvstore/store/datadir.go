@@ -18,7 +18,7 @@ const (
 	pebbleDirName = "pebble"      // Pebble's files
 
 	markerFormat  = "rdmarpc-kvstore"
-	markerVersion = 1
+	markerVersion = 2
 )
 
 // Marker states: a store is "creating" from the first write of the marker
@@ -35,6 +35,17 @@ type marker struct {
 	Version int       `json:"version"`
 	State   string    `json:"state"`
 	Created time.Time `json:"created"`
+	// Dir is Pebble's directory, when not pebbleDirName: a directory
+	// migrated from version 1 (migrate.go).
+	Dir string `json:"dir,omitempty"`
+}
+
+// pebbleDir is the name of Pebble's directory in the data directory.
+func (m *marker) pebbleDir() string {
+	if m == nil || m.Dir == "" {
+		return pebbleDirName
+	}
+	return m.Dir
 }
 
 // inspectDir reads dir without changing it. It returns the marker, or nil
@@ -90,6 +101,8 @@ func inspectDir(dir string) (*marker, error) {
 		return nil, fmt.Errorf("%w: %s has format %q, want %q", ErrCorruptDir, path, m.Format, markerFormat)
 	case m.Version > markerVersion:
 		return nil, fmt.Errorf("%w: %s is version %d, written by a newer kvserver (this one reads version %d)", ErrCorruptDir, path, m.Version, markerVersion)
+	case m.Dir != "" && (m.Dir != filepath.Base(m.Dir) || !strings.HasPrefix(m.Dir, pebbleDirName)):
+		return nil, fmt.Errorf("%w: %s names Pebble's directory %q", ErrCorruptDir, path, m.Dir)
 	case m.Version < 1:
 		return nil, fmt.Errorf("%w: %s has version %d", ErrCorruptDir, path, m.Version)
 	case m.State != stateCreating && m.State != stateReady:

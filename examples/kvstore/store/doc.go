@@ -27,6 +27,17 @@
 // the store is opened again. Each ENOSPC pauses Pebble's writes (10 ms
 // doubling to 1 s), the back-off its flush and compaction retries lack.
 //
+// Revisions: every committed write (Put, Delete, Batch, CompareAndSwap) is
+// the next revision, and its mutations are kept in a change log in Pebble,
+// in the same batch as the write, with the revision of the last write: a
+// crash keeps both or neither. Changes reads the log in revision order;
+// a revision shows there (and in Revision) only once it and every one
+// before it are synced. GetRevision and ScanRevision say the revision
+// their snapshot reflects, exactly, so a reader can follow the log from
+// the next one. The log keeps Options.LogRetention's revisions or bytes;
+// a read from a dropped revision is a *CompactedError. A data directory of
+// version 1 (keys unprefixed, no log) is migrated at Open (migrate.go).
+//
 // The package knows nothing of RPC: the service maps its errors to status
 // codes.
 package store

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -48,6 +49,10 @@ type Options struct {
 	// meets a full disk as it comes, and the store fails (ErrFailed).
 	NoFreeSpaceCheck bool
 
+	// LogRetention bounds the change log that Changes reads (watchers
+	// resume from it): by revisions and by bytes.
+	LogRetention LogRetention
+
 	// fs replaces vfs.NewMem() for an InMemory store: tests inject errors.
 	fs vfs.FS
 	// diskUsage and now replace statfs and the clock of the free-space
@@ -86,6 +91,9 @@ type Store struct {
 	// writeLocks serialize writes per key stripe, so that CompareAndSwap's
 	// read and write are atomic against every other write of the key.
 	writeLocks [256]sync.Mutex
+
+	// clog assigns revisions and publishes them once synced.
+	clog changeLog
 
 	// closeMu guards db against use after Close: calls hold it shared.
 	closeMu sync.RWMutex
@@ -132,6 +140,7 @@ func Open(o Options) (*Store, error) {
 		enospcLog: newLimiter(errorLogInterval),
 		stop:      make(chan struct{}),
 	}
+	s.clog.retention = o.LogRetention
 	if o.NoSync {
 		s.wo = pebble.NoSync
 	}
@@ -146,6 +155,10 @@ func Open(o Options) (*Store, error) {
 		if s.db, err = pebble.Open("", s.popts); err != nil {
 			return nil, err
 		}
+		if err := s.clog.load(s.db, s.stop); err != nil {
+			s.db.Close()
+			return nil, err
+		}
 		return s, nil
 	}
 	if o.Dir == "" {
@@ -156,6 +169,11 @@ func Open(o Options) (*Store, error) {
 	}
 	s.popts.FS = vfs.OnDiskFull(vfs.Default, s.onDiskFull)
 	if err := s.openDir(o.Dir); err != nil {
+		return nil, err
+	}
+	if err := s.clog.load(s.db, s.stop); err != nil {
+		s.db.Close()
+		s.dirLock.Close()
 		return nil, err
 	}
 	if s.readOnly {
@@ -172,7 +190,15 @@ func (s *Store) openDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	pdir := filepath.Join(dir, pebbleDirName)
+	if m != nil && m.State == stateReady && m.Version == 1 {
+		if err := migrateV1(dir, m, s.popts, s.log); err != nil {
+			return err
+		}
+		if m, err = inspectDir(dir); err != nil {
+			return err
+		}
+	}
+	pdir := filepath.Join(dir, m.pebbleDir())
 	s.pdir = pdir
 	if m != nil && m.State == stateReady {
 		if err := precheck(pdir); err != nil {
@@ -402,11 +428,48 @@ func (s *Store) Get(key []byte) (value []byte, found bool, err error) {
 		return nil, false, err
 	}
 	defer done()
-	return s.get(key)
+	return s.get(s.db, key)
 }
 
-func (s *Store) get(key []byte) ([]byte, bool, error) {
-	v, closer, err := s.db.Get(key)
+// GetRevision is Get, and the revision the answer reflects: every write up
+// to it and none after it. A watch from the revision after it misses
+// nothing and repeats nothing.
+func (s *Store) GetRevision(key []byte) (value []byte, found bool, rev uint64, err error) {
+	if err := checkKey(key); err != nil {
+		return nil, false, 0, err
+	}
+	done, err := s.use()
+	if err != nil {
+		return nil, false, 0, err
+	}
+	defer done()
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	if rev, err = readRevision(snap); err != nil {
+		return nil, false, 0, err
+	}
+	value, found, err = s.get(snap, key)
+	return value, found, rev, err
+}
+
+// readRevision returns the revision of the last write r holds.
+func readRevision(r pebble.Reader) (uint64, error) {
+	v, closer, err := r.Get(revisionKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: the revision key holds %d bytes", ErrCorruptDir, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+func (s *Store) get(r pebble.Reader, key []byte) ([]byte, bool, error) {
+	v, closer, err := r.Get(dataKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -464,20 +527,25 @@ func (s *Store) Batch(muts []Mutation) error {
 		return err
 	}
 	unlock := s.lock(muts)
-	defer unlock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			unlock()
+		}
+	}()
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, m := range muts {
 		if m.Delete {
-			err = b.Delete(m.Key, nil)
+			err = b.Delete(dataKey(m.Key), nil)
 		} else {
-			err = b.Set(m.Key, m.Value, nil)
+			err = b.Set(dataKey(m.Key), m.Value, nil)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	return s.committed(b.Commit(s.wo))
+	return s.committed(s.commit(b, muts, func() { unlocked = true; unlock() }))
 }
 
 // committed returns the error of a commit: its own, or the fatal error
@@ -533,15 +601,25 @@ func (s *Store) CompareAndSwap(key []byte, expected Expectation, value []byte) e
 	}
 	mu := &s.writeLocks[s.stripe(key)]
 	mu.Lock()
-	defer mu.Unlock()
-	cur, found, err := s.get(key)
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			mu.Unlock()
+		}
+	}()
+	cur, found, err := s.get(s.db, key)
 	if err != nil {
 		return err
 	}
 	if expected.absent && found || !expected.absent && (!found || !bytes.Equal(cur, expected.value)) {
 		return &ConflictError{Found: found, Current: cur, expectedAbsent: expected.absent}
 	}
-	return s.committed(s.db.Set(key, value, s.wo))
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.Set(dataKey(key), value, nil); err != nil {
+		return err
+	}
+	return s.committed(s.commit(b, []Mutation{{Key: key, Value: value}}, func() { unlocked = true; mu.Unlock() }))
 }
 
 // ScanOptions select the pairs of one Scan.
@@ -562,17 +640,30 @@ type ScanOptions struct {
 // Scan returns pairs in ascending key order from one consistent view of the
 // store; more reports that pairs beyond the last one returned exist.
 func (s *Store) Scan(o ScanOptions) (pairs []KV, more bool, err error) {
+	pairs, more, _, err = s.ScanRevision(o)
+	return pairs, more, err
+}
+
+// ScanRevision is Scan, and the revision its view reflects (see
+// GetRevision).
+func (s *Store) ScanRevision(o ScanOptions) (pairs []KV, more bool, rev uint64, err error) {
 	if o.Limit <= 0 {
-		return nil, false, invalid("scan limit %d is not positive", o.Limit)
+		return nil, false, 0, invalid("scan limit %d is not positive", o.Limit)
 	}
 	done, err := s.use()
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
 	defer done()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: o.Lower, UpperBound: o.Upper})
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	if rev, err = readRevision(snap); err != nil {
+		return nil, false, 0, err
+	}
+	lower, upper := dataBounds(o.Lower, o.Upper)
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
 	size := 0
 	for ok := it.First(); ok; ok = it.Next() {
@@ -582,13 +673,14 @@ func (s *Store) Scan(o ScanOptions) (pairs []KV, more bool, err error) {
 				break
 			}
 		}
-		n := len(it.Key()) + len(v)
+		key := it.Key()[1:]
+		n := len(key) + len(v)
 		if len(pairs) == o.Limit || o.MaxBytes > 0 && len(pairs) > 0 && size+n > o.MaxBytes {
 			more = true
 			break
 		}
 		size += n
-		kv := KV{Key: bytes.Clone(it.Key())}
+		kv := KV{Key: bytes.Clone(key)}
 		if !o.KeysOnly {
 			kv.Value = append([]byte{}, v...)
 		}
@@ -601,7 +693,7 @@ func (s *Store) Scan(o ScanOptions) (pairs []KV, more bool, err error) {
 		err = cerr
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
-	return pairs, more, nil
+	return pairs, more, rev, nil
 }

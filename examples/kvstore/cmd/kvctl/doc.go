@@ -6,11 +6,12 @@
 //	kvctl scan [--prefix P | --start S --end E] [--limit N] [--keys-only]
 //	kvctl batch put KEY VALUE | del KEY ...
 //	kvctl cas KEY NEW (--expect OLD | --expect-absent)
+//	kvctl watch [PREFIX] [--from REV]    (until ^C; reconnects and resumes)
 //	kvctl bench [--concurrency N] [--keys N] [--value-size B] [--reads PCT] [--duration D]
 //
 // Global flags: --addr (default $KVCTL_ADDR, else tcp://127.0.0.1:7070),
 // --timeout, --json. Output is for people by default; --json prints one
-// JSON document per command on stdout, with byte strings as "key"/"value"
+// JSON document per command on stdout (watch: one JSON object per line, per event), with byte strings as "key"/"value"
 // when they are valid UTF-8 and as "key_base64"/"value_base64" otherwise.
 //
 // Errors print the status code and message (kvctl: Aborted: ...) on stderr,

@@ -34,6 +34,8 @@ type flags struct {
 	sync            string
 	minFree         string
 	metricsAddr     string
+	logRevisions    int
+	logBytes        string
 	otel            bool
 	shutdownTimeout time.Duration
 	logLevel        string
@@ -56,7 +58,9 @@ Data lives in --data-dir (Pebble); --mem keeps it in memory instead.
 acknowledged write survives a crash. --sync none answers first: a crash may
 lose the last writes. Below --min-free-space free on the data directory's
 file system, writes are refused (ResourceExhausted) and reads go on; started
-on a full disk, kvserver serves reads and takes writes once space is freed.`,
+on a full disk, kvserver serves reads and takes writes once space is freed.
+Every write is a revision, kept in a change log that Watch replays: the last
+--watch-history revisions or --watch-history-bytes, whichever is less.`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -74,6 +78,8 @@ on a full disk, kvserver serves reads and takes writes once space is freed.`,
 	fl.BoolVar(&f.mem, "mem", false, "keep the data in memory: nothing survives a restart")
 	fl.StringVar(&f.sync, "sync", "always", "when writes reach the disk: always (before each answer) or none (a crash may lose the last writes)")
 	fl.StringVar(&f.minFree, "min-free-space", "64MiB", "free space to keep on the data directory's file system: below it writes are refused with ResourceExhausted and reads go on (e.g. 64MiB, 2GB, 1%; 0 turns the check off)")
+	fl.IntVar(&f.logRevisions, "watch-history", store.DefaultLogRevisions, "revisions kept in the change log for watchers to resume from (a watch from an older one gets OutOfRange)")
+	fl.StringVar(&f.logBytes, "watch-history-bytes", "64MiB", "bytes kept in the change log, whichever of the two bounds comes first")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090)")
 	fl.BoolVar(&f.otel, "otel", false, "trace and measure every call with OpenTelemetry, written as JSON to stdout: spans as calls end, metrics every 30s and at shutdown")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls may drain on SIGINT/SIGTERM before connections are closed")
@@ -100,6 +106,12 @@ func serve(f flags, stdout, stderr io.Writer) int {
 		ShutdownTimeout: f.shutdownTimeout,
 		Logger:          log,
 	}
+	logBytes, err := parseSize(f.logBytes)
+	if err != nil || logBytes == 0 || f.logRevisions < 1 {
+		fmt.Fprintf(stderr, "kvserver: --watch-history %d, --watch-history-bytes %q: want at least one revision and a size such as 64MiB\n", f.logRevisions, f.logBytes)
+		return 2
+	}
+	cfg.Store.LogRetention = store.LogRetention{Revisions: f.logRevisions, Bytes: logBytes}
 	if err := setMinFree(&cfg.Store, f.minFree); err != nil {
 		fmt.Fprintf(stderr, "kvserver: --min-free-space %q: %v\n", f.minFree, err)
 		return 2
@@ -185,6 +197,20 @@ func setMinFree(o *store.Options, v string) error {
 		o.MinFreePercent = p
 		return nil
 	}
+	n, err := parseSize(v)
+	if err != nil {
+		return errors.New("want a size such as 64MiB or 2GB, a percentage such as 1%, or 0")
+	}
+	if n == 0 {
+		o.NoFreeSpaceCheck = true
+		return nil
+	}
+	o.MinFreeBytes = n
+	return nil
+}
+
+// parseSize reads a size such as 64MiB, 2GB or 0.
+func parseSize(v string) (int64, error) {
 	units := []struct {
 		suffix string
 		size   float64
@@ -198,14 +224,12 @@ func setMinFree(o *store.Options, v string) error {
 	}
 	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 	if err != nil || n < 0 || n*scale >= 1<<62 {
-		return errors.New("want a size such as 64MiB or 2GB, a percentage such as 1%, or 0")
+		return 0, errors.New("want a size such as 64MiB or 2GB")
 	}
 	if n == 0 {
-		o.NoFreeSpaceCheck = true
-		return nil
+		return 0, nil
 	}
-	o.MinFreeBytes = max(int64(n*scale), 1)
-	return nil
+	return max(int64(n*scale), 1), nil
 }
 
 func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {

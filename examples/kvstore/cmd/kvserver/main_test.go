@@ -264,6 +264,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--min-free-space", "lots"}, "--min-free-space"},
 		{[]string{"--min-free-space", "150%"}, "--min-free-space"},
 		{[]string{"--min-free-space", "-1MiB"}, "--min-free-space"},
+		{[]string{"--watch-history", "0"}, "--watch-history"},
+		{[]string{"--watch-history-bytes", "0"}, "--watch-history-bytes"},
+		{[]string{"--watch-history-bytes", "many"}, "--watch-history-bytes"},
 	}
 	for _, tc := range tests {
 		var stderr bytes.Buffer
