@@ -1,6 +1,9 @@
 package rpc
 
-import "github.com/rdmarpc/rdmarpc/rpc/metadata"
+import (
+	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+)
 
 // CallOption configures one call made through Invoke.
 type CallOption interface {
@@ -17,6 +20,7 @@ type callInfo struct {
 	// waitForReady: wait for a connection while the ClientConn backs off
 	// after failed dials, instead of failing at once.
 	waitForReady bool
+	creds        []credentials.PerRPCCredentials // the call's own, after the client's
 	// attemptHeader, set by the retry loop, receives the response
 	// headers: once the server sent some, the call is committed.
 	attemptHeader *metadata.MD

@@ -53,6 +53,7 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 	if err := wire.CheckMD(md); err != nil {
 		return status.Errorf(codes.Internal, "request metadata: %v", err)
 	}
+	md = outgoingMD(md)
 	// A call that never left (the link was draining, or closed before the
 	// transport took the request) is safely sent again on a new link. One
 	// the server refused before running it (its queue for call slots was
@@ -64,7 +65,11 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 		if err != nil {
 			return err
 		}
-		err = l.call(ctx, method, md, req, reply, ci, rs)
+		cmd, err := l.callMD(ctx, method, md, ci)
+		if err != nil {
+			return err
+		}
+		err = l.call(ctx, method, cmd, req, reply, ci, rs)
 		switch err {
 		case errNotSent:
 			cc.forget(l, false)
@@ -134,6 +139,12 @@ type clientLink struct {
 	*link
 	cc *ClientConn
 	sc *subConn // the backend it connects to
+	// uaKnown: a call that carried the user-agent has succeeded, so the
+	// server knows it (withUserAgent).
+	uaKnown atomic.Bool
+	// authority is what per-RPC credentials are told the server is: the
+	// target's host and port (cc.authority), else the address dialed.
+	authority string
 
 	mu       sync.Mutex
 	pending  map[uint64]*pendingCall
@@ -277,7 +288,14 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 		return r.err
 	}
 	defer r.frame.Release()
-	return l.finish(r.frame.Bytes(), reply, ci, rs)
+	err = l.finish(r.frame.Bytes(), reply, ci, rs)
+	if err == nil && !l.uaKnown.Load() {
+		if _, ok := md[userAgentKey]; ok {
+			// The server decoded the request: it has the user-agent.
+			l.uaKnown.Store(true)
+		}
+	}
+	return err
 }
 
 // finish decodes a RESPONSE frame into the call's outcome.
@@ -311,7 +329,7 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats)
 				*ci.trailer = resp.Trailer
 			}
 			if ci.peer != nil {
-				*ci.peer = Peer{Addr: l.tc.RemoteAddr(), LocalAddr: l.tc.LocalAddr()}
+				*ci.peer = Peer{Addr: l.tc.RemoteAddr(), LocalAddr: l.tc.LocalAddr(), AuthInfo: authInfo(l.tc)}
 			}
 			if resp.Code != 0 {
 				if rs != nil {
@@ -413,6 +431,9 @@ func (l *clientLink) goAway(ga wire.GoAway) {
 	if ga.Code != 0 {
 		l.log.Warn("server is closing the connection", zap.Stringer("code", codes.Code(ga.Code)), zap.String("reason", ga.Message))
 		l.setReason(status.New(codes.Code(ga.Code), "server closed the connection: "+ga.Message))
+		if ga.Message == tooManyPings {
+			l.cc.serverPingBackoff()
+		}
 	}
 	l.cc.forget(l, false)
 	l.mu.Lock()

@@ -20,6 +20,8 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/connectivity"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
+	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
@@ -43,8 +45,13 @@ type ClientConn struct {
 	// cc.newStreamFromConfig.
 	streamer Streamer
 	throttle *retryThrottle // nil without retryThrottling
-	ctx      context.Context
-	cancel   context.CancelFunc // ends every dial and backoff wait, at Close
+	uaMD     metadata.MD    // {"user-agent": …}, shared read-only by calls
+	// authority is the name a TLS handshake checks and per-RPC
+	// credentials are told, when the target names a host its resolver
+	// turns into other addresses (dns); "" means each address's own.
+	authority string
+	ctx       context.Context
+	cancel    context.CancelFunc // ends every dial and backoff wait, at Close
 	// exited is set once the resolver was started: calls then skip
 	// exitIdle's lock.
 	exited atomic.Bool
@@ -128,6 +135,20 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 	if o.connect.MinConnectTimeout <= 0 {
 		o.connect.MinConnectTimeout = 20 * time.Second
 	}
+	if o.contextDialer != nil {
+		// The dialer is the transport of every address, as WithTransport.
+		dt, err := newDialerTransport(o.contextDialer)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		o.transport = dt
+	}
+	if err := checkPerRPC(&o); err != nil {
+		return nil, err
+	}
+	if err := wire.CheckValue([]byte(userAgentKey), []byte(o.userAgent)); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "WithUserAgent: %v", err)
+	}
 	parsed, b, err := parseClientTarget(target, defaultScheme, o.transport != nil, o.resolvers)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -148,6 +169,10 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 		log:     o.log.Named("rpc.client").With(zap.String("target", target)),
 		changed: make(chan struct{}),
 		all:     make(map[*clientLink]bool),
+		uaMD:    metadata.Pairs(userAgentKey, joinUserAgent(o.userAgent)),
+	}
+	if parsed.URL.Scheme == "dns" {
+		cc.authority = parsed.Endpoint()
 	}
 	if sc.throttle != nil {
 		cc.throttle = newRetryThrottle(*sc.throttle)

@@ -61,12 +61,17 @@ func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method s
 	if err := wire.CheckMD(md); err != nil {
 		return nil, status.Errorf(codes.Internal, "request metadata: %v", err)
 	}
+	md = outgoingMD(md)
 	for attempt := 1; ; attempt++ {
 		l, err := cc.link(ctx, ci.waitForReady)
 		if err != nil {
 			return nil, err
 		}
-		cs, err := l.open(ctx, desc, method, md, ci, rs)
+		cmd, err := l.callMD(ctx, method, md, ci)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := l.open(ctx, desc, method, cmd, ci, rs)
 		if err == nil {
 			return cs, nil
 		}

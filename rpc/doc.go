@@ -9,7 +9,15 @@
 //
 // rpc sits above any transport. It picks one by the target's scheme through
 // the transport package's registry and must never import a concrete
-// transport (transport/tcp, transport/rdma): programs import those.
+// transport (transport/tcp, transport/rdma): programs import those. A
+// net.Listener given to Serve, and WithContextDialer's connections, are
+// framed by whichever transport is registered for "tcp".
+//
+// Security: Creds and WithTransportCredentials hand credentials to the
+// transports (which run them below the RPC frames); the verified peer is in
+// a handler's context (package peer), per-RPC credentials add metadata to
+// each call. Connection management (package keepalive): keepalive, ping
+// enforcement (GOAWAY "too_many_pings"), idle and age limits.
 //
 // The client side (clientconn.go, subconn.go): NewClient resolves its
 // target with the resolver package (every resolver of rdmarpc is imported

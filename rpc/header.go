@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/rdmarpc/rdmarpc/rpc/internal/ctxkey"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 )
@@ -13,7 +14,6 @@ import (
 // trailers. It travels in the handler's context.
 type serverCall struct {
 	method  string
-	peer    *Peer
 	mu      sync.Mutex
 	header  metadata.MD
 	trailer metadata.MD
@@ -22,6 +22,36 @@ type serverCall struct {
 }
 
 type serverCallKey struct{}
+
+// callContext is a handler's context: the call's serverCall, incoming
+// metadata (metadata.FromIncomingContext) and peer (peer.FromContext) in
+// one value, where three context.WithValue layers would cost three
+// allocations per call. The incoming metadata is completed (incomingMD)
+// when first asked for, so a call whose code never reads it does not pay
+// for the entries the server adds.
+type callContext struct {
+	context.Context
+	sc   *serverCall
+	peer *Peer
+	l    *serverLink
+	raw  metadata.MD // as decoded, or nil
+	ua   string      // the connection's user-agent when the request arrived
+	once sync.Once
+	md   metadata.MD // raw completed, once asked for
+}
+
+func (c *callContext) Value(key any) any {
+	switch key.(type) {
+	case serverCallKey:
+		return c.sc
+	case ctxkey.IncomingMD:
+		c.once.Do(func() { c.md = c.l.incomingMD(c.raw, c.ua) })
+		return c.md
+	case ctxkey.Peer:
+		return c.peer
+	}
+	return c.Context.Value(key)
+}
 
 func callFromContext(ctx context.Context) (*serverCall, error) {
 	c, ok := ctx.Value(serverCallKey{}).(*serverCall)

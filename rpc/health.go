@@ -59,7 +59,13 @@ func (s *subConn) watchHealth(ctx context.Context, l *clientLink) {
 
 func (s *subConn) watchHealthOnce(ctx context.Context, l *clientLink) error {
 	ci := callInfo{maxRecvSize: s.cc.opts.maxRecvSize, maxSendSize: s.cc.opts.maxSendSize}
-	cs, err := l.open(ctx, healthWatchDesc, healthWatchMethod, nil, &ci, nil) // the balancer's own stream: not the user's RPC, so no stats
+	// The user-agent and per-RPC credentials as on the user's streams: a
+	// server's interceptors may require them.
+	md, err := l.callMD(ctx, healthWatchMethod, nil, &ci)
+	if err != nil {
+		return err
+	}
+	cs, err := l.open(ctx, healthWatchDesc, healthWatchMethod, md, &ci, nil) // the balancer's own stream: not the user's RPC, so no stats
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/connectivity"
+	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -32,6 +33,7 @@ type healthServer struct {
 	status   int32
 	changed  chan struct{}
 	services []string // the service names Watch was asked about
+	agents   []string // the user-agents the watches came with
 }
 
 func newHealthServer() *healthServer {
@@ -51,8 +53,10 @@ func (h *healthServer) watch(_ any, ss rpc.ServerStream) error {
 	if err := ss.RecvMsg(&req); err != nil {
 		return err
 	}
+	md, _ := metadata.FromIncomingContext(ss.Context())
 	h.mu.Lock()
 	h.services = append(h.services, req.Value)
+	h.agents = append(h.agents, strings.Join(md.Get("user-agent"), ","))
 	h.mu.Unlock()
 	for {
 		h.mu.Lock()
@@ -148,6 +152,27 @@ func TestHealthChecking(t *testing.T) {
 	waitForState(t, cc, connectivity.TransientFailure)
 	if _, err := echo(ctx, c); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "not serving") {
 		t.Fatalf("call with no backend serving: %v, want Unavailable saying so", err)
+	}
+}
+
+// TestHealthWatchMetadata: the client's health Watch is sent as the
+// user's streams are, with its user-agent (and its per-RPC credentials),
+// so a server whose interceptors check them serves it.
+func TestHealthWatchMetadata(t *testing.T) {
+	tr := pipe.New(pipe.Options{})
+	var b backend
+	h := newHealthServer()
+	r := manual.NewBuilderWithScheme("health")
+	r.InitialState(resolver.State{Addresses: []resolver.Address{{Addr: startHealthServer(t, tr, &b, h)}}})
+	_, c := newClient(t, tr, r, rpc.WithUserAgent("probe/1"),
+		rpc.WithDefaultServiceConfig(`{"healthCheckConfig":{"serviceName":"kv"}}`))
+	if _, err := echo(testCtx(t), c); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if want := "probe/1 rdmarpc-go/" + rpc.Version; len(h.agents) != 1 || h.agents[0] != want {
+		t.Fatalf("the health watch came with user-agent %q, want [%q]", h.agents, want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -15,6 +16,7 @@ type ListenOption func(*listenOptions)
 type listenOptions struct {
 	fallback string
 	log      *zap.Logger
+	creds    credentials.TransportCredentials
 }
 
 // ListenFallback makes Listen use the transport of another scheme ("tcp")
@@ -34,7 +36,7 @@ func Listen(target string, opts ...ListenOption) (transport.Listener, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	lis, err := transport.Listen(target)
+	lis, err := listen(target, o.creds)
 	if err == nil || o.fallback == "" || !errors.Is(err, transport.ErrNoDevice) {
 		return lis, err
 	}
@@ -43,11 +45,27 @@ func Listen(target string, opts ...ListenOption) (transport.Listener, error) {
 		return nil, perr
 	}
 	fb := o.fallback + "://" + addr
-	lis, ferr := transport.Listen(fb)
+	lis, ferr := listen(fb, o.creds)
 	if ferr != nil {
 		return nil, fmt.Errorf("%w; falling back to %s: %w", err, fb, ferr)
 	}
 	o.log.Named("rpc").Warn("no device serves the address: listening with the fallback transport",
 		zap.String("target", target), zap.String("fallback", fb), zap.Error(err))
 	return lis, nil
+}
+
+// listen listens on target, through creds when they do something.
+func listen(target string, creds credentials.TransportCredentials) (transport.Listener, error) {
+	if !secure(creds) {
+		return transport.Listen(target)
+	}
+	tr, addr, err := transport.ForTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	cl, ok := tr.(transport.CredentialsListener)
+	if !ok {
+		return nil, fmt.Errorf("rpc: the transport for %s (%T) cannot run transport credentials", target, tr)
+	}
+	return cl.ListenWithCredentials(addr, creds)
 }

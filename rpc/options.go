@@ -1,13 +1,17 @@
 package rpc
 
 import (
+	"context"
+	"net"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/resolver"
 	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
+	"github.com/rdmarpc/rdmarpc/rpc/keepalive"
 	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
@@ -86,6 +90,9 @@ type serverOptions struct {
 	maxQueuedBytes     int
 	maxUnsentBytes     int
 	responseTimeout    time.Duration
+	creds              credentials.TransportCredentials
+	conn               keepalive.ServerParameters // its idle and age limits
+	enforcement        *keepalive.EnforcementPolicy
 }
 
 // Logger sets the server's logger. Default zap.NewNop().
@@ -104,9 +111,6 @@ func MaxRecvMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxR
 // MaxSendMsgSize caps the responses the server sends (ResourceExhausted
 // beyond).
 func MaxSendMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxSendSize = n } }
-
-// KeepaliveParams sets the server's keepalive.
-func KeepaliveParams(k Keepalive) ServerOption { return func(o *serverOptions) { o.keepalive = k } }
 
 // ServerCodec sets the codec. Default ProtoCodec.
 func ServerCodec(c Codec) ServerOption { return func(o *serverOptions) { o.codec = c } }
@@ -166,6 +170,10 @@ type dialOptions struct {
 	transport          transport.Transport
 	fallback           string
 	connect            ConnectParams
+	userAgent          string
+	creds              credentials.TransportCredentials
+	perRPC             []credentials.PerRPCCredentials
+	contextDialer      func(context.Context, string) (net.Conn, error)
 	serviceConfig      string // WithDefaultServiceConfig's JSON
 	resolvers          []resolver.Builder
 	idleTimeout        time.Duration
@@ -192,6 +200,10 @@ func WithConnectParams(p ConnectParams) DialOption { return func(o *dialOptions)
 func WithMaxHeaderListSize(n uint32) DialOption {
 	return func(o *dialOptions) { o.maxHeaderListSize = clampInt(n) }
 }
+
+// WithUserAgent puts ua before the user-agent every call sends
+// ("ua rdmarpc-go/<Version>"), as gRPC-go's.
+func WithUserAgent(ua string) DialOption { return func(o *dialOptions) { o.userAgent = ua } }
 
 // WithLogger sets the client's logger. Default zap.NewNop().
 func WithLogger(l *zap.Logger) DialOption { return func(o *dialOptions) { o.log = l } }

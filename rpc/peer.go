@@ -2,20 +2,13 @@ package rpc
 
 import (
 	"context"
-	"net"
+
+	"github.com/rdmarpc/rdmarpc/rpc/peer"
 )
 
-// Peer is the other end of a call.
-type Peer struct {
-	Addr      net.Addr
-	LocalAddr net.Addr
-}
+// Peer is the other end of a call (see package peer).
+type Peer = peer.Peer
 
-// PeerFromContext returns the client a server handler is serving.
-func PeerFromContext(ctx context.Context) (*Peer, bool) {
-	c, err := callFromContext(ctx)
-	if err != nil {
-		return nil, false
-	}
-	return c.peer, true
-}
+// PeerFromContext returns the client a server handler is serving; it is
+// peer.FromContext.
+func PeerFromContext(ctx context.Context) (*Peer, bool) { return peer.FromContext(ctx) }

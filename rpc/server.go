@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"reflect"
 	"runtime/debug"
 	"strings"
@@ -115,10 +116,39 @@ func (s *Server) RegisterService(desc *ServiceDesc, impl any) {
 // ErrServerStopped is returned by Serve after Stop or GracefulStop.
 var ErrServerStopped = errors.New("rpc: the server has been stopped")
 
+// Listener is what Serve takes: a transport.Listener (from Listen, or a
+// transport's own Listen), or any net.Listener (a TCP or unix socket, one
+// from socket activation, rpc/bufconn's), which is served with the TCP
+// transport's framing, as gRPC-go's Serve takes one.
+type Listener interface {
+	Close() error
+	Addr() net.Addr
+}
+
 // Serve accepts connections on lis and serves them until Stop or
 // GracefulStop, when it returns nil, or until lis fails. lis is closed when
-// Serve returns.
-func (s *Server) Serve(lis transport.Listener) error {
+// Serve returns. With Creds, every connection runs the credentials: a
+// net.Listener is secured by Serve, a transport.Listener must have been
+// created with them (ListenCreds).
+func (s *Server) Serve(l Listener) error {
+	var lis transport.Listener
+	switch l := l.(type) {
+	case transport.Listener:
+		lis = l
+	case net.Listener:
+		var err error
+		if lis, err = s.netListener(l); err != nil {
+			l.Close()
+			return err
+		}
+	default:
+		l.Close()
+		return fmt.Errorf("rpc: Serve takes a transport.Listener or a net.Listener, not %T", l)
+	}
+	if err := s.checkListener(lis); err != nil {
+		lis.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.draining || s.stopped {
 		s.mu.Unlock()
@@ -223,9 +253,10 @@ func (s *Server) GracefulStop() {
 // the handlers are doing.
 type serverLink struct {
 	*link
-	s      *Server
-	peer   *Peer
-	budget *byteBudget // encoded responses the transport has not taken
+	s         *Server
+	peer      *Peer
+	authority string      // the calls' ":authority"
+	budget    *byteBudget // encoded responses the transport has not taken
 
 	mu          sync.Mutex
 	calls       map[uint64]*callStream // running or queued
@@ -235,8 +266,12 @@ type serverLink struct {
 	streams     map[uint64]*serverStream // open streams
 	held        atomic.Int64             // bytes of stream messages copied out and not yet read
 	lastNotOpen uint64                   // the last stream answered "not open" (the reader's)
-	wg          sync.WaitGroup           // handler goroutines
-	stats       *connStats               // nil without stats handlers
+	ua          string                   // the last user-agent received (the reader's)
+	lastPing    time.Time                // the reader's, for the enforcement policy
+	pingStrikes int                      // the reader's
+	timers      connTimers
+	wg          sync.WaitGroup // handler goroutines
+	stats       *connStats     // nil without stats handlers
 }
 
 // callStream is one call on a server connection: a stream with one message
@@ -251,6 +286,7 @@ type callStream struct {
 	fail     error            // the call fails with this before any handler runs
 	svc      *service
 	md       *MethodDesc
+	ua       string // the connection's user-agent when it arrived
 
 	cost   int           // bytes charged to the queue while queued
 	elem   *list.Element // in the queue, nil once started
@@ -265,13 +301,15 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 	watch := sendWatch{after: max(s.opts.responseTimeout, 0), stuck: func() {
 		s.peerLog.warn("closing a connection whose client takes no responses", zap.Stringer("peer", tc.RemoteAddr()), zap.Duration("timeout", s.opts.responseTimeout))
 	}}
+	ai := authInfo(tc)
 	return &serverLink{
-		link:    newLink(tc, s.log, s.opts.keepalive, watch),
-		s:       s,
-		peer:    &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr()},
-		budget:  newByteBudget(s.opts.maxUnsentBytes),
-		calls:   make(map[uint64]*callStream),
-		streams: make(map[uint64]*serverStream),
+		link:      newLink(tc, s.log, s.opts.keepalive, watch),
+		s:         s,
+		peer:      &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr(), AuthInfo: ai},
+		authority: connAuthority(tc, ai),
+		budget:    newByteBudget(s.opts.maxUnsentBytes),
+		calls:     make(map[uint64]*callStream),
+		streams:   make(map[uint64]*serverStream),
 	}
 }
 
@@ -279,7 +317,9 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 // still running, waits for their handlers and forgets the connection.
 func (l *serverLink) serve() {
 	defer l.s.wg.Done()
+	l.startConnTimers()
 	l.readFrames(l.dispatch)
+	l.stopConnTimers()
 	l.wg.Wait()
 	l.wait()
 	l.mu.Lock()
@@ -303,8 +343,10 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 	}
 	switch h.Kind {
 	case wire.KindRequest:
+		l.pingStrikes = 0 // pings during calls are fine, as in gRPC-go
 		return l.admit(l.newStream(h.CallID, body, b))
 	case wire.KindOpen:
+		l.pingStrikes = 0
 		ok := l.openStream(h, body)
 		b.Release()
 		return ok
@@ -318,6 +360,11 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 			return true
 		}
 	default:
+		if h.Kind == wire.KindPing && !l.pingAllowed(time.Now()) {
+			b.Release()
+			l.refusePings()
+			return false
+		}
 		var ga *wire.GoAway
 		ga, err = l.control(h, body, "client", "servers")
 		b.Release()
@@ -366,7 +413,7 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 				// now or waits for a slot.
 				st.deadline = time.Now().Add(req.Timeout)
 			}
-			st.req, st.frame = req, b
+			st.req, st.frame, st.ua = req, b, l.userAgent(req.MD)
 			return st
 		}
 	}
@@ -500,15 +547,15 @@ func (l *serverLink) dropQueue() {
 
 // serveStream runs st's handler and sends its outcome.
 func (l *serverLink) serveStream(st *callStream, ctx context.Context) {
-	sc := &serverCall{method: st.method, peer: l.peer}
+	sc := &serverCall{method: st.method}
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 && st.fail == nil {
 		ctx = l.beginStats(ctx, hs, st, sc)
 	}
-	ctx = context.WithValue(ctx, serverCallKey{}, sc)
 	resp, err := l.run(sc, ctx, st)
 	l.mu.Lock()
 	delete(l.calls, st.id)
 	l.mu.Unlock()
+	l.callEnded()
 	st.cancel()
 	err = l.respond(st.id, sc, resp, err)
 	if sc.stats != nil {
@@ -519,9 +566,8 @@ func (l *serverLink) serveStream(st *callStream, ctx context.Context) {
 // beginStats tags a call for the stats handlers, with its request metadata
 // in ctx as gRPC-go's server does, and reports its Begin and InHeader.
 func (l *serverLink) beginStats(ctx context.Context, hs []stats.Handler, st *callStream, sc *serverCall) context.Context {
-	if st.req.MD != nil {
-		ctx = metadata.NewIncomingContext(ctx, st.req.MD)
-	}
+	st.req.MD = l.incomingMD(st.req.MD, st.ua) // what the handler will see
+	ctx = metadata.NewIncomingContext(ctx, st.req.MD)
 	ctx, sc.stats = beginRPC(ctx, hs, l.stats, false, st.method, true, nil)
 	sc.stats.inHeader(st.req.MD, st.frame.Len()-len(st.req.Payload), st.method, l.peer)
 	return ctx
@@ -544,9 +590,7 @@ func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (r
 		ctx, cancel = context.WithDeadline(ctx, st.deadline)
 		defer cancel()
 	}
-	if st.req.MD != nil {
-		ctx = metadata.NewIncomingContext(ctx, st.req.MD)
-	}
+	ctx = &callContext{Context: ctx, sc: sc, peer: l.peer, l: l, raw: st.req.MD, ua: st.ua}
 	defer st.frame.Release() // in case the handler never decoded
 	decoded := false
 	dec := func(v any) error {

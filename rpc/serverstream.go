@@ -81,21 +81,20 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		return l.queueOrClose(wire.AppendTrailers(nil, h.CallID, uint32(fail.Code()), fail.Message(), nil, nil, nil))
 	}
 	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, svc: svc,
-		sc: &serverCall{method: req.Method, peer: l.peer}}
+		sc: &serverCall{method: req.Method}}
 	ss.in.init(l.s.opts.window)
 	ss.out.init()
 	ctx, cancel := context.WithCancel(l.ctx)
 	if req.Timeout > 0 {
 		ctx, cancel = contextWithTimeout(ctx, cancel, req.Timeout)
 	}
-	if req.MD != nil {
-		ctx = metadata.NewIncomingContext(ctx, req.MD)
-	}
+	ctx = &callContext{Context: ctx, sc: ss.sc, peer: l.peer, l: l, raw: req.MD, ua: l.userAgent(req.MD)}
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 {
+		md, _ := metadata.FromIncomingContext(ctx) // completed, as the handler will see it
 		ctx, ss.sc.stats = beginRPC(ctx, hs, l.stats, false, req.Method, true, desc)
-		ss.sc.stats.inHeader(req.MD, len(body)+wire.HeaderLen, req.Method, l.peer)
+		ss.sc.stats.inHeader(md, len(body)+wire.HeaderLen, req.Method, l.peer)
 	}
-	ss.ctx, ss.cancel = context.WithValue(ctx, serverCallKey{}, ss.sc), cancel
+	ss.ctx, ss.cancel = ctx, cancel
 	l.streams[h.CallID] = ss
 	l.wg.Add(1)
 	l.mu.Unlock()
@@ -281,6 +280,7 @@ func (ss *serverStream) run() {
 	l.mu.Lock()
 	delete(l.streams, ss.id)
 	l.mu.Unlock()
+	l.callEnded()
 }
 
 func (ss *serverStream) call() (err error) {

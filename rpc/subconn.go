@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -138,7 +139,7 @@ func (s *subConn) run() {
 		}
 		if err == nil {
 			l := newClientLink(cc, tc)
-			l.sc = s
+			l.sc, l.authority = s, cmp.Or(cc.authority, addr.Addr)
 			if hs := cc.opts.statsHandlers; len(hs) > 0 {
 				// Before calls can take l: they read l.stats. The
 				// counters are the connection's own (its transport is
@@ -216,7 +217,7 @@ func (s *subConn) dialOne(a resolver.Address, timeout time.Duration) (transport.
 	if s.fellBack[a.Addr] && fallback != "" {
 		return s.dialFallback(ctx, a, fallback, transport.ErrNoDevice)
 	}
-	tc, err := tr.Dial(ctx, a.Addr)
+	tc, err := s.cc.dial(ctx, tr, a)
 	if err != nil && fallback != "" && errors.Is(err, transport.ErrNoDevice) {
 		if s.fellBack == nil {
 			s.fellBack = make(map[string]bool)
@@ -236,7 +237,7 @@ func (s *subConn) dialFallback(ctx context.Context, a resolver.Address, fallback
 	if !ok {
 		return nil, fmt.Errorf("%w (and no transport is registered for the fallback scheme %q)", why, fallback)
 	}
-	return tr.Dial(ctx, a.Addr)
+	return s.cc.dial(ctx, tr, a)
 }
 
 // drain stops new calls on l; it closes with st once its calls end.

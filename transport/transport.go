@@ -7,6 +7,8 @@ import (
 	"net"
 
 	"go.uber.org/zap"
+
+	"github.com/rdmarpc/rdmarpc/credentials"
 )
 
 // DefaultMaxMessageSize is the largest message a transport accepts unless
@@ -131,6 +133,52 @@ type Activity interface {
 // reach the operator's log and not a transport's no-op default.
 type Logged interface {
 	SetLogger(log *zap.Logger)
+}
+
+// Secured is implemented by connections that ran transport credentials:
+// AuthInfo is what the handshake verified about the peer
+// (credentials.TLSInfo), nil when the connection has no credentials. The
+// RPC layer puts it in peer.Peer.AuthInfo and in the RequestInfo that
+// per-RPC credentials read.
+type Secured interface {
+	AuthInfo() credentials.AuthInfo
+}
+
+// CredentialsDialer is implemented by transports that can secure the
+// connections they dial with transport credentials (TLS). The RPC client
+// dials through it when it has credentials, and refuses a transport that
+// does not implement it rather than dialling in plaintext.
+type CredentialsDialer interface {
+	DialWithCredentials(ctx context.Context, addr string, creds credentials.TransportCredentials) (Conn, error)
+}
+
+// CredentialsListener is implemented by transports that can secure the
+// connections they accept with transport credentials. The credentials are
+// fixed when listening starts, so no connection is ever handshaken without
+// them. rpc.Listen listens through it when given credentials.
+type CredentialsListener interface {
+	ListenWithCredentials(addr string, creds credentials.TransportCredentials) (Listener, error)
+}
+
+// SecuredListener is implemented by listeners that know the transport
+// credentials their connections run (nil: none). The RPC server with
+// credentials refuses to serve a listener that has none.
+type SecuredListener interface {
+	Credentials() credentials.TransportCredentials
+}
+
+// StreamTransport is implemented by transports that frame messages over
+// any byte stream (the TCP transport): the RPC server serves a
+// net.Listener, and a client WithContextDialer's connections, through the
+// one registered for "tcp".
+type StreamTransport interface {
+	// NewListener serves the connections nl accepts, each secured by
+	// creds (nil: plaintext).
+	NewListener(nl net.Listener, creds credentials.TransportCredentials) Listener
+	// NewClientConn runs the client's side of the handshake on nc, a
+	// connection dialled to authority by other means, secured by creds
+	// (nil: plaintext). It closes nc when it fails.
+	NewClientConn(ctx context.Context, nc net.Conn, authority string, creds credentials.TransportCredentials) (Conn, error)
 }
 
 // Closed returns err wrapped in ErrClosed (unless it already wraps it): the

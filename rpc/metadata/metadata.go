@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/rdmarpc/rdmarpc/rpc/internal/ctxkey"
 )
 
 // MD maps lower-case keys to values.
@@ -78,7 +80,7 @@ func Join(mds ...MD) MD {
 }
 
 type outgoingKey struct{}
-type incomingKey struct{}
+type incomingKey = ctxkey.IncomingMD // the rpc server answers it too
 
 // outgoing holds the MD set with NewOutgoingContext plus pairs appended
 // later, kept apart so appending never copies the whole map.

@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
@@ -233,4 +235,84 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, 
 	}
 	c.start()
 	return c, nil
+}
+
+// serverCredentials runs creds' server handshake on boot within the
+// handshake timeout (and until ctx, the listener's, ends).
+func (t *Transport) serverCredentials(ctx context.Context, boot net.Conn, creds credentials.TransportCredentials) (net.Conn, credentials.AuthInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.o.HandshakeTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = boot.SetDeadline(time.Now()) })
+	sec, ai, err := creds.ServerHandshake(boot)
+	if !stop() {
+		if err == nil {
+			sec.Close()
+		}
+		return nil, nil, fmt.Errorf("%w: credentials handshake not finished within %v", transport.ErrProtocol, t.o.HandshakeTimeout)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return sec, ai, nil
+}
+
+// securedConn is a connection whose bootstrap ran transport credentials.
+type securedConn struct {
+	*conn
+	auth credentials.AuthInfo
+}
+
+// secured is c with auth as its AuthInfo, or c itself without credentials.
+func secured(c *conn, auth credentials.AuthInfo) transport.Conn {
+	if auth == nil {
+		return c
+	}
+	return &securedConn{conn: c, auth: auth}
+}
+
+// AuthInfo is what the bootstrap's credentials verified; it implements
+// transport.Secured.
+func (c *securedConn) AuthInfo() credentials.AuthInfo { return c.auth }
+
+// exporterLabel names the secret both ends of a TLS bootstrap derive to
+// prove, on the queue pair itself, that they hold the TLS session
+// (docs/rdma.md, "Credentials").
+const (
+	exporterLabel = "EXPORTER-rdmarpc-qp"
+	proofLen      = 32
+)
+
+// bindQP binds c's queue pair to the TLS session of its bootstrap: each end
+// sends the secret exported from the session as the first message on the
+// queue pair and refuses the queue pair unless the first message it
+// receives is the same secret, before the connection is handed to anyone.
+// A host that attached a queue pair without the session cannot produce it.
+// Both ends send first: each has the other's initial credits, so neither
+// Send waits for the other's Recv. Without TLS there is nothing to bind.
+func (t *Transport) bindQP(ctx context.Context, c *conn, auth credentials.AuthInfo) error {
+	ti, ok := auth.(credentials.TLSInfo)
+	if !ok {
+		return nil
+	}
+	proof, err := ti.State.ExportKeyingMaterial(exporterLabel, nil, proofLen)
+	if err != nil {
+		return fmt.Errorf("binding the queue pair to TLS: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.o.HandshakeTimeout)
+	defer cancel()
+	if err := c.Send(ctx, proof); err != nil {
+		return fmt.Errorf("binding the queue pair to TLS: sending the proof: %w", err)
+	}
+	b, err := c.Recv(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: binding the queue pair to TLS: no proof from the peer within %v", transport.ErrProtocol, t.o.HandshakeTimeout)
+		}
+		return fmt.Errorf("binding the queue pair to TLS: %w", err)
+	}
+	defer b.Release()
+	if subtle.ConstantTimeCompare(b.Bytes(), proof) != 1 {
+		return fmt.Errorf("%w: the first message on the queue pair is not this TLS session's proof: another host's queue pair?", transport.ErrProtocol)
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
@@ -220,6 +221,15 @@ func (t *Transport) forgetEndpoint(addr net.Addr) {
 // Dial connects to addr ("ip:port"): the bootstrap TCP connection first,
 // whose local address says which RDMA device to use, then the handshake.
 func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, error) {
+	return t.DialWithCredentials(ctx, addr, nil)
+}
+
+// DialWithCredentials is Dial with the bootstrap connection secured by
+// creds (TLS) before the hellos, so the queue pair's parameters travel
+// only to the authenticated server (docs/rdma.md, "Credentials"); nil
+// creds: plaintext. The connection's AuthInfo is what the handshake
+// verified. It implements transport.CredentialsDialer.
+func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds credentials.TransportCredentials) (transport.Conn, error) {
 	// Learn which local address routes to addr without sending anything
 	// (a UDP socket's connect), so a machine without a device for it
 	// fails fast and leaves the server alone.
@@ -235,12 +245,27 @@ func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, erro
 	if err != nil {
 		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
 	}
+	var auth credentials.AuthInfo
+	if creds != nil {
+		hctx, cancel := context.WithTimeout(ctx, t.o.HandshakeTimeout)
+		sec, ai, err := creds.ClientHandshake(hctx, addr, boot)
+		cancel()
+		if err != nil {
+			boot.Close()
+			return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
+		}
+		boot, auth = sec, ai
+	}
 	c, err := t.handshakeClient(ctx, boot)
 	if err != nil {
 		boot.Close()
 		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
 	}
-	return c, nil
+	if err := t.bindQP(ctx, c, auth); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
+	}
+	return secured(c, auth), nil
 }
 
 // Counters returns what the transport counted over all its connections.

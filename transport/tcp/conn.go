@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/internal/signal"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -33,6 +34,7 @@ const readChunk = 64 << 10
 // connection closes; Close waits for them.
 type conn struct {
 	nc      net.Conn
+	auth    credentials.AuthInfo                  // what the credentials' handshake verified; nil without
 	refused func(msg string, fields ...zap.Field) // the listener's line for a peer we close on; nil when dialled
 	maxRecv int                                   // what we announced
 	maxSend int                                   // what the peer announced
@@ -72,12 +74,13 @@ type frame struct {
 // newConn starts the connection's loops on nc, whose hello exchange is
 // done. refused, when not nil, logs the line the listener writes about a
 // peer closed for what it sent.
-func newConn(nc net.Conn, o *Options, maxSend int, refused func(string, ...zap.Field)) *conn {
+func newConn(nc net.Conn, o *Options, maxSend int, auth credentials.AuthInfo, refused func(string, ...zap.Field)) *conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true) // latency over packet count: RPCs are small
 	}
 	c := &conn{
 		nc:         nc,
+		auth:       auth,
 		refused:    refused,
 		maxRecv:    o.MaxMessageSize,
 		maxSend:    maxSend,
@@ -455,6 +458,10 @@ func (c *conn) Close() error {
 // BytesReceived implements transport.Activity: the bytes read off the
 // socket so far, the hello and frames still arriving included.
 func (c *conn) BytesReceived() uint64 { return c.received.Load() }
+
+// AuthInfo is what the connection's credentials verified (nil without
+// any); it implements transport.Secured.
+func (c *conn) AuthInfo() credentials.AuthInfo { return c.auth }
 
 func (c *conn) Done() <-chan struct{} { return c.done }
 func (c *conn) MaxMessageSize() int   { return c.maxSend }

@@ -73,7 +73,7 @@ func FuzzFrames(f *testing.F) {
 		}
 		a, b := net.Pipe()
 		o := Options{MaxMessageSize: max, CloseGrace: time.Second}.withDefaults()
-		c := newConn(b, &o, max, nil)
+		c := newConn(b, &o, max, nil, nil)
 		defer c.Close()
 		go func() {
 			_, _ = a.Write(data)

@@ -12,10 +12,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
-func init() { transport.Register("tcp", New(Options{})) }
+func init() {
+	transport.Register("tcp", New(Options{}))
+	transport.Register("unix", NewUnix(Options{}))
+}
 
 // DefaultMaxMessageSize is the largest message the TCP transport accepts,
 // and announces to its peers, unless Options.MaxMessageSize says otherwise:
@@ -27,9 +31,11 @@ const DefaultMaxMessageSize = 4<<20 + 64<<10
 
 // Options configure the TCP transport. The zero value is usable.
 type Options struct {
-	// TLS, when set, wraps every connection in TLS: a client config for
-	// Dial (ServerName defaults to the dialled host), a server config for
-	// Listen.
+	// TLS, when set, wraps every connection in TLS, as
+	// credentials.NewTLS(TLS) does: a client config for Dial (ServerName
+	// defaults to the dialled host), a server config for Listen. The RPC
+	// layer's rpc.WithTransportCredentials and rpc.Creds are the other way
+	// to the same, and take precedence.
 	TLS *tls.Config
 	// MaxMessageSize is the largest message this side accepts, announced
 	// to the peer. Default DefaultMaxMessageSize. The reader allocates a
@@ -85,54 +91,105 @@ func (o Options) withDefaults() Options {
 }
 
 // Transport is the TCP transport.
-type Transport struct{ o Options }
+type Transport struct {
+	o       Options
+	creds   credentials.TransportCredentials // from Options.TLS; nil: plaintext
+	network string                           // "tcp", or "unix"
+}
 
 // New returns a TCP transport with options o.
-func New(o Options) *Transport { return &Transport{o: o.withDefaults()} }
+func New(o Options) *Transport {
+	t := &Transport{o: o.withDefaults(), network: "tcp"}
+	if o.TLS != nil {
+		t.creds = credentials.NewTLS(o.TLS)
+	}
+	return t
+}
 
-// Dial connects to addr ("host:port") and exchanges hellos. When ctx ends
-// first, the error wraps ctx.Err().
+// NewUnix returns the same transport over unix stream sockets: its
+// addresses are socket paths ("unix:///run/kv.sock" names /run/kv.sock).
+// It is registered for the "unix" scheme, which resolver/unix's targets
+// ask for.
+func NewUnix(o Options) *Transport {
+	t := New(o)
+	t.network = "unix"
+	return t
+}
+
+// Dial connects to addr ("host:port") and exchanges hellos, within TLS
+// when Options.TLS is set. When ctx ends first, the error wraps ctx.Err().
 func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, error) {
+	return t.DialWithCredentials(ctx, addr, t.creds)
+}
+
+// DialWithCredentials is Dial with the connection secured by creds (TLS)
+// before the hellos; nil creds dial in plaintext. creds check the server
+// against addr's host unless they name a server. The connection's
+// AuthInfo is what the handshake verified. It implements
+// transport.CredentialsDialer.
+func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds credentials.TransportCredentials) (transport.Conn, error) {
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := d.DialContext(ctx, t.network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: dial %s: %w", addr, err)
 	}
-	if t.o.TLS != nil {
-		cfg := t.o.TLS
-		if cfg.ServerName == "" {
-			cfg = cfg.Clone()
-			cfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		nc = tls.Client(nc, cfg)
-	}
-	c, err := t.handshake(ctx, nc, nil)
+	c, err := t.NewClientConn(ctx, nc, addr, creds)
 	if err != nil {
-		nc.Close()
 		return nil, fmt.Errorf("tcp: dial %s: %w", addr, err)
 	}
 	return c, nil
 }
 
-// handshake runs TLS (when configured) and the hello exchange on nc, within
-// the handshake timeout. An error caused by the end of the caller's ctx
-// wraps ctx.Err(); a peer that stays silent past the timeout is a protocol
-// error. refused is passed to the connection (see newConn).
-func (t *Transport) handshake(ctx context.Context, nc net.Conn, refused func(string, ...zap.Field)) (*conn, error) {
+// NewClientConn runs the client's handshake (creds' when not nil, then the
+// hellos) on nc, a connection to authority dialled by other means (a unix
+// socket, rpc/bufconn, a proxy). It closes nc when it fails. It implements
+// transport.StreamTransport.
+func (t *Transport) NewClientConn(ctx context.Context, nc net.Conn, authority string, creds credentials.TransportCredentials) (transport.Conn, error) {
+	var secure secureFunc
+	if creds != nil {
+		secure = func(ctx context.Context, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+			return creds.ClientHandshake(ctx, authority, raw)
+		}
+	}
+	c, err := t.handshake(ctx, nc, secure, nil)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// secureFunc runs transport credentials' handshake on a raw connection,
+// closing it when it fails.
+type secureFunc func(ctx context.Context, raw net.Conn) (net.Conn, credentials.AuthInfo, error)
+
+// handshake runs the credentials' handshake (when there are any) and the
+// hello exchange on nc, within the handshake timeout. An error caused by
+// the end of the caller's ctx wraps ctx.Err(); a peer that stays silent
+// past the timeout is a protocol error. refused is passed to the
+// connection (see newConn).
+func (t *Transport) handshake(ctx context.Context, nc net.Conn, secure secureFunc, refused func(string, ...zap.Field)) (*conn, error) {
 	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, t.o.HandshakeTimeout)
 	defer cancel()
 	// The socket's deadline moves to now when ctx ends, whichever of the
 	// caller's end and the timeout comes first; by then ctx (and, when the
-	// caller's end caused it, caller) already reports why.
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
+	// caller's end caused it, caller) already reports why. It bounds a
+	// server's credentials handshake too, which takes no context.
+	raw := nc
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Now()) })
 	defer stop()
-	if tc, ok := nc.(*tls.Conn); ok {
-		if err := tc.HandshakeContext(ctx); err != nil {
-			if caller.Err() != nil {
-				return nil, fmt.Errorf("tls handshake: %w", caller.Err())
+	var ai credentials.AuthInfo
+	if secure != nil {
+		var err error
+		if nc, ai, err = secure(ctx, raw); err != nil {
+			switch {
+			case caller.Err() != nil:
+				return nil, fmt.Errorf("%w: %w", caller.Err(), err)
+			case ctx.Err() != nil:
+				return nil, fmt.Errorf("%w: no credentials handshake from peer within %v: %w", transport.ErrProtocol, t.o.HandshakeTimeout, err)
 			}
-			return nil, fmt.Errorf("tls handshake: %w", err)
+			return nil, err
 		}
 	}
 	mine := hello{version: version, max: uint32(t.o.MaxMessageSize)}.encode()
@@ -152,6 +209,10 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, refused func(str
 		case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
 			return nil, fmt.Errorf("%w: no hello from peer within %v", transport.ErrProtocol, t.o.HandshakeTimeout)
 		}
+		if secure == nil && refused == nil && errors.Is(err, io.EOF) {
+			// What a plaintext client of a TLS server sees.
+			return nil, fmt.Errorf("reading hello: %w (the server closed the connection without a hello: does it require TLS?)", err)
+		}
 		return nil, fmt.Errorf("reading hello: %w", err)
 	}
 	h, err := decodeHello(theirs[:])
@@ -167,5 +228,5 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, refused func(str
 	if err := nc.SetDeadline(time.Time{}); err != nil {
 		return nil, err
 	}
-	return newConn(nc, &t.o, int(h.max), refused), nil
+	return newConn(nc, &t.o, int(h.max), ai, refused), nil
 }

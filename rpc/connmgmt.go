@@ -1,0 +1,220 @@
+package rpc
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
+	"github.com/rdmarpc/rdmarpc/rpc/keepalive"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
+)
+
+// KeepaliveParams sets the server's keepalive: an rpc.Keepalive (Time,
+// Timeout), or gRPC-go's keepalive.ServerParameters, which add
+// MaxConnectionIdle, MaxConnectionAge and MaxConnectionAgeGrace.
+func KeepaliveParams[P Keepalive | keepalive.ServerParameters](p P) ServerOption {
+	return func(o *serverOptions) {
+		switch p := any(p).(type) {
+		case Keepalive:
+			o.keepalive = p
+		case keepalive.ServerParameters:
+			o.keepalive = Keepalive{Time: p.Time, Timeout: p.Timeout}
+			o.conn = p
+		}
+	}
+}
+
+// KeepaliveEnforcementPolicy makes the server close, with GOAWAY
+// "too_many_pings", the connection of a client that pings more often than
+// p allows, as gRPC-go's. Without it no ping is refused.
+func KeepaliveEnforcementPolicy(p keepalive.EnforcementPolicy) ServerOption {
+	return func(o *serverOptions) { o.enforcement = &p }
+}
+
+// WithKeepaliveParams sets the client's keepalive from gRPC-go's
+// keepalive.ClientParameters (see WithKeepalive).
+func WithKeepaliveParams(p keepalive.ClientParameters) DialOption {
+	return func(o *dialOptions) { o.keepalive = Keepalive{Time: p.Time, Timeout: p.Timeout} }
+}
+
+// The GOAWAY messages of connection management; a client recognises
+// tooManyPings.
+const (
+	tooManyPings = "too_many_pings"
+	maxIdle      = "max_idle"
+	maxAge       = "max_age"
+	// maxPingStrikes pings too early are forgiven, as gRPC-go's; the next
+	// one closes the connection.
+	maxPingStrikes = 2
+	// pingWithoutCallsInterval is the least interval of pings without
+	// calls when the policy does not permit them (gRPC-go's 2 hours).
+	pingWithoutCallsInterval = 2 * time.Hour
+)
+
+// pingAllowed counts a ping from the client against the enforcement
+// policy; it reports false when the client has pinged too often. Only the
+// reader calls it.
+func (l *serverLink) pingAllowed(now time.Time) bool {
+	p := l.s.opts.enforcement
+	if p == nil {
+		return true
+	}
+	least := p.MinTime
+	if !p.PermitWithoutStream && !l.busy() {
+		least = max(least, pingWithoutCallsInterval)
+	}
+	if !l.lastPing.IsZero() && now.Sub(l.lastPing) < least {
+		l.pingStrikes++
+	}
+	l.lastPing = now
+	return l.pingStrikes <= maxPingStrikes
+}
+
+// busy reports whether a call or stream is open on l.
+func (l *serverLink) busy() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.calls)+len(l.streams) > 0
+}
+
+// refusePings closes the connection of a client that pings too often: a
+// GOAWAY "too_many_pings" (so the client backs off), then the close.
+func (l *serverLink) refusePings() {
+	l.s.peerLog.warn("closing the connection of a client that pings too often", zap.Stringer("peer", l.peer.Addr),
+		zap.Duration("min_time", l.s.opts.enforcement.MinTime), zap.Bool("permit_without_stream", l.s.opts.enforcement.PermitWithoutStream))
+	l.goAwayClose(status.New(codes.Unavailable, tooManyPings))
+}
+
+// goAwayClose closes the connection with st, after a GOAWAY that tells the
+// client why (best effort, within a second), so its calls fail with st.
+func (l *serverLink) goAwayClose(st *status.Status) {
+	ctx, cancel := context.WithTimeout(l.ctx, time.Second)
+	_ = l.tc.Send(ctx, wire.AppendGoAway(nil, uint32(st.Code()), st.Message()))
+	cancel()
+	l.close(st)
+}
+
+// connTimers carry out ServerParameters' idle and age limits on one
+// connection: timers only, no goroutine of their own.
+type connTimers struct {
+	mu       sync.Mutex
+	stopped  bool
+	draining bool // GOAWAY sent
+	idle     *time.Timer
+	age      *time.Timer
+	grace    *time.Timer
+	lastEnd  atomic.Int64 // when the last call or stream ended, Unix nanoseconds
+	start    time.Time
+}
+
+// startConnTimers arms the limits of l's connection, if any.
+func (l *serverLink) startConnTimers() {
+	p := l.s.opts.conn
+	if p.MaxConnectionIdle <= 0 && p.MaxConnectionAge <= 0 {
+		return
+	}
+	t := &l.timers
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.start = time.Now()
+	if p.MaxConnectionIdle > 0 {
+		t.idle = time.AfterFunc(p.MaxConnectionIdle, l.checkIdle)
+	}
+	if p.MaxConnectionAge > 0 {
+		// ±10 %, so connections made together do not all go together.
+		age := p.MaxConnectionAge + time.Duration((rand.Float64()*0.2-0.1)*float64(p.MaxConnectionAge))
+		t.age = time.AfterFunc(age, func() { l.drain(maxAge) })
+	}
+}
+
+// callEnded notes that a call or stream ended, for MaxConnectionIdle.
+func (l *serverLink) callEnded() {
+	if l.s.opts.conn.MaxConnectionIdle > 0 {
+		l.timers.lastEnd.Store(time.Now().UnixNano())
+	}
+}
+
+// checkIdle drains the connection once it has had no call for
+// MaxConnectionIdle, else looks again when it could have.
+func (l *serverLink) checkIdle() {
+	limit := l.s.opts.conn.MaxConnectionIdle
+	next := limit
+	if !l.busy() {
+		t := &l.timers
+		t.mu.Lock()
+		since := t.start
+		t.mu.Unlock()
+		if end := t.lastEnd.Load(); end != 0 {
+			since = time.Unix(0, end)
+		}
+		idle := time.Since(since)
+		if idle >= limit {
+			l.drain(maxIdle)
+			return
+		}
+		next = limit - idle
+	}
+	l.timers.mu.Lock()
+	if !l.timers.stopped {
+		l.timers.idle.Reset(next)
+	}
+	l.timers.mu.Unlock()
+}
+
+// drain sends GOAWAY: the client takes no new calls here and closes the
+// connection once its calls end; after MaxConnectionAgeGrace, if set, the
+// server closes it whatever is left.
+func (l *serverLink) drain(reason string) {
+	t := &l.timers
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped || t.draining {
+		return // closed, or draining already
+	}
+	t.draining = true
+	l.log.Debug("connection management: sending GOAWAY", zap.Stringer("peer", l.peer.Addr), zap.String("reason", reason))
+	l.queueGoAway(wire.AppendGoAway(nil, 0, reason))
+	if t.idle != nil {
+		t.idle.Stop()
+	}
+	g := l.s.opts.conn.MaxConnectionAgeGrace
+	if g <= 0 {
+		return
+	}
+	t.grace = time.AfterFunc(g, func() {
+		l.goAwayClose(status.Newf(codes.Unavailable, "%s: calls still running after a grace of %v", reason, g))
+	})
+}
+
+// stopConnTimers stops the limits' timers once the connection has ended.
+func (l *serverLink) stopConnTimers() {
+	t := &l.timers
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	for _, tm := range []*time.Timer{t.idle, t.age, t.grace} {
+		if tm != nil {
+			tm.Stop()
+		}
+	}
+}
+
+// serverPingBackoff: the server said too_many_pings, so this client pings
+// half as often from the next connection on, as gRPC-go's does. Called
+// with cc.mu not held.
+func (cc *ClientConn) serverPingBackoff() {
+	cc.mu.Lock()
+	ka := cc.opts.keepalive.withDefaults()
+	if ka.Time > 0 {
+		cc.opts.keepalive.Time = 2 * ka.Time
+	}
+	next := cc.opts.keepalive.Time
+	cc.mu.Unlock()
+	cc.log.Warn("the server says the client pings too often (too_many_pings): doubling the keepalive time", zap.Duration("time", next))
+}
