@@ -633,18 +633,21 @@ func (s *suite) testHandlerEndsEarly(t *testing.T) {
 func (s *suite) testManyLargeStreams(t *testing.T) {
 	const (
 		n          = 300
-		size       = 300 << 10 // more than the 64 KiB stream window
-		connWindow = 1 << 20   // three of them, and part of a fourth
+		size       = 100 << 10 // more than the 64 KiB stream window
+		connWindow = 256 << 10 // two of them, and part of a third
 	)
 	e := s.start(t, rpc.InitialConnWindowSize(connWindow))
 	cc, _ := s.dial(t, e, rpc.WithInitialConnWindowSize(connWindow))
-	// Hundreds of large messages are a lot of work in an emulated guest:
-	// the bound here only catches a hang.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*s.cfg.Timeout)
-	defer cancel()
+	// Each part moves 60 MB: a lot of work in an emulated guest (about
+	// 1 MB/s under -race), so the bound here only catches a hang.
+	hangGuard := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 10*s.cfg.Timeout)
+	}
 	p := bytes.Repeat([]byte{'l'}, size)
 
 	t.Run("responses", func(t *testing.T) {
+		ctx, cancel := hangGuard()
+		defer cancel()
 		// The callers read once the server sent more than the client's
 		// connection window holds: without pushback, it would hold more.
 		enough := make(chan struct{})
@@ -700,6 +703,8 @@ func (s *suite) testManyLargeStreams(t *testing.T) {
 	})
 
 	t.Run("requests", func(t *testing.T) {
+		ctx, cancel := hangGuard()
+		defer cancel()
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
 		for i := range n {
@@ -712,15 +717,13 @@ func (s *suite) testManyLargeStreams(t *testing.T) {
 					return
 				}
 				ss := &echoStream{ClientStream: st}
-				for j := range 2 {
-					if err := ss.Send(&testpb.EchoRequest{Payload: p}); err != nil {
-						errs <- fmt.Errorf("stream %d: Send %d: %v", i, j, err)
-						return
-					}
+				if err := ss.Send(&testpb.EchoRequest{Payload: p}); err != nil {
+					errs <- fmt.Errorf("stream %d: Send: %v", i, err)
+					return
 				}
 				m, err := ss.CloseAndRecv()
-				if err != nil || len(m.Payload) != 2*size {
-					errs <- fmt.Errorf("stream %d: CloseAndRecv: %d bytes, %v; want %d bytes", i, len(m.GetPayload()), err, 2*size)
+				if err != nil || len(m.Payload) != size {
+					errs <- fmt.Errorf("stream %d: CloseAndRecv: %d bytes, %v; want %d bytes", i, len(m.GetPayload()), err, size)
 				}
 			}()
 		}
