@@ -149,7 +149,7 @@ type clientLink struct {
 	mu       sync.Mutex
 	pending  map[uint64]*pendingCall
 	streams  map[uint64]*clientStream
-	held     atomic.Int64 // bytes of stream messages copied out and not yet read
+	held     atomic.Int64 // window bytes of stream messages copied out and not yet read
 	nextID   uint64
 	draining bool // GOAWAY received, or closed: no new calls
 
@@ -180,12 +180,14 @@ func putPending(p *pendingCall) {
 }
 
 func newClientLink(cc *ClientConn, tc transport.Conn) *clientLink {
-	return &clientLink{
+	l := &clientLink{
 		link:    newLink(tc, cc.log, cc.opts.keepalive, sendWatch{}),
 		cc:      cc,
 		pending: make(map[uint64]*pendingCall),
 		streams: make(map[uint64]*clientStream),
 	}
+	l.flow.init(cc.opts.connWindow, cc.opts.maxRecvSize)
+	return l
 }
 
 func (l *clientLink) register() (uint64, *pendingCall, error) {
@@ -251,7 +253,7 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 	if rs != nil {
 		rs.onConn(l.stats)
 	}
-	n, err := sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil)
+	n, err := sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil, nil)
 	if rs != nil && err == nil {
 		rs.outHeader(md, method, l.tc)
 		rs.outPayload(req, n, len(head)+n)

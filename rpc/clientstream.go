@@ -187,6 +187,7 @@ func (l *clientLink) start(cs *clientStream) error {
 		return st.Err()
 	}
 	cs.l, cs.id = l, id
+	l.flow.allow(cs.ci.maxRecvSize)
 	halfClosed := cs.sentClose
 	kept := cs.kept
 	cs.mu.Unlock()
@@ -207,6 +208,10 @@ func (l *clientLink) start(cs *clientStream) error {
 		if extra := l.cc.opts.window - defaultWindow; extra > 0 {
 			err = l.tc.Send(ctx, wire.AppendWindow(nil, id, uint32(min(extra, wire.MaxWindowIncrement))))
 		}
+		// So is the connection's, with the first stream.
+		if n := l.flow.raise(); n > 0 && err == nil {
+			err = l.tc.Send(ctx, wire.AppendWindow(nil, connStream, n))
+		}
 	}
 	if len(kept) > 0 {
 		// The messages go again on the new stream, whose window is the
@@ -216,9 +221,15 @@ func (l *clientLink) start(cs *clientStream) error {
 			if err != nil {
 				break
 			}
+			if !l.flow.acquire(ctx.Done(), len(f)) {
+				err = ctx.Err()
+				break
+			}
 			again := append(bufpool.Get(len(f))[:0], f...)
 			wire.AppendMessageHead(again[:0], id)
-			err = l.tc.Send(ctx, again)
+			if err = l.tc.Send(ctx, again); err != nil {
+				l.flow.add(int64(len(f)))
+			}
 			bufpool.Put(again)
 			cs.out.take(len(f))
 		}
@@ -420,7 +431,8 @@ func (cs *clientStream) finishAt(st *status.Status, drop bool) (*clientLink, uin
 // came on.
 func (cs *clientStream) release(l *clientLink, msgs [][]byte) {
 	for _, m := range msgs {
-		l.held.Add(-int64(len(m)))
+		l.held.Add(-int64(payloadCost(m)))
+		l.connFree(payloadCost(m))
 		bufpool.Put(m)
 	}
 }
@@ -527,28 +539,35 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			cs.stats.inHeader(md, len(body)+wire.HeaderLen, "", nil)
 		}
 	case wire.KindMessage:
+		// Every MESSAGE costs the connection's window, whatever becomes
+		// of it: what is not held is given back at once.
+		cost := messageCost(len(body))
+		if !l.flow.accepts(l.held.Load()) {
+			l.fatal(errPastConnWindow)
+			return false
+		}
 		if cs == nil {
+			l.connFree(cost)
 			return true
 		}
 		cs.accepted()
 		if len(body) > cs.ci.maxRecvSize {
+			l.connFree(cost)
 			cs.reset(status.Newf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(body), cs.ci.maxRecvSize))
 			return true
 		}
-		if held := l.held.Load(); held > 0 && held+int64(len(body)) > int64(l.cc.opts.connWindow) {
-			cs.reset(status.Newf(codes.ResourceExhausted, "the connection holds %d bytes of unread stream messages, its limit is %d", held, l.cc.opts.connWindow))
-			return true
-		}
 		msg := append(bufpool.Get(len(body))[:0], body...)
-		switch cs.in.push(msg, messageCost(len(body))) {
+		switch cs.in.push(msg, cost) {
 		case pushed:
-			l.held.Add(int64(len(msg)))
+			l.held.Add(int64(cost))
 		case pastWindow:
 			bufpool.Put(msg)
+			l.connFree(cost)
 			l.log.Warn("resetting a stream", zap.Uint64("stream", h.CallID), zap.String("reason", "the server sent past the stream's window"))
 			cs.reset(status.New(codes.Internal, "flow control: the server sent past the stream's window"))
 		case pushEnded:
 			bufpool.Put(msg)
+			l.connFree(cost)
 		}
 	case wire.KindTrailers:
 		if len(body) > maxMD+responseOverhead {
@@ -594,6 +613,13 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			cs.finish(status.New(codes.Code(r.Code), "stream reset by the server: "+r.Message), true)
 		}
 	case wire.KindWindow:
+		if h.CallID == connStream {
+			if err := l.connWindowUpdate(body); err != nil {
+				l.fatal(err)
+				return false
+			}
+			return true
+		}
 		n, err := wire.ParseWindow(body)
 		if err != nil {
 			l.fatal(err)
@@ -708,7 +734,7 @@ func (cs *clientStream) SendMsg(m any) error {
 		}
 	}
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], id)
-	n, err := sendFrame(cs.ctx, l.tc, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil)
+	n, err := sendFrame(cs.ctx, l.tc, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil, &l.flow)
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && cs.ctx.Err() == nil {
@@ -770,7 +796,11 @@ func (cs *clientStream) sendKept(m any, n int) error {
 	// refusal handled meanwhile sends it again, and counts it there.
 	cs.out.take(len(frame))
 	cs.mu.Unlock()
+	if !l.flow.acquire(cs.done, len(frame)) {
+		return io.EOF
+	}
 	if err := l.tc.Send(cs.ctx, frame); err != nil {
+		l.flow.add(int64(len(frame)))
 		if cs.ctx.Err() == nil {
 			if nl, nid := cs.where(); nl == l && nid == id { // not opened again meanwhile
 				cs.finish(transportStatus(err), true)
@@ -815,7 +845,8 @@ func (cs *clientStream) recv(m any) error {
 		return err
 	}
 	l, id := cs.where()
-	l.held.Add(-int64(len(msg)))
+	l.held.Add(-int64(payloadCost(msg)))
+	l.connFree(payloadCost(msg))
 	if grant > 0 && !l.queueControl(wire.AppendWindow(nil, id, uint32(grant)), maxQueuedCancels) {
 		cs.in.ungrant(grant)
 	}

@@ -37,11 +37,12 @@
 // The server never stops reading a connection to push back, so keepalive
 // and cancellation work whatever its handlers do.
 //
-// Streams are flow-controlled one by one (flow.go): each end gives each
-// stream a receive window (InitialWindowSize) and copies the messages of a
-// stream nobody reads out of transport memory, within the window and a
-// bound per connection (InitialConnWindowSize), so the reader always reads
-// and one stalled stream stalls nothing else. At most MaxConcurrentStreams
+// Streams are flow-controlled one by one and per connection (flow.go):
+// each end gives each stream a receive window (InitialWindowSize) and the
+// connection one for all its streams (InitialConnWindowSize), and copies
+// the messages of a stream nobody reads out of transport memory, within
+// both windows, so the reader always reads and one stalled stream stalls
+// nothing else. At most MaxConcurrentStreams
 // are open on a connection.
 //
 // Interceptor order: interceptors given as a list run in list order, the

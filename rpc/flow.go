@@ -1,7 +1,10 @@
 package rpc
 
 import (
+	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 )
@@ -80,12 +83,12 @@ func (in *inbox) end(err error) {
 }
 
 // fail ends the stream with err at once, dropping what is queued; it
-// returns the bytes dropped.
+// returns the window bytes dropped.
 func (in *inbox) fail(err error) int {
 	in.mu.Lock()
 	dropped := 0
 	for _, m := range in.msgs {
-		dropped += len(m)
+		dropped += payloadCost(m)
 	}
 	in.msgs = nil
 	if !in.ended {
@@ -240,3 +243,159 @@ func (c *credit) signal() {
 func messageCost(n int) int { return wire.HeaderLen + n }
 
 func payloadCost(b []byte) int { return messageCost(len(b)) }
+
+// The connection window (docs/wire.md, "Flow control"): every MESSAGE frame
+// of any stream costs its length of the connection's window as well as the
+// stream's. Both ends assume defaultWindow at the start; a receiver with a
+// larger bound grants the rest with a WINDOW_UPDATE for stream 0 along with
+// the first stream (so that connections of unary calls never see one).
+const connStream = 0
+
+// connFlow is a connection's flow control over all its streams: what the
+// peer lets this side send, and what this side owes the peer back.
+type connFlow struct {
+	// The sending half. Many streams wait on it, so a change wakes them
+	// all: wake is closed and replaced whenever the credit turns positive.
+	mu   sync.Mutex
+	n    int64
+	wake chan struct{}
+
+	// The receiving half. window is what this side advertises; owed the
+	// bytes of MESSAGE frames read or dropped and not yet granted back.
+	window int
+	raised atomic.Bool // the part of window past the initial one was granted
+	owedMu sync.Mutex
+	owed   int
+	limit  atomic.Int64 // the largest message a stream of this link accepts
+}
+
+func (f *connFlow) init(window, limit int) {
+	f.n = defaultWindow
+	f.wake = make(chan struct{})
+	f.window = window
+	f.limit.Store(int64(limit))
+}
+
+// raise is the increment of the WINDOW_UPDATE a receiver sends with its
+// first stream, when its window is larger than the initial one; 0 when
+// there is none, or it was sent.
+func (f *connFlow) raise() uint32 {
+	if f.window <= defaultWindow || f.raised.Swap(true) {
+		return 0
+	}
+	return uint32(min(f.window-defaultWindow, wire.MaxWindowIncrement))
+}
+
+// acquire waits until the credit is positive and takes cost of it at once,
+// so that of many streams sending together only one can take it below
+// zero. false: done closed first, nothing taken.
+func (f *connFlow) acquire(done <-chan struct{}, cost int) bool {
+	for {
+		f.mu.Lock()
+		if f.n > 0 {
+			f.n -= int64(cost)
+			f.mu.Unlock()
+			return true
+		}
+		wake := f.wake
+		f.mu.Unlock()
+		select {
+		case <-wake:
+		case <-done:
+			return false
+		}
+	}
+}
+
+// add takes a WINDOW_UPDATE for stream 0 (or gives back what a send that
+// failed had taken); false when the credit would pass 2^31−1.
+func (f *connFlow) add(n int64) bool {
+	f.mu.Lock()
+	was := f.n
+	f.n += n
+	ok := f.n <= wire.MaxWindowIncrement
+	if was <= 0 && f.n > 0 {
+		close(f.wake)
+		f.wake = make(chan struct{})
+	}
+	f.mu.Unlock()
+	return ok
+}
+
+// accepts reports whether a MESSAGE may come while held bytes (cost units)
+// of the connection wait unread: a compliant sender has less than the
+// window in flight plus the one message that took its credit below zero,
+// which is at most the largest message this side accepts (larger ones are
+// not held). Frames from many streams may arrive in another order than
+// their sender took its credit, so the receiver cannot be stricter.
+func (f *connFlow) accepts(held int64) bool {
+	return held < int64(f.window)+int64(messageCost(int(f.limit.Load())))
+}
+
+// allow raises the largest message accepted to n (a call option may raise
+// a stream's limit above the connection's).
+func (f *connFlow) allow(n int) {
+	for {
+		was := f.limit.Load()
+		if int64(n) <= was || f.limit.CompareAndSwap(was, int64(n)) {
+			return
+		}
+	}
+}
+
+// free owes cost bytes back to the peer: a message read, or dropped. It
+// returns the grant to send now, in batches of a quarter of the window.
+func (f *connFlow) free(cost int) int {
+	f.owedMu.Lock()
+	defer f.owedMu.Unlock()
+	f.owed += cost
+	if f.owed < f.window/4 {
+		return 0
+	}
+	grant := min(f.owed, wire.MaxWindowIncrement)
+	f.owed -= grant
+	return grant
+}
+
+// ungrant puts back a grant that could not be queued, to go with the next.
+func (f *connFlow) ungrant(n int) {
+	f.owedMu.Lock()
+	f.owed += n
+	f.owedMu.Unlock()
+}
+
+// connFree gives cost bytes of the connection window back to the peer,
+// once a batch is due.
+func (l *link) connFree(cost int) {
+	if grant := l.flow.free(cost); grant > 0 && !l.queueControl(wire.AppendWindow(nil, connStream, uint32(grant)), maxQueuedCancels) {
+		l.flow.ungrant(grant)
+	}
+}
+
+// connWindowUpdate takes a WINDOW_UPDATE for stream 0.
+func (l *link) connWindowUpdate(body []byte) error {
+	n, err := wire.ParseWindow(body)
+	if err != nil {
+		return err
+	}
+	if !l.flow.add(int64(n)) {
+		return errors.New("flow control: connection window updates past 2^31-1 bytes")
+	}
+	return nil
+}
+
+// errPastConnWindow is the connection error for a peer that sent past the
+// connection's window.
+var errPastConnWindow = errors.New("flow control: the peer sent past the connection's window")
+
+// take is acquire for sendFrame: nil takes nothing.
+func (f *connFlow) take(ctx context.Context, cost int) bool {
+	return f == nil || f.acquire(ctx.Done(), cost)
+}
+
+// giveBack returns what take took for a frame that was not sent.
+func (f *connFlow) giveBack(cost int) {
+	if f != nil {
+		f.add(int64(cost))
+	}
+}

@@ -56,6 +56,8 @@ type link struct {
 	ctlDropped atomic.Bool // a CANCEL was dropped because the queue was full (logged once)
 	ctlKick    chan struct{}
 
+	flow connFlow // the connection window, both ways
+
 	watch   sendWatch
 	sending atomic.Int64  // responses being sent, for the watch
 	sent    atomic.Uint64 // responses sent or failed
@@ -410,31 +412,42 @@ func transportStatus(err error) *status.Status {
 // in place in transport memory when the codec can. limit caps the payload
 // size (ResourceExhausted beyond). With a budget, the whole frame's bytes
 // are acquired from it before v is encoded and given back once the
-// transport has taken the frame (or refused it). It returns the payload's
-// size.
-func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte, v any, limit int, budget *byteBudget) (int, error) {
+// transport has taken the frame (or refused it). With a connection window
+// (a stream's MESSAGE), the frame's cost is taken from it first, and given
+// back when the frame is not sent. It returns the payload's size.
+func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte, v any, limit int, budget *byteBudget, flow *connFlow) (int, error) {
 	if sc, ok := codec.(SizedCodec); ok && v != nil {
 		n := sc.Size(v)
 		if err := checkSize(n, limit, len(head), tc); err != nil {
 			return n, err
 		}
+		if !flow.take(ctx, len(head)+n) {
+			return n, ctx.Err()
+		}
 		if budget != nil {
 			if err := budget.acquire(ctx, len(head)+n); err != nil {
+				flow.giveBack(len(head) + n)
 				return n, err
 			}
 			defer budget.release(len(head) + n)
 		}
 		buf, err := tc.NewSendBuffer(ctx, len(head)+n)
 		if err != nil {
+			flow.giveBack(len(head) + n)
 			return n, err
 		}
 		b := buf.Bytes()
 		copy(b, head)
 		if err := sc.MarshalTo(b[len(head):], v); err != nil {
 			buf.Release()
+			flow.giveBack(len(head) + n)
 			return n, status.Errorf(codes.Internal, "encoding %T: %v", v, err)
 		}
-		return n, tc.SendBuffer(ctx, buf)
+		if err := tc.SendBuffer(ctx, buf); err != nil {
+			flow.giveBack(len(head) + n)
+			return n, err
+		}
+		return n, nil
 	}
 	var payload []byte
 	if v != nil {
@@ -447,8 +460,12 @@ func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte,
 	if err := checkSize(n, limit, len(head), tc); err != nil {
 		return n, err
 	}
+	if !flow.take(ctx, len(head)+n) {
+		return n, ctx.Err()
+	}
 	if budget != nil {
 		if err := budget.acquire(ctx, len(head)+n); err != nil {
+			flow.giveBack(len(head) + n)
 			return n, err
 		}
 		defer budget.release(len(head) + n)
@@ -458,6 +475,9 @@ func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte,
 	copy(b[len(head):], payload)
 	err := tc.Send(ctx, b)
 	bufpool.Put(b)
+	if err != nil {
+		flow.giveBack(len(head) + n)
+	}
 	return n, err
 }
 

@@ -257,11 +257,12 @@ func InitialWindowSize(n int32) ServerOption {
 	return func(o *serverOptions) { o.window = windowSize(n) }
 }
 
-// InitialConnWindowSize bounds the bytes of stream messages one connection
-// holds for handlers that have not read them, all streams together; a
-// message past it resets its stream with ResourceExhausted. One message is
-// always let in when nothing is held. Values below 64 KiB are raised to
-// it; default 16 MiB.
+// InitialConnWindowSize sets the connection window on the server: the
+// bytes of stream messages the client may send on one connection, all
+// streams together, before handlers have read them. The client waits for
+// the window rather than sending past it, so the connection holds at most
+// the window plus one message. Values below 64 KiB are raised to it;
+// default 16 MiB.
 func InitialConnWindowSize(n int32) ServerOption {
 	return func(o *serverOptions) { o.connWindow = windowSize(n) }
 }
@@ -297,8 +298,8 @@ func WithInitialWindowSize(n int32) DialOption {
 	return func(o *dialOptions) { o.window = windowSize(n) }
 }
 
-// WithInitialConnWindowSize bounds the bytes of stream messages one client
-// connection holds unread (see InitialConnWindowSize).
+// WithInitialConnWindowSize sets the connection window on the client (see
+// InitialConnWindowSize).
 func WithInitialConnWindowSize(n int32) DialOption {
 	return func(o *dialOptions) { o.connWindow = windowSize(n) }
 }

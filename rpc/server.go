@@ -264,7 +264,7 @@ type serverLink struct {
 	queue       list.List              // of *callStream waiting for a slot, oldest first
 	queuedBytes int
 	streams     map[uint64]*serverStream // open streams
-	held        atomic.Int64             // bytes of stream messages copied out and not yet read
+	held        atomic.Int64             // window bytes of stream messages copied out and not yet read
 	lastNotOpen uint64                   // the last stream answered "not open" (the reader's)
 	ua          string                   // the last user-agent received (the reader's)
 	lastPing    time.Time                // the reader's, for the enforcement policy
@@ -302,7 +302,7 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 		s.peerLog.warn("closing a connection whose client takes no responses", zap.Stringer("peer", tc.RemoteAddr()), zap.Duration("timeout", s.opts.responseTimeout))
 	}}
 	ai := authInfo(tc)
-	return &serverLink{
+	l := &serverLink{
 		link:      newLink(tc, s.log, s.opts.keepalive, watch),
 		s:         s,
 		peer:      &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr(), AuthInfo: ai},
@@ -311,6 +311,8 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 		calls:     make(map[uint64]*callStream),
 		streams:   make(map[uint64]*serverStream),
 	}
+	l.flow.init(s.opts.connWindow, s.opts.maxRecvSize)
+	return l
 }
 
 // serve reads frames until the connection ends, then cancels the calls
@@ -676,7 +678,7 @@ func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) err
 	if err == nil {
 		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, header, trailer)
 		var n int
-		n, err = sendFrame(l.ctx, l.tc, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget)
+		n, err = sendFrame(l.ctx, l.tc, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget, nil)
 		if rs := sc.stats; rs != nil && err == nil {
 			rs.outHeader(header, "", nil)
 			rs.outPayload(resp, n, len(head)+n)

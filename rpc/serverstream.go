@@ -101,6 +101,9 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	if extra := l.s.opts.window - defaultWindow; extra > 0 {
 		l.queueOrClose(wire.AppendWindow(nil, h.CallID, uint32(min(extra, wire.MaxWindowIncrement))))
 	}
+	if n := l.flow.raise(); n > 0 { // the connection's, with the first stream
+		l.queueOrClose(wire.AppendWindow(nil, connStream, n))
+	}
 	go ss.run()
 	return true
 }
@@ -140,6 +143,25 @@ func (l *serverLink) lookupStream(method string) (*service, *StreamDesc) {
 // cross the stream's end). It reports false when the link is closing.
 func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer) bool {
 	defer b.Release()
+	if h.Kind == wire.KindMessage {
+		// Every MESSAGE costs the connection's window, whatever becomes
+		// of it: what is not held is given back at once.
+		if !l.flow.accepts(l.held.Load()) {
+			l.fatal(errPastConnWindow)
+			return false
+		}
+		if !l.streamMessage(h, body) {
+			l.connFree(messageCost(len(body)))
+		}
+		return l.ctx.Err() == nil
+	}
+	if h.Kind == wire.KindWindow && h.CallID == connStream {
+		if err := l.connWindowUpdate(body); err != nil {
+			l.fatal(err)
+			return false
+		}
+		return true
+	}
 	l.mu.Lock()
 	ss := l.streams[h.CallID]
 	reset := ss != nil && ss.reset
@@ -148,11 +170,6 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		return true // the client has been told; what crossed the RESET is dropped
 	}
 	switch h.Kind {
-	case wire.KindMessage:
-		if ss == nil {
-			return l.notOpen(h)
-		}
-		return l.streamMessage(ss, body)
 	case wire.KindCloseSend:
 		if err := wire.ParseCloseSend(body); err != nil {
 			l.fatal(err)
@@ -197,39 +214,56 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 	return true
 }
 
-// streamMessage takes a MESSAGE for ss: copied out of transport memory (so
-// that, on rdma://, the receive buffer and its credit go back at once) into
-// the stream's inbox, within the stream's window and the connection's
-// bound.
-func (l *serverLink) streamMessage(ss *serverStream, payload []byte) bool {
+// streamMessage takes a MESSAGE: copied out of transport memory (so that,
+// on rdma://, the receive buffer and its credit go back at once) into its
+// stream's inbox, within the stream's window. It reports whether the
+// message is held; the caller gives the connection window of one that is
+// not back.
+func (l *serverLink) streamMessage(h wire.Header, payload []byte) bool {
 	l.mu.Lock()
-	after := ss.halfClosed
+	ss := l.streams[h.CallID]
+	reset := ss != nil && ss.reset
+	after := ss != nil && ss.halfClosed
 	l.mu.Unlock()
-	if after {
-		return l.streamError(ss, status.New(codes.Internal, "message after half-close"))
-	}
-	if len(payload) > l.s.opts.maxRecvSize {
-		return l.streamError(ss, status.Newf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(payload), l.s.opts.maxRecvSize))
-	}
-	if held := l.held.Load(); held > 0 && held+int64(len(payload)) > int64(l.s.opts.connWindow) {
-		return l.streamError(ss, status.Newf(codes.ResourceExhausted, "the connection holds %d bytes of unread stream messages, its limit is %d", held, l.s.opts.connWindow))
+	switch {
+	case reset:
+		return false // the client has been told; what crossed the RESET is dropped
+	case ss == nil:
+		l.notOpen(h)
+		return false
+	case after:
+		l.streamError(ss, status.New(codes.Internal, "message after half-close"))
+		return false
+	case len(payload) > l.s.opts.maxRecvSize:
+		l.streamError(ss, status.Newf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(payload), l.s.opts.maxRecvSize))
+		return false
 	}
 	msg := append(bufpool.Get(len(payload))[:0], payload...)
-	l.held.Add(int64(len(msg)))
-	switch ss.in.push(msg, messageCost(len(payload))) {
+	cost := messageCost(len(payload))
+	l.held.Add(int64(cost))
+	switch ss.in.push(msg, cost) {
 	case pastWindow:
-		l.release(len(msg))
+		l.held.Add(-int64(cost))
 		bufpool.Put(msg)
-		return l.streamError(ss, status.New(codes.Internal, "flow control: the client sent past the stream's window"))
+		l.streamError(ss, status.New(codes.Internal, "flow control: the client sent past the stream's window"))
+		return false
 	case pushEnded: // the handler returned meanwhile
-		l.release(len(msg))
+		l.held.Add(-int64(cost))
 		bufpool.Put(msg)
+		return false
 	}
 	return true
 }
 
-// release gives back n bytes of the connection's bound on held messages.
-func (l *serverLink) release(n int) { l.held.Add(-int64(n)) }
+// release gives back cost window bytes of messages held and now read or
+// dropped: to the connection's bound, and to the client's connection
+// window.
+func (l *serverLink) release(cost int) {
+	if cost > 0 {
+		l.held.Add(-int64(cost))
+		l.connFree(cost)
+	}
+}
 
 // notOpen answers a data frame for a stream the server does not have: one
 // RESET and one log line per stream, however many of its frames were in
@@ -414,7 +448,7 @@ func (ss *serverStream) SendMsg(m any) error {
 	// Counted by the send watch as responses are: a client that takes
 	// nothing for ResponseTimeout is disconnected.
 	ss.l.sending.Add(1)
-	n, err := sendFrame(ss.ctx, ss.l.tc, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget)
+	n, err := sendFrame(ss.ctx, ss.l.tc, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.flow)
 	ss.l.sent.Add(1)
 	ss.l.sending.Add(-1)
 	bufpool.Put(head)
@@ -450,7 +484,7 @@ func (ss *serverStream) RecvMsg(m any) error {
 	if msg == nil {
 		return err
 	}
-	ss.l.release(len(msg))
+	ss.l.release(payloadCost(msg))
 	if grant > 0 && !ss.l.queueControl(wire.AppendWindow(nil, ss.id, uint32(grant)), maxQueuedCancels) {
 		ss.in.ungrant(grant)
 	}

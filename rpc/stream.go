@@ -34,7 +34,7 @@ type StreamDesc struct {
 // As in gRPC-go, a caller done with a stream cancels its context or calls
 // RecvMsg until it returns a non-nil error: messages the server sent before
 // ending the stream wait for RecvMsg, counted against the connection's
-// bound (WithInitialConnWindowSize), until one of the two.
+// window (WithInitialConnWindowSize), until one of the two.
 type ClientStream interface {
 	// Header waits for the server's header metadata and returns it; it
 	// fails when the stream ends before any header came.

@@ -1,6 +1,7 @@
 package rpctest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -70,6 +71,20 @@ func (s *suite) testBadFrames(t *testing.T) {
 		return h
 	}
 	dup := append(wire.AppendRequestHead(nil, 5, 0, testpb.Test_Block_FullMethodName, nil), 0x0a, 0x01, 'd')
+	// Streams whose handlers do not read, each sent a message within its
+	// window, until the server holds more than its connection window (16
+	// MiB) plus one message of its limit (4 MiB): only a client that
+	// ignores the connection's window gets there.
+	// So many that the last (or the one before) passes the bound, and
+	// little is sent after it.
+	var pastConn [][]byte
+	payload := &testpb.EchoRequest{Payload: bytes.Repeat([]byte{'c'}, 60<<10)}
+	bound := 16<<20 + wire.HeaderLen + 4<<20
+	for id := uint64(1); id <= uint64(bound/len(message(1, payload))+2); id++ {
+		pastConn = append(pastConn,
+			wire.AppendOpen(nil, id, wire.FlagClientStreams|wire.FlagServerStreams, 0, method("Hold"), nil),
+			message(id, payload))
+	}
 	fatal := []struct {
 		name   string
 		frames [][]byte
@@ -82,13 +97,17 @@ func (s *suite) testBadFrames(t *testing.T) {
 		{"server-only kind", [][]byte{wire.AppendResponseHead(nil, 1, 0, "", nil, nil, nil)}, "only servers send"},
 		{"duplicate call id", [][]byte{dup, dup}, "call id 5 is already in use"},
 		{"bad ping", [][]byte{append(wire.AppendHeader(nil, wire.KindPing, 0, 0), 1)}, "ping body"},
+		{"past the connection window", pastConn, "past the connection's window"},
+		{"connection window overflow", [][]byte{wire.AppendWindow(nil, 0, wire.MaxWindowIncrement)}, "connection window updates past"},
 	}
 	for _, tc := range fatal {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.logs.FilterMessage("closing connection").Len()
 			raw := dialRaw()
 			for _, f := range tc.frames {
-				if err := raw.Send(ctx, f); err != nil {
+				if err := raw.Send(ctx, f); errors.Is(err, transport.ErrClosed) {
+					break // the server closed it: the GOAWAY says why
+				} else if err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -624,3 +624,113 @@ func (s *suite) testHandlerEndsEarly(t *testing.T) {
 		wantCode(t, "CloseAndRecv", err, codes.FailedPrecondition, "one is enough")
 	}
 }
+
+// testManyLargeStreams: many streams at once, each with a message larger
+// than its window, on connections whose windows hold only a few of them,
+// while every caller and handler reads: the connection window pushes the
+// senders back, and no stream fails. Responses (the client's window) and
+// requests (the server's) both.
+func (s *suite) testManyLargeStreams(t *testing.T) {
+	const (
+		n          = 300
+		size       = 100 << 10 // more than the 64 KiB stream window
+		connWindow = 256 << 10 // two of them, and part of a third
+	)
+	e := s.start(t, rpc.InitialConnWindowSize(connWindow))
+	cc, _ := s.dial(t, e, rpc.WithInitialConnWindowSize(connWindow))
+	// Each part moves 60 MB: a lot of work in an emulated guest (about
+	// 1 MB/s under -race), so the bound here only catches a hang.
+	hangGuard := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 10*s.cfg.Timeout)
+	}
+	p := bytes.Repeat([]byte{'l'}, size)
+
+	t.Run("responses", func(t *testing.T) {
+		ctx, cancel := hangGuard()
+		defer cancel()
+		// The callers read once the server sent more than the client's
+		// connection window holds: without pushback, it would hold more.
+		enough := make(chan struct{})
+		go func() {
+			for sent := 0; sent < connWindow/size; sent++ {
+				select {
+				case <-e.streams.sent:
+				case <-ctx.Done():
+					return
+				}
+			}
+			close(enough)
+		}()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := cc.NewStream(ctx, listDesc, method("List"))
+				if err != nil {
+					errs <- fmt.Errorf("stream %d: NewStream: %v", i, err)
+					return
+				}
+				ls := &echoStream{ClientStream: st}
+				if err := ls.Send(&testpb.EchoRequest{Payload: p, ReplySize: 1}); err != nil {
+					errs <- fmt.Errorf("stream %d: Send: %v", i, err)
+					return
+				}
+				if err := ls.CloseSend(); err != nil {
+					errs <- fmt.Errorf("stream %d: CloseSend: %v", i, err)
+					return
+				}
+				select {
+				case <-enough:
+				case <-ctx.Done():
+				}
+				m, err := ls.Recv()
+				if err != nil || len(m.Payload) != size+1 {
+					errs <- fmt.Errorf("stream %d: Recv: %d bytes, %v; want %d bytes", i, len(m.GetPayload()), err, size+1)
+					return
+				}
+				if _, err := ls.Recv(); err != io.EOF {
+					errs <- fmt.Errorf("stream %d: Recv after the response: %v, want io.EOF", i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
+
+	t.Run("requests", func(t *testing.T) {
+		ctx, cancel := hangGuard()
+		defer cancel()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := cc.NewStream(ctx, sumDesc, method("Sum"))
+				if err != nil {
+					errs <- fmt.Errorf("stream %d: NewStream: %v", i, err)
+					return
+				}
+				ss := &echoStream{ClientStream: st}
+				if err := ss.Send(&testpb.EchoRequest{Payload: p}); err != nil {
+					errs <- fmt.Errorf("stream %d: Send: %v", i, err)
+					return
+				}
+				m, err := ss.CloseAndRecv()
+				if err != nil || len(m.Payload) != size {
+					errs <- fmt.Errorf("stream %d: CloseAndRecv: %d bytes, %v; want %d bytes", i, len(m.GetPayload()), err, size)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
+}

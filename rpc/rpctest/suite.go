@@ -77,6 +77,7 @@ func Run(t *testing.T, cfg Config) {
 		{"StreamStatusMidStream", s.testStreamStatusMidStream},
 		{"StalledStream", s.testStalledStream},
 		{"ManyStreams", s.testManyStreams},
+		{"ManyLargeStreams", s.testManyLargeStreams},
 		{"StreamUnimplemented", s.testStreamUnimplemented},
 		{"HandlerEndsEarly", s.testHandlerEndsEarly},
 		{"StreamInterceptors", s.testStreamInterceptors},
