@@ -163,7 +163,11 @@ func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, 
 // half-close the caller made already, for a stream opened again).
 // errNotSent means l takes no new streams.
 func (l *clientLink) start(cs *clientStream) error {
-	ctx := cs.ctx
+	// The caller's context, not the stream's: the server may end the
+	// stream (an unknown method's TRAILERS) while its OPEN's window
+	// updates are still going, which ends the stream's context; the
+	// stream is open all the same, and RecvMsg reports how it ended.
+	ctx := cs.parent
 	var timeout time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(dl); timeout <= 0 {
