@@ -89,7 +89,7 @@ func Client(ctx context.Context, args []string, stdout io.Writer) error {
 	defer cc.Close()
 	r, err := echopb.NewEchoClient(cc).Say(ctx, &echopb.SayRequest{Message: "hello world"})
 	if err != nil {
-		return fmt.Errorf("UnaryEcho: %w", err)
+		return err // as it is, for status.Convert
 	}
 	fmt.Fprintln(stdout, "UnaryEcho:", r.Message)
 	return nil
