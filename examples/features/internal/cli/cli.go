@@ -159,3 +159,52 @@ func Split(s string) []string {
 	}
 	return out
 }
+
+// Output is an io.Writer safe for concurrent use that keeps what is
+// written and tells when it contains a string.
+type Output struct {
+	mu  sync.Mutex
+	buf strings.Builder
+	on  []watch
+}
+
+type watch struct {
+	s  string
+	ch chan struct{}
+}
+
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.buf.Write(p)
+	kept := o.on[:0]
+	for _, w := range o.on {
+		if strings.Contains(o.buf.String(), w.s) {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	o.on = kept
+	return len(p), nil
+}
+
+// String is what was written.
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// When returns a channel closed once the output contains s.
+func (o *Output) When(s string) <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ch := make(chan struct{})
+	if strings.Contains(o.buf.String(), s) {
+		close(ch)
+	} else {
+		o.on = append(o.on, watch{s, ch})
+	}
+	return ch
+}
