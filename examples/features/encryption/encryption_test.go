@@ -3,7 +3,6 @@ package encryption
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
 
@@ -17,14 +16,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// addr is the listen address: tcp by default, RDMARPC_FEATURES_ADDR (an
-// rdma:// URL in the test bed's guest) otherwise.
-func addr() string {
-	if a := os.Getenv("RDMARPC_FEATURES_ADDR"); a != "" {
-		return a
-	}
-	return "tcp://127.0.0.1:0"
-}
+func addr() string { return "tcp://127.0.0.1:0" }
 
 func TestEncryption(t *testing.T) {
 	f := testcert.Write(t)
