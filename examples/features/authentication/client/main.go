@@ -1,0 +1,9 @@
+// Command client is the client of the authentication example.
+package main
+
+import (
+	"github.com/rdmarpc/rdmarpc/examples/features/authentication"
+	"github.com/rdmarpc/rdmarpc/examples/features/internal/cli"
+)
+
+func main() { cli.Main(authentication.Client) }

@@ -1,0 +1,9 @@
+// Command client is the client of the wait_for_ready example.
+package main
+
+import (
+	"github.com/rdmarpc/rdmarpc/examples/features/internal/cli"
+	"github.com/rdmarpc/rdmarpc/examples/features/wait_for_ready"
+)
+
+func main() { cli.Main(wait_for_ready.Client) }
