@@ -73,6 +73,9 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn) (*conn, erro
 	c.local = make(chan struct{})
 	c.closed = make(chan struct{})
 	c.watchDone = make(chan struct{})
+	if h := t.connHook; h != nil {
+		h(c)
+	}
 	sqDepth := o.SendSlots + ctlHeadroom
 	var err error
 	if c.ch, err = dev.ctx.NewCompChannel(); err != nil {

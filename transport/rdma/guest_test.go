@@ -59,7 +59,10 @@ func TestConformance(t *testing.T) {
 // TestRPC runs the RPC conformance suite over rdma://.
 func TestRPC(t *testing.T) {
 	ip := guestIP(t)
-	rpctest.Run(t, rpctest.Config{Transport: New(Options{}), Addr: net.JoinHostPort(ip, "0")})
+	tr := New(Options{})
+	defer stallWatchdog(tr, 20*time.Second)()
+	rpctest.Run(t, rpctest.Config{Transport: tr, Addr: net.JoinHostPort(ip, "0"),
+		LeakOptions: []goleak.Option{goleak.IgnoreAnyFunction("github.com/rdmarpc/rdmarpc/transport/rdma.watchStalls")}})
 }
 
 var _ transport.Activity = (*conn)(nil)
