@@ -209,7 +209,7 @@ func (c *conn) post(slot int32, k kind, n int, last bool) error {
 		wr.Inline = n <= c.maxInline
 	}
 	c.enqueueLocked(wr, slot)
-	c.handOffLendLocked()
+	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	return c.flush()
 }
@@ -307,7 +307,7 @@ func (c *conn) sendCreditOnly() {
 	c.ctlWanted = false
 	c.sqFree--
 	c.enqueueLocked(verbs.SendWR{ID: c.seq, Signaled: true, Imm: encodeImm(kindCredit, n), HasImm: true}, -1)
-	c.handOffLendLocked()
+	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	if c.flush() == nil {
 		c.t.counters.creditOnlySent.Add(1)
@@ -335,7 +335,7 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 			s := c.free[len(c.free)-1]
 			c.free = c.free[:len(c.free)-1]
 			c.lent++
-			c.handOffLendLocked()
+			c.handOffLendLocked(c.o.SendSlots)
 			c.mu.Unlock()
 			c.lentBufs.Add(1)
 			return transport.NewBuffer(c.slotBytes(s)[:n], sendSlot{c}, uint64(s)), nil
@@ -347,7 +347,7 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 		c.lendWake.forget(w)
 		if err != nil {
 			// It may have been woken for a slot it will not take.
-			c.handOffLendLocked()
+			c.handOffLendLocked(c.o.SendSlots)
 		}
 		c.mu.Unlock()
 		if err != nil {
@@ -378,7 +378,7 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 	// The slot now belongs to the send queue, not to the user.
 	c.mu.Lock()
 	c.lent--
-	c.handOffLendLocked()
+	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	c.unlend()
 	if err := c.post(slot, kindMessage, n, true); err != nil {
@@ -398,7 +398,7 @@ func (o sendSlot) ReleaseBuffer(id uint64, _ []byte) {
 	c.lent--
 	c.free = append(c.free, int32(id))
 	c.broadcastLocked()
-	c.handOffLendLocked()
+	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	c.unlend()
 }
@@ -425,10 +425,10 @@ func (c *conn) broadcastLocked() { c.wake.broadcast() }
 // and one that gives up after being woken passes its wake on. One waiter
 // at a time, not all: with a thousand streams waiting for a slot, waking
 // every one on each completion and grant made them take turns at the lock
-// for nothing (ManyStreams took a minute over rdma://). Called with mu held.
-func (c *conn) handOffLendLocked() {
-	if c.mayLendLocked(c.o.SendSlots) {
-		c.lendWake.signal()
+// for nothing (ManyStreams took a minute over rdma://).
+func (s *sender) handOffLendLocked(slots int) {
+	if s.mayLendLocked(slots) {
+		s.lendWake.signal()
 	}
 }
 
@@ -440,7 +440,7 @@ func (c *conn) sendCompleted(seq uint64) bool {
 	defer c.mu.Unlock()
 	c.completedLocked(seq)
 	c.broadcastLocked()
-	c.handOffLendLocked()
+	c.handOffLendLocked(c.o.SendSlots)
 	return c.ctlWanted
 }
 
