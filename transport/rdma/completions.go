@@ -29,7 +29,7 @@ type completions struct {
 	armed   bool // the CQ is armed and its event not yet read
 
 	recvOutstanding atomic.Int32  // receives posted and not yet completed
-	bytesIn         atomic.Uint64 // payload bytes of every completed receive
+	bytesIn         atomic.Uint64 // bytes of every completed receive: payload and immediate
 
 	// The round trip this connection observes, for how long a waiter
 	// polls: a message sent, the next one received.
@@ -259,7 +259,7 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 		}
 		c.t.counters.recvCompletions.Add(1)
 		c.recvOutstanding.Add(-1)
-		c.bytesIn.Add(uint64(wc.ByteLen))
+		c.bytesIn.Add(uint64(wc.ByteLen) + immBytes)
 		var err error
 		if reposts, err = c.received(wc, reposts); err != nil {
 			c.t.counters.protocolErrors.Add(1)
@@ -276,6 +276,11 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 	}
 	return reposts
 }
+
+// immBytes is what a message's immediate data adds to BytesReceived: a
+// credit-only message has no payload, yet it is the peer's sign of life
+// while it only receives (returning credits is all it sends).
+const immBytes = 4
 
 // errRecvDone is why a message that completes after the receive side was
 // marked done is dropped.

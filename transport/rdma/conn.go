@@ -73,6 +73,9 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn) (*conn, erro
 	c.local = make(chan struct{})
 	c.closed = make(chan struct{})
 	c.watchDone = make(chan struct{})
+	if h := t.connHook; h != nil {
+		h(c)
+	}
 	sqDepth := o.SendSlots + ctlHeadroom
 	var err error
 	if c.ch, err = dev.ctx.NewCompChannel(); err != nil {
@@ -193,7 +196,9 @@ func (c *conn) destroy() {
 func (c *conn) Done() <-chan struct{} { return c.sig.Done() }
 
 // BytesReceived counts fragments as they complete, so a large message on
-// its way is a sign of life before it is whole (transport.Activity).
+// its way is a sign of life before it is whole, and the immediate data of
+// every message, so a peer that only returns credits (credit-only
+// messages, no payload) is one too (transport.Activity).
 func (c *conn) BytesReceived() uint64 { return c.bytesIn.Load() }
 
 func (c *conn) MaxMessageSize() int { return int(c.peer.maxMessage) }

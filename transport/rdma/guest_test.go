@@ -59,7 +59,10 @@ func TestConformance(t *testing.T) {
 // TestRPC runs the RPC conformance suite over rdma://.
 func TestRPC(t *testing.T) {
 	ip := guestIP(t)
-	rpctest.Run(t, rpctest.Config{Transport: New(Options{}), Addr: net.JoinHostPort(ip, "0")})
+	tr := New(Options{})
+	defer stallWatchdog(tr, 20*time.Second)()
+	rpctest.Run(t, rpctest.Config{Transport: tr, Addr: net.JoinHostPort(ip, "0"),
+		LeakOptions: []goleak.Option{goleak.IgnoreAnyFunction("github.com/rdmarpc/rdmarpc/transport/rdma.watchStalls")}})
 }
 
 var _ transport.Activity = (*conn)(nil)
@@ -85,5 +88,48 @@ func TestBytesReceived(t *testing.T) {
 	}
 	if got := server.BytesReceived() - before; got < 100<<10+10 {
 		t.Errorf("BytesReceived grew by %d after %d bytes of messages", got, 100<<10+10)
+	}
+}
+
+// A peer that only receives returns its credits in credit-only messages,
+// and those are signs of life: BytesReceived grows with them although no
+// data comes back. Before, they counted nothing (no payload), so a server
+// sending a thousand streams' responses to a client that only read them
+// saw it silent, and its keepalive closed a live connection
+// (TestRPC/ManyStreams over rdma://). Two credits, so the client must
+// return them many times for the messages to get through.
+func TestCreditReturnsAreActivity(t *testing.T) {
+	ip := guestIP(t)
+	tr := New(Options{BufferSize: 4096, RecvBuffers: 2, SendSlots: 2})
+	client, server, _ := pair(t, tr, ip)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const n = 20
+	got := make(chan error, 1)
+	go func() {
+		for range n {
+			b, err := client.Recv(ctx)
+			if err != nil {
+				got <- err
+				return
+			}
+			b.Release()
+		}
+		got <- nil
+	}()
+	before := server.BytesReceived()
+	for range n {
+		if err := server.Send(ctx, []byte("one way")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if tr.counters.creditOnlySent.Load() == 0 {
+		t.Fatal("no credit-only message was sent: the test proves nothing")
+	}
+	if server.BytesReceived() == before {
+		t.Errorf("BytesReceived did not grow while the peer returned credits for %d messages", n)
 	}
 }

@@ -35,6 +35,21 @@ func (n *notifier) forget(ch chan struct{}) {
 	waitChans.Put(ch)
 }
 
+// signal wakes the longest waiting waiter, if any.
+func (n *notifier) signal() {
+	if len(n.waiters) == 0 {
+		return
+	}
+	ch := n.waiters[0]
+	last := copy(n.waiters, n.waiters[1:])
+	n.waiters[last] = nil
+	n.waiters = n.waiters[:last]
+	select {
+	case ch <- struct{}{}:
+	default: // already woken
+	}
+}
+
 // broadcast wakes every waiter.
 func (n *notifier) broadcast() {
 	for i, ch := range n.waiters {

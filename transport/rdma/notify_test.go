@@ -41,3 +41,36 @@ func TestNotifierStaleToken(t *testing.T) {
 	}
 	n.forget(b)
 }
+
+// signal wakes one waiter, the one waiting longest, and leaves the others
+// waiting; with nobody waiting it does nothing.
+func TestNotifierSignalWakesOne(t *testing.T) {
+	var n notifier
+	n.signal()
+	a, b, c := n.wait(), n.wait(), n.wait()
+	n.signal()
+	woken := func(ch chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	if !woken(a) || woken(b) || woken(c) {
+		t.Fatal("signal did not wake exactly the first waiter")
+	}
+	if len(n.waiters) != 2 {
+		t.Fatalf("%d waiters after one of three was signalled", len(n.waiters))
+	}
+	n.signal()
+	if !woken(b) || woken(c) {
+		t.Fatal("the second signal did not wake exactly the second waiter")
+	}
+	n.forget(a)
+	n.forget(b)
+	n.forget(c)
+	if len(n.waiters) != 0 {
+		t.Errorf("%d waiters left after every wait was forgotten", len(n.waiters))
+	}
+}

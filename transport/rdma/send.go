@@ -29,7 +29,8 @@ type sender struct {
 	sqFree      int
 	unsignaled  int
 	ctlWanted   bool          // a credit-only message waits for send-queue room
-	wake        notifier      // credits, slots or send-queue entries freed
+	wake        notifier      // credits, slots or send-queue entries freed (the turn's holder waits)
+	lendWake    notifier      // a slot may be lent (NewSendBuffer waits), woken one at a time
 	turn        chan struct{} // one message at a time: fragments stay contiguous
 	turnWaiters atomic.Int32
 	abortOwed   bool // a message was abandoned mid-way; its turn holder sends the abort
@@ -208,6 +209,7 @@ func (c *conn) post(slot int32, k kind, n int, last bool) error {
 		wr.Inline = n <= c.maxInline
 	}
 	c.enqueueLocked(wr, slot)
+	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	return c.flush()
 }
@@ -305,6 +307,7 @@ func (c *conn) sendCreditOnly() {
 	c.ctlWanted = false
 	c.sqFree--
 	c.enqueueLocked(verbs.SendWR{ID: c.seq, Signaled: true, Imm: encodeImm(kindCredit, n), HasImm: true}, -1)
+	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	if c.flush() == nil {
 		c.t.counters.creditOnlySent.Add(1)
@@ -332,14 +335,21 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 			s := c.free[len(c.free)-1]
 			c.free = c.free[:len(c.free)-1]
 			c.lent++
+			c.handOffLendLocked(c.o.SendSlots)
 			c.mu.Unlock()
 			c.lentBufs.Add(1)
 			return transport.NewBuffer(c.slotBytes(s)[:n], sendSlot{c}, uint64(s)), nil
 		}
-		w := c.wake.wait()
+		w := c.lendWake.wait()
 		c.mu.Unlock()
 		err := c.await(ctx, w, c.sig.Done(), false)
-		c.forgetWake(w)
+		c.mu.Lock()
+		c.lendWake.forget(w)
+		if err != nil {
+			// It may have been woken for a slot it will not take.
+			c.handOffLendLocked(c.o.SendSlots)
+		}
+		c.mu.Unlock()
 		if err != nil {
 			return transport.Buffer{}, err
 		}
@@ -368,6 +378,7 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 	// The slot now belongs to the send queue, not to the user.
 	c.mu.Lock()
 	c.lent--
+	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	c.unlend()
 	if err := c.post(slot, kindMessage, n, true); err != nil {
@@ -387,6 +398,7 @@ func (o sendSlot) ReleaseBuffer(id uint64, _ []byte) {
 	c.lent--
 	c.free = append(c.free, int32(id))
 	c.broadcastLocked()
+	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	c.unlend()
 }
@@ -403,9 +415,22 @@ func (c *conn) forgetWake(w chan struct{}) {
 	c.mu.Unlock()
 }
 
-// broadcastLocked wakes everyone waiting for credits or slots. Called with
-// mu held.
+// broadcastLocked wakes the turn's holder waiting for credits, slots or
+// send-queue room. Called with mu held.
 func (c *conn) broadcastLocked() { c.wake.broadcast() }
+
+// handOffLendLocked wakes one NewSendBuffer waiter when a slot can be lent
+// now. Called with mu held wherever what mayLendLocked looks at changes in
+// its favour; a waiter that takes a slot calls it again for the next one,
+// and one that gives up after being woken passes its wake on. One waiter
+// at a time, not all: with a thousand streams waiting for a slot, waking
+// every one on each completion and grant made them take turns at the lock
+// for nothing (ManyStreams took a minute over rdma://).
+func (s *sender) handOffLendLocked(slots int) {
+	if s.mayLendLocked(slots) {
+		s.lendWake.signal()
+	}
+}
 
 // sendCompleted frees the slots and send-queue entries of every send up to
 // and including seq (sends complete in order). It reports whether a
@@ -415,6 +440,7 @@ func (c *conn) sendCompleted(seq uint64) bool {
 	defer c.mu.Unlock()
 	c.completedLocked(seq)
 	c.broadcastLocked()
+	c.handOffLendLocked(c.o.SendSlots)
 	return c.ctlWanted
 }
 

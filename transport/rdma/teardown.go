@@ -152,6 +152,7 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	c.torndown.Store(true)
 	c.mu.Lock()
 	c.broadcastLocked()
+	c.lendWake.broadcast()
 	c.mu.Unlock()
 	<-c.watchDone
 	for _, cl := range []interface{ Close() error }{c.qp, c.cq, c.ch} {

@@ -133,6 +133,10 @@ type Transport struct {
 
 	counters counters
 	budget   budget
+
+	// connHook, set only by tests before the first connection, sees each
+	// new connection (the stall watchdog dumps their state).
+	connHook func(*conn)
 }
 
 // New returns an RDMA transport with options o.
