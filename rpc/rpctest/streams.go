@@ -431,6 +431,12 @@ func (s *suite) testManyStreams(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// The first phase's failures first: a connection lost there would
+	// otherwise show only as a failed Recv after CloseSend.
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 	// Closed all at once, not one round trip after another, which the
 	// emulated RDMA guest makes slow.
 	for _, st := range streams {
@@ -442,10 +448,6 @@ func (s *suite) testManyStreams(t *testing.T) {
 		if _, err := st.Recv(); err != io.EOF {
 			t.Fatalf("Recv after CloseSend: %v", err)
 		}
-	}
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
 	}
 }
 
