@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,20 +16,20 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestCompare runs a tiny matrix against both implementations with saved
+// TestCompare runs a tiny matrix against rdmarpc and every peer with saved
 // perftest output, and checks the tables, the CSV and the PNG.
 func TestCompare(t *testing.T) {
 	dir := t.TempDir()
 	td := "../../perftest/testdata/"
 	csvPath, pngPath := filepath.Join(dir, "r.csv"), filepath.Join(dir, "r.png")
 	var out bytes.Buffer
-	err := run([]string{"--compare-grpc", "--sizes", "64,1KiB", "--conc", "1,4", "--duration", "50ms", "--warmup", "10ms",
+	err := run([]string{"--compare", "raw,drpc,grpc", "--sizes", "64,1KiB", "--conc", "1,4", "--duration", "50ms", "--warmup", "10ms",
 		"--ib-lat", td + "send_lat_all_client.txt", "--ib-bw", td + "send_bw_all_client.txt",
 		"--csv", csvPath, "--png", pngPath}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"rdmarpc-tcp / gRPC-go-tcp", "rdmarpc-tcp / raw verbs", "ib_send", "grpc", "1KiB"} {
+	for _, want := range []string{"rdmarpc-tcp / gRPC-go-tcp", "rdmarpc-tcp / drpc-tcp", "rdmarpc-tcp / raw-tcp", "rdmarpc-tcp / raw verbs", "ib_send", "grpc", "1KiB"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -41,8 +43,13 @@ func TestCompare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 2+2*2*2 { // ib_send per size, two impls × sizes × concurrencies
-		t.Errorf("CSV has %d rows, want 10", len(rs))
+	impls := map[string]int{}
+	for _, r := range rs {
+		impls[r.Impl]++
+	}
+	// ib_send per size; each of four impls × sizes × concurrencies
+	if want := map[string]int{"ib_send": 2, "rdmarpc": 4, "raw": 4, "drpc": 4, "grpc": 4}; !maps.Equal(impls, want) {
+		t.Errorf("CSV rows per impl: %v, want %v", impls, want)
 	}
 	if st, err := os.Stat(pngPath); err != nil || st.Size() == 0 {
 		t.Errorf("PNG: %v", err)
@@ -58,24 +65,31 @@ func TestCompare(t *testing.T) {
 	}
 }
 
-// TestStreamModes runs the streaming modes against both implementations:
-// each gets its rows and its ratio table, and a flood counts messages.
+// TestStreamModes runs the streaming modes against rdmarpc and gRPC (the
+// old --compare-grpc flag): each gets its rows and its ratio table, and a
+// flood counts messages; the raw peer, unary only, gets unary rows only.
 func TestStreamModes(t *testing.T) {
 	var out bytes.Buffer
-	err := run([]string{"--compare-grpc", "--modes", "unary,pingpong,stream", "--sizes", "64", "--conc", "1,2", "--duration", "50ms", "--warmup", "10ms"}, &out)
+	err := run([]string{"--compare-grpc", "--compare", "raw", "--modes", "unary,pingpong,stream", "--sizes", "64", "--conc", "1,2", "--duration", "50ms", "--warmup", "10ms"}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"rdmarpc/pingpong-tcp / gRPC-go/pingpong-tcp", "rdmarpc/stream-tcp / gRPC-go/stream-tcp", "rdmarpc-tcp / gRPC-go-tcp", "grpc/stream", "rdmarpc/pingpong"} {
+	for _, want := range []string{"rdmarpc/pingpong-tcp / gRPC-go/pingpong-tcp", "rdmarpc/stream-tcp / gRPC-go/stream-tcp", "rdmarpc-tcp / gRPC-go-tcp", "grpc/stream", "rdmarpc/pingpong",
+		"rdmarpc-tcp / raw-tcp", "raw runs unary cells only"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	if strings.Contains(out.String(), "raw/stream") || strings.Contains(out.String(), "raw/pingpong") {
+		t.Errorf("the raw peer got stream rows:\n%s", out.String())
 	}
 }
 
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--compare-grpc", "--target", "tcp://127.0.0.1:1"},
+		{"--compare", "raw", "--target", "tcp://127.0.0.1:1"},
+		{"--compare", "raw,thrift"},
 		{"--plot", "x.csv"},
 		{"--sizes", "lots"},
 		{"--conc", "0"},
@@ -86,6 +100,9 @@ func TestFlags(t *testing.T) {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
 		}
+	}
+	if o, err := parseFlags([]string{"--compare", "grpc, raw", "--compare-grpc"}); err != nil || !slices.Equal(o.compare, []string{"grpc", "raw"}) {
+		t.Errorf("--compare grpc,raw --compare-grpc: peers %q, %v", o.compare, err)
 	}
 	o, err := parseFlags([]string{"--sizes", "64, 4KiB ,64k", "--conc", "1,64"})
 	if err != nil || len(o.sizes) != 3 || o.sizes[1] != 4096 || o.sizes[2] != 65536 || len(o.concs) != 2 {
