@@ -26,6 +26,7 @@ import (
 
 type options struct {
 	serve, target, listen string
+	kv                    string
 	sizes                 []int
 	concs                 []int
 	modes                 []string
@@ -98,6 +99,7 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("rpcbench", flag.ContinueOnError)
 	fs.StringVar(&o.serve, "serve", "", "serve Echo on this `URL` (tcp://host:port, rdma://ip:port) until interrupted")
 	fs.StringVar(&o.target, "target", "", "drive the Echo server at this `URL`; empty: start one in this process on --listen")
+	fs.StringVar(&o.kv, "kv", "", "also run a KV Get cell after each unary echo cell, against the kvstore server (kvserver) at this `URL`: Gets of keys written first, values of the cell's size; prints KV Get / echo")
 	fs.StringVar(&o.listen, "listen", "tcp://127.0.0.1:0", "where the in-process server listens when there is no --target")
 	fs.StringVar(&sizes, "sizes", "64,1KiB,64KiB", "payload `sizes`, comma-separated")
 	fs.StringVar(&concs, "conc", "1,16,64", "`callers` sharing the connection, comma-separated")
@@ -267,13 +269,21 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 		theirs = append(theirs, p)
 	}
 
+	var kv *kvGet
+	if o.kv != "" {
+		if kv, err = dialKV(ctx, o.kv, o.sizes, dopts...); err != nil {
+			return err
+		}
+		defer kv.Close()
+	}
+
 	ib, err := newRawVerbs(o, target, stdout)
 	if err != nil {
 		return err
 	}
 
 	fmt.Fprintf(stdout, "rpcbench: %s, GOMAXPROCS=%d, %s per cell after %s warm-up\n", target, runtime.GOMAXPROCS(0), o.duration, o.warmup)
-	var ourRs, peerRs, ibRs []bench.Result
+	var ourRs, peerRs, ibRs, kvRs []bench.Result
 	ourBy := map[string][]bench.Result{}
 	peerBy := make([]map[string][]bench.Result, len(theirs)) // per peer, per mode
 	for i := range peerBy {
@@ -323,11 +333,20 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 					peerRs, peerBy[i][mode] = append(peerRs, r), append(peerBy[i][mode], r)
 					progress(stdout, r)
 				}
+				if kv != nil && mode == "unary" {
+					cfg.Impl, cfg.Transport = "kv-get", kvScheme(o.kv)
+					r, err := bench.Run(ctx, kv, cfg)
+					if err != nil {
+						return fmt.Errorf("%s %s conc %d: %w", cfg.Impl, bench.SizeName(size), c, err)
+					}
+					kvRs = append(kvRs, r)
+					progress(stdout, r)
+				}
 			}
 		}
 	}
 
-	all := append(append(append([]bench.Result(nil), ibRs...), ourRs...), peerRs...)
+	all := append(append(append(append([]bench.Result(nil), ibRs...), ourRs...), peerRs...), kvRs...)
 	fmt.Fprintln(stdout)
 	bench.WriteTable(stdout, all)
 	for _, mode := range o.modes {
@@ -344,6 +363,11 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 			bench.WriteRatios(stdout, implName("rdmarpc", mode)+"-"+scheme+" / raw verbs, same size (latency vs the ib_send_lat round trip, 2 × what it prints, a ping-pong: above conc 1 ours includes queueing; throughput vs ib_send_bw's one-way stream, TX depth 128; a stream row echoes every message, so it moves the payload both ways)",
 				bench.Ratios(ourBy[mode], ibRs), false)
 		}
+	}
+	if len(kvRs) > 0 {
+		fmt.Fprintln(stdout)
+		bench.WriteRatios(stdout, "KV Get ("+o.kv+") / rdmarpc echo ("+target+"), same size and concurrency (the Get's value is the echo's payload; its request carries only the key)",
+			bench.Ratios(kvRs, ourBy["unary"]), true)
 	}
 	if o.csvPath != "" {
 		var buf bytes.Buffer
@@ -381,6 +405,15 @@ func runMode(ctx context.Context, c bench.Client, mode string, cfg bench.Config)
 		return bench.RunStream(ctx, c, cfg)
 	}
 	return bench.Run(ctx, c, cfg)
+}
+
+// kvScheme is the transport column of the KV rows.
+func kvScheme(target string) string {
+	scheme, _, err := transport.ParseTarget(target)
+	if err != nil {
+		return "?"
+	}
+	return scheme
 }
 
 func progress(w io.Writer, r bench.Result) {

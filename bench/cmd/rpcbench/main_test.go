@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rdmarpc/rdmarpc/bench"
+	"github.com/rdmarpc/rdmarpc/examples/kvstore/server"
+	"github.com/rdmarpc/rdmarpc/examples/kvstore/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -121,5 +124,37 @@ func TestPerCall(t *testing.T) {
 	perCall(&out, map[string]uint64{"a": 1}, map[string]uint64{"a": 1}, 10)
 	if out.Len() != 0 {
 		t.Errorf("nothing moved, yet perCall printed %q", out.String())
+	}
+}
+
+// TestKV runs Get cells against an in-memory kvstore server next to the
+// echo cells: each Get finds its key with a value of the cell's size, and
+// the ratio table of Get to echo is printed.
+func TestKV(t *testing.T) {
+	srv, err := server.New(server.Config{Listen: []string{"tcp://127.0.0.1:0"}, Store: store.Options{InMemory: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	var out bytes.Buffer
+	err = run([]string{"--kv", srv.Targets()[0], "--sizes", "0,1KiB,64KiB", "--conc", "1,3", "--duration", "50ms", "--warmup", "10ms"}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"KV Get (" + srv.Targets()[0] + ") / rdmarpc echo", "kv-get"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if n := strings.Count(out.String(), "\n  kv-get "); n != 3*2 {
+		t.Errorf("%d kv-get progress lines, want one per size and concurrency:\n%s", n, out.String())
 	}
 }
