@@ -8,13 +8,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/rdmarpc/rdmarpc/bench"
-	"github.com/rdmarpc/rdmarpc/examples/kvstore/server"
-	"github.com/rdmarpc/rdmarpc/examples/kvstore/store"
+	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvpb"
+	"github.com/rdmarpc/rdmarpc/rpc"
+	"github.com/rdmarpc/rdmarpc/transport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -127,34 +129,80 @@ func TestPerCall(t *testing.T) {
 	}
 }
 
-// TestKV runs Get cells against an in-memory kvstore server next to the
-// echo cells: each Get finds its key with a value of the cell's size, and
-// the ratio table of Get to echo is printed.
+// mapKV is the KV service's Batch and Get over a map: what --kv uses of it
+// (the kvstore itself is measured in bench/results/kv-get-vs-echo.md).
+type mapKV struct {
+	kvpb.UnimplementedKVServer
+	mu   sync.Mutex
+	m    map[string][]byte
+	lose bool // Batch writes nothing
+}
+
+func (s *mapKV) Batch(_ context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lose {
+		return &kvpb.BatchResponse{}, nil
+	}
+	for _, m := range req.GetMutations() {
+		s.m[string(m.GetPut().GetKey())] = m.GetPut().GetValue()
+	}
+	return &kvpb.BatchResponse{}, nil
+}
+
+func (s *mapKV) Get(_ context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[string(req.GetKey())]
+	return &kvpb.GetResponse{Found: ok, Value: v}, nil
+}
+
+// TestKV runs Get cells against a KV server next to the echo cells: each
+// Get finds its key with a value of the cell's size (or the run fails),
+// and the ratio table of Get to echo is printed.
 func TestKV(t *testing.T) {
-	srv, err := server.New(server.Config{Listen: []string{"tcp://127.0.0.1:0"}, Store: store.Options{InMemory: true}})
+	srv, err := bench.StartServer("tcp://127.0.0.1:0") // the echo, and below the KV service on its own server
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	defer srv.Stop()
+	lis, err := transport.Listen("tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs := rpc.NewServer()
+	kv := &mapKV{m: map[string][]byte{}}
+	kvpb.RegisterKVServer(kvs, kv)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
+	go func() { served <- kvs.Serve(lis) }()
 	defer func() {
-		cancel()
+		kvs.Stop()
 		if err := <-served; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	}()
+	kvTarget := "tcp://" + lis.Addr().String()
 	var out bytes.Buffer
-	err = run([]string{"--kv", srv.Targets()[0], "--sizes", "0,1KiB,64KiB", "--conc", "1,3", "--duration", "50ms", "--warmup", "10ms"}, &out)
+	err = run([]string{"--target", srv.Target(), "--kv", kvTarget, "--sizes", "0,1KiB,64KiB", "--conc", "1,3", "--duration", "50ms", "--warmup", "10ms"}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"KV Get (" + srv.Targets()[0] + ") / rdmarpc echo", "kv-get"} {
+	for _, want := range []string{"KV Get (" + kvTarget + ") / rdmarpc echo (" + srv.Target() + ")", "kv-get"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 	if n := strings.Count(out.String(), "\n  kv-get "); n != 3*2 {
 		t.Errorf("%d kv-get progress lines, want one per size and concurrency:\n%s", n, out.String())
+	}
+
+	// A Get that does not find what was written fails the run.
+	kv.mu.Lock()
+	kv.lose, kv.m = true, map[string][]byte{}
+	kv.mu.Unlock()
+	out.Reset()
+	err = run([]string{"--target", srv.Target(), "--kv", kvTarget, "--sizes", "64", "--conc", "1", "--duration", "20ms", "--warmup", "5ms"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("Gets of keys the server lost: %v\n%s", err, out.String())
 	}
 }
