@@ -110,7 +110,9 @@ func Dial(addr string) *Client {
 }
 
 // Say sends req's payload in one frame and returns the frame that comes
-// back as the response's payload.
+// back as the response's payload. ctx's deadline, if any, bounds the call
+// (as the socket's deadline); a cancellation without one is not watched:
+// the floor spends nothing on it.
 func (c *Client) Say(ctx context.Context, req *echopb.SayRequest) (*echopb.SayResponse, error) {
 	if req.GetMessage() != "" {
 		return nil, errors.New("rawecho: carries the payload only, not a Message")
