@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	rpcprom "github.com/rdmarpc/rdmarpc/contrib/prometheus"
+	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/stats"
 )
 
@@ -228,5 +230,43 @@ func TestUnknownMethodsBounded(t *testing.T) {
 	}
 	if got := byMethod(t, reg, "grpc_client_started_total")["unknown"]; got != 2*flood-max {
 		t.Errorf("%v calls counted as unknown, want %d", got, 2*flood-max)
+	}
+}
+
+// TestUnknownCodesBounded: codes past Unauthenticated, which only a peer
+// that does not follow the protocol sends, are counted as Unknown rather
+// than one series per number.
+func TestUnknownCodesBounded(t *testing.T) {
+	h := rpcprom.NewClientMetrics(rpcprom.Options{})
+	reg := prom.NewPedanticRegistry()
+	reg.MustRegister(h)
+	info := &stats.RPCTagInfo{FullMethodName: "/rdmarpc.test.v1.Test/Fail"}
+	now := time.Now()
+	const flood = 1000
+	for c := range flood {
+		ctx := h.TagRPC(context.Background(), info)
+		h.HandleRPC(ctx, &stats.Begin{Client: true, BeginTime: now})
+		h.HandleRPC(ctx, &stats.End{Client: true, BeginTime: now, EndTime: now, Error: status.Error(codes.Code(c), "x")})
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "grpc_client_handled_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "grpc_code" {
+					got[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	// OK is nil's code: status.Error(OK) is no error.
+	if len(got) != int(codes.Unauthenticated)+1 || got["OK"] != 1 || got["NotFound"] != 1 || got["Unknown"] != float64(flood-int(codes.Unauthenticated)) {
+		t.Errorf("handled by code: %v, want each of the 17 codes once, Unknown also for the %d past them", got, flood-int(codes.Unauthenticated)-1)
 	}
 }

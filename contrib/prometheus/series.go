@@ -102,7 +102,9 @@ type method struct {
 	types         [numTypes]atomic.Pointer[series]
 }
 
-// numCodes is how many status codes there are.
+// numCodes is how many status codes there are; a code past them, which
+// only a peer that does not follow the protocol sends, is counted as
+// Unknown, so that such a peer cannot make a series per number.
 const numCodes = codes.Unauthenticated + 1
 
 // series are the series of one method's calls of one type. A series is
@@ -134,7 +136,7 @@ func (m *metrics) seriesOf(meth *method, t rpcType) *series {
 
 func (s *series) handledOf(m *metrics, code codes.Code) prom.Counter {
 	if code >= numCodes {
-		return m.handled.WithLabelValues(s.labels[0], s.labels[1], s.labels[2], code.String())
+		code = codes.Unknown
 	}
 	if c := s.handled[code].Load(); c != nil {
 		return *c
