@@ -3,6 +3,7 @@ package prometheus_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
 	"strings"
 	"sync"
@@ -268,5 +269,23 @@ func TestUnknownCodesBounded(t *testing.T) {
 	// OK is nil's code: status.Error(OK) is no error.
 	if len(got) != int(codes.Unauthenticated)+1 || got["OK"] != 1 || got["NotFound"] != 1 || got["Unknown"] != float64(flood-int(codes.Unauthenticated)) {
 		t.Errorf("handled by code: %v, want each of the 17 codes once, Unknown also for the %d past them", got, flood-int(codes.Unauthenticated)-1)
+	}
+}
+
+// TestMalformedMethodNames: names not of the shape /service/method are
+// counted as unknown, as go-grpc-prometheus does, and kept in no map.
+func TestMalformedMethodNames(t *testing.T) {
+	h := rpcprom.NewServerMetrics(rpcprom.Options{})
+	reg := prom.NewPedanticRegistry()
+	reg.MustRegister(h)
+	events := unaryEvents(false)
+	for _, name := range []string{"", "Echo", "/Echo", "//", "/s.S/M"} {
+		oneCall(context.Background(), h, &stats.RPCTagInfo{FullMethodName: name}, events)
+	}
+	if got, want := byMethod(t, reg, "grpc_server_started_total"), map[string]float64{"unknown": 3, "": 1, "M": 1}; !maps.Equal(got, want) {
+		t.Errorf("started by method: %v, want %v", got, want)
+	}
+	if n := h.KnownMethods(); n != 2 {
+		t.Errorf("%d methods kept, want 2 (// and /s.S/M)", n)
 	}
 }

@@ -51,8 +51,7 @@ func (ms *methods) get(full string) *method {
 }
 
 func (ms *methods) add(full string) *method {
-	svc, name, ok := strings.Cut(strings.TrimPrefix(full, "/"), "/")
-	if !ok {
+	if !strings.Contains(strings.TrimPrefix(full, "/"), "/") {
 		return ms.unknown // as go-grpc-prometheus labels them
 	}
 	ms.mu.Lock()
@@ -67,7 +66,7 @@ func (ms *methods) add(full string) *method {
 	// The name may be part of a larger string (a frame's header): the
 	// map keeps a copy of its own.
 	full = strings.Clone(full)
-	svc, name, _ = strings.Cut(strings.TrimPrefix(full, "/"), "/")
+	svc, name, _ := strings.Cut(strings.TrimPrefix(full, "/"), "/")
 	m := &method{service: svc, name: name}
 	next := make(map[string]*method, len(known)+1)
 	for k, v := range known {
