@@ -13,8 +13,13 @@
 //
 // and the same with grpc_client_ for ClientMetrics. grpc_type is unary,
 // client_stream, server_stream or bidi_stream; grpc_code the status code's
-// name (OK, NotFound, …). TransportMetrics exports the counters of the
-// transports connections were made with (transport.Counters, as
+// name (OK, NotFound, …; a number past the 17 codes, which only a peer
+// that does not follow the protocol sends, counts as Unknown). A call
+// costs the metrics one allocation: its series are resolved once per
+// method, for at most Options.MaxMethods methods.
+//
+// TransportMetrics exports the counters of the transports connections
+// were made with (transport.Counters, as
 // rdmarpc_transport_<name>_total{scheme}): credits waited for, receives
 // posted, completions, work-completion errors by status.
 //

@@ -2,7 +2,6 @@ package prometheus
 
 import (
 	"context"
-	"strings"
 
 	prom "github.com/prometheus/client_golang/prometheus"
 
@@ -17,6 +16,12 @@ type Options struct {
 	Buckets []float64
 	// ConstLabels are added to every metric.
 	ConstLabels prom.Labels
+	// MaxMethods bounds the methods counted under their own names
+	// (default 1024); the calls of methods past it are counted with
+	// grpc_service and grpc_method "unknown". A server reports no call to
+	// a method it does not serve, so only a program that calls or serves
+	// more methods than that needs to raise it.
+	MaxMethods int
 }
 
 var labels = []string{"grpc_type", "grpc_service", "grpc_method"}
@@ -27,6 +32,7 @@ type metrics struct {
 	started, handled, received, sent *prom.CounterVec
 	handling                         *prom.HistogramVec
 	client                           bool
+	methods                          *methods
 }
 
 func newMetrics(side string, o Options, help [5]string) *metrics {
@@ -45,7 +51,8 @@ func newMetrics(side string, o Options, help [5]string) *metrics {
 		handling: prom.NewHistogramVec(prom.HistogramOpts{
 			Name: "grpc_" + side + "_handling_seconds", Help: help[4], Buckets: buckets, ConstLabels: o.ConstLabels,
 		}, labels),
-		client: side == "client",
+		client:  side == "client",
+		methods: newMethods(o.MaxMethods),
 	}
 }
 
@@ -65,68 +72,62 @@ func (m *metrics) Collect(ch chan<- prom.Metric) {
 	m.handling.Collect(ch)
 }
 
-// call is one RPC's series, resolved at its Begin.
+// call is one RPC's context: its parent's values, and the series the
+// handler that tagged it counts the RPC in. It is the one allocation a
+// call costs the metrics.
 type call struct {
-	service, method string
-	typ             string
-	received, sent  prom.Counter
+	context.Context
+	key    callKey
+	method string  // full
+	series *series // from Begin on
 }
 
-type callKey struct{}
+// callKey finds a handler's own call in a context that several handlers
+// (two ServerMetrics with their own registries, say) tagged.
+type callKey struct{ m *metrics }
+
+func (c *call) Value(key any) any {
+	if key == any(c.key) {
+		return c
+	}
+	return c.Context.Value(key)
+}
 
 func (m *metrics) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
-	svc, method := split(info.FullMethodName)
-	return context.WithValue(ctx, callKey{}, &call{service: svc, method: method})
+	// The method is looked up at Begin: a handler set on both sides (as
+	// ServerMetrics on a client) counts only its own side's calls.
+	return &call{Context: ctx, key: callKey{m}, method: info.FullMethodName}
 }
 
 func (m *metrics) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	if s.IsClient() != m.client {
 		return // the other side's handler, set on both
 	}
-	c, _ := ctx.Value(callKey{}).(*call)
+	c, _ := ctx.Value(callKey{m}).(*call)
 	if c == nil {
 		return
 	}
+	if b, ok := s.(*stats.Begin); ok {
+		c.series = m.seriesOf(m.methods.get(c.method), rpcTypeOf(b))
+		c.series.started.Inc()
+		return
+	}
+	if c.series == nil {
+		return // events without a Begin: nothing to count them under
+	}
 	switch s := s.(type) {
-	case *stats.Begin:
-		c.typ = rpcType(s)
-		m.started.WithLabelValues(c.typ, c.service, c.method).Inc()
-		c.received = m.received.WithLabelValues(c.typ, c.service, c.method)
-		c.sent = m.sent.WithLabelValues(c.typ, c.service, c.method)
 	case *stats.InPayload:
-		c.received.Inc()
+		c.series.received.Inc()
 	case *stats.OutPayload:
-		c.sent.Inc()
+		c.series.sent.Inc()
 	case *stats.End:
-		m.handled.WithLabelValues(c.typ, c.service, c.method, status.Code(s.Error).String()).Inc()
-		m.handling.WithLabelValues(c.typ, c.service, c.method).Observe(s.EndTime.Sub(s.BeginTime).Seconds())
+		c.series.handledOf(m, status.Code(s.Error)).Inc()
+		c.series.handlingOf(m).Observe(s.EndTime.Sub(s.BeginTime).Seconds())
 	}
 }
 
 func (m *metrics) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 func (m *metrics) HandleConn(context.Context, stats.ConnStats)                       {}
-
-func rpcType(b *stats.Begin) string {
-	switch {
-	case b.IsClientStream && b.IsServerStream:
-		return "bidi_stream"
-	case b.IsClientStream:
-		return "client_stream"
-	case b.IsServerStream:
-		return "server_stream"
-	}
-	return "unary"
-}
-
-// split cuts "/pkg.Service/Method" into its service and method, as
-// go-grpc-prometheus does ("unknown" for a name of another shape).
-func split(full string) (string, string) {
-	svc, m, ok := strings.Cut(strings.TrimPrefix(full, "/"), "/")
-	if !ok {
-		return "unknown", "unknown"
-	}
-	return svc, m
-}
 
 // ServerMetrics are a server's metrics: a stats.Handler for
 // rpc.StatsHandler and a prometheus.Collector.
