@@ -38,12 +38,14 @@ type Timer struct {
 
 // AfterFunc arranges for f to run on s's goroutine once d has passed.
 func (s *Scheduler) AfterFunc(d time.Duration, f func()) *Timer {
-	t := &Timer{s: s, f: f, idx: -1}
-	s.mu.Lock()
-	s.armLocked(t, d)
-	s.mu.Unlock()
+	t := s.NewTimer(f)
+	t.Reset(d)
 	return t
 }
+
+// NewTimer returns a timer that runs f when it falls due, not armed yet:
+// the owner can store it before Reset arms it, so f may use it.
+func (s *Scheduler) NewTimer(f func()) *Timer { return &Timer{s: s, f: f, idx: -1} }
 
 // Reset arms t again to fire once d has passed, whether or not it fired.
 // It does nothing once t is stopped; it reports whether t was armed.
