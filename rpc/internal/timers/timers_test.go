@@ -40,17 +40,19 @@ func TestManyTimersOneGoroutine(t *testing.T) {
 	const n = 1000
 	var wg sync.WaitGroup
 	var fired atomic.Int64
-	release := make(chan struct{})
+	running, release := make(chan struct{}), make(chan struct{})
 	wg.Add(n)
 	for i := range n {
 		// Spread over 20 ms, so some share a grid point and some not.
 		s.AfterFunc(time.Duration(i%20)*time.Millisecond, func() {
 			if fired.Add(1) == 1 {
+				close(running)
 				<-release // hold the goroutine while the others are counted
 			}
 			wg.Done()
 		})
 	}
+	<-running
 	if g := schedulerGoroutines(); g != 1 {
 		t.Errorf("%d scheduler goroutines with %d timers armed, want 1", g, n)
 	}
