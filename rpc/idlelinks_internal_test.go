@@ -125,3 +125,23 @@ func TestIdleLinksNoGoroutines(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleTimeoutNoGoroutine: the idle timeout of a ClientConn is a timer
+// on the shared goroutine, not a goroutine per ClientConn.
+func TestIdleTimeoutNoGoroutine(t *testing.T) {
+	tr := pipe.New(pipe.Options{})
+	ccs := make([]*ClientConn, 100)
+	for i := range ccs {
+		cc, err := NewClient("pipe://nowhere", WithTransport(tr), WithIdleTimeout(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ccs[i] = cc
+	}
+	buf := make([]byte, 16<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	if n := strings.Count(string(buf), "rpc.(*ClientConn)."); n != 0 {
+		t.Fatalf("%d goroutines in ClientConn methods for %d idle ClientConns, want 0", n, len(ccs))
+	}
+}
