@@ -20,6 +20,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/connectivity"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/timers"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
@@ -56,10 +57,12 @@ type ClientConn struct {
 	// exitIdle's lock.
 	exited atomic.Bool
 	// For the idle timeout: calls and streams in progress, when the last
-	// ended (unix ns), and how often the monitor looked (for tests).
+	// ended (unix ns), how often the timer looked (for tests), and the
+	// timer (on the process's shared timer goroutine).
 	active     atomic.Int64
 	lastEnd    atomic.Int64
 	idleChecks atomic.Int64
+	idleTimer  *timers.Timer
 
 	mu       sync.Mutex
 	state    connectivity.State
@@ -184,8 +187,8 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 	})
 	if o.idleTimeout > 0 {
 		cc.lastEnd.Store(time.Now().UnixNano())
-		cc.wg.Add(1)
-		go cc.idleMonitor()
+		cc.idleTimer = timers.Default.NewTimer(cc.idleCheck)
+		cc.idleTimer.Reset(o.idleTimeout)
 	}
 	return cc, nil
 }
@@ -271,6 +274,9 @@ func (cc *ClientConn) Close() error {
 	}
 	cc.closed = true
 	cc.started = true // a call from now on starts no resolver
+	if cc.idleTimer != nil {
+		cc.idleTimer.Stop()
+	}
 	res := cc.res
 	cc.res = nil
 	for _, s := range cc.subs {

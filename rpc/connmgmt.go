@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/timers"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/keepalive"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
@@ -101,14 +102,15 @@ func (l *serverLink) goAwayClose(st *status.Status) {
 }
 
 // connTimers carry out ServerParameters' idle and age limits on one
-// connection: timers only, no goroutine of their own.
+// connection: timers on the process's shared timer goroutine, no goroutine
+// of their own.
 type connTimers struct {
 	mu       sync.Mutex
 	stopped  bool
 	draining bool // GOAWAY sent
-	idle     *time.Timer
-	age      *time.Timer
-	grace    *time.Timer
+	idle     *timers.Timer
+	age      *timers.Timer
+	grace    *timers.Timer
 	lastEnd  atomic.Int64 // when the last call or stream ended, Unix nanoseconds
 	start    time.Time
 }
@@ -124,12 +126,13 @@ func (l *serverLink) startConnTimers() {
 	defer t.mu.Unlock()
 	t.start = time.Now()
 	if p.MaxConnectionIdle > 0 {
-		t.idle = time.AfterFunc(p.MaxConnectionIdle, l.checkIdle)
+		t.idle = timers.Default.NewTimer(l.checkIdle)
+		t.idle.Reset(p.MaxConnectionIdle)
 	}
 	if p.MaxConnectionAge > 0 {
 		// ±10 %, so connections made together do not all go together.
 		age := p.MaxConnectionAge + time.Duration((rand.Float64()*0.2-0.1)*float64(p.MaxConnectionAge))
-		t.age = time.AfterFunc(age, func() { l.drain(maxAge) })
+		t.age = timers.Default.AfterFunc(age, func() { l.drain(maxAge) })
 	}
 }
 
@@ -187,8 +190,11 @@ func (l *serverLink) drain(reason string) {
 	if g <= 0 {
 		return
 	}
-	t.grace = time.AfterFunc(g, func() {
-		l.goAwayClose(status.Newf(codes.Unavailable, "%s: calls still running after a grace of %v", reason, g))
+	t.grace = timers.Default.AfterFunc(g, func() {
+		// The GOAWAY's send may wait: not on the timer goroutine.
+		l.goOwned(func() {
+			l.goAwayClose(status.Newf(codes.Unavailable, "%s: calls still running after a grace of %v", reason, g))
+		})
 	})
 }
 
@@ -198,7 +204,7 @@ func (l *serverLink) stopConnTimers() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stopped = true
-	for _, tm := range []*time.Timer{t.idle, t.age, t.grace} {
+	for _, tm := range []*timers.Timer{t.idle, t.age, t.grace} {
 		if tm != nil {
 			tm.Stop()
 		}

@@ -1,5 +1,5 @@
 package rpc
 
-// IdleChecks is how many times cc's idle monitor has looked, for tests
+// IdleChecks is how many times cc's idle timer has looked, for tests
 // that wait for it to look while a call is in progress.
 func IdleChecks(cc *ClientConn) int64 { return cc.idleChecks.Load() }

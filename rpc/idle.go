@@ -33,30 +33,35 @@ func (cc *ClientConn) endCall() {
 	}
 }
 
-// idleMonitor is the goroutine of the idle timeout: it checks, one
-// timeout after the last call ended, whether another began since.
-func (cc *ClientConn) idleMonitor() {
-	defer cc.wg.Done()
+// idleCheck is the idle timeout's timer: it checks, one timeout after the
+// last call ended, whether another began since. Going idle (closing the
+// resolver, draining the connections) may wait, so it runs on a goroutine
+// of its own, which Close waits for.
+func (cc *ClientConn) idleCheck() {
 	d := cc.opts.idleTimeout
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-cc.ctx.Done():
+	wait := d
+	if cc.active.Load() == 0 {
+		since := time.Since(time.Unix(0, cc.lastEnd.Load()))
+		if since >= d {
+			cc.mu.Lock()
+			if cc.closed {
+				cc.mu.Unlock()
+				return
+			}
+			cc.wg.Add(1)
+			cc.mu.Unlock()
+			go func() {
+				defer cc.wg.Done()
+				cc.enterIdle()
+				cc.idleChecks.Add(1)
+				cc.idleTimer.Reset(d)
+			}()
 			return
 		}
-		wait := d
-		if cc.active.Load() == 0 {
-			if since := time.Since(time.Unix(0, cc.lastEnd.Load())); since >= d {
-				cc.enterIdle()
-			} else {
-				wait = d - since
-			}
-		}
-		cc.idleChecks.Add(1)
-		t.Reset(wait)
+		wait = d - since
 	}
+	cc.idleChecks.Add(1)
+	cc.idleTimer.Reset(wait)
 }
 
 // enterIdle closes the resolver and the backends, unless a call began.

@@ -13,13 +13,14 @@ import (
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/internal/signal"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/timers"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
-// The control frames waiting for the control goroutine while it sits in a
-// Send to a peer that does not read are bounded; a peer that takes nothing
+// The control frames waiting for the flusher while it sits in a Send to a
+// peer that does not read are bounded; a peer that takes nothing
 // is cut off by the keepalive timeout on that Send. Refusals are the peer's
 // doing, so few may wait; CANCELs are the local caller's (each stands for a
 // call it made and gave up), so many more may.
@@ -29,11 +30,13 @@ const (
 )
 
 // link is what both ends of an RPC connection share: the transport
-// connection, and a control goroutine that sends control frames (PING, PONG,
-// CANCEL, GOAWAY, refusals) and runs keepalive. Control frames go through
-// that one goroutine so the goroutine reading the connection never blocks on
-// a send: two peers that both stop reading while they send would otherwise
-// deadlock.
+// connection, its control frames (PING, PONG, CANCEL, GOAWAY, refusals)
+// and its timers (keepalive, the response watch). Control frames are queued
+// and sent by a flusher goroutine that runs only while some are owed, so
+// the goroutine reading the connection never blocks on a send (two peers
+// that both stop reading while they send would otherwise deadlock) and an
+// idle link has no goroutine but its reader. The timers run on the
+// process's shared timer goroutine (rpc/internal/timers).
 type link struct {
 	tc       transport.Conn
 	log      *zap.Logger
@@ -44,7 +47,7 @@ type link struct {
 	cancel context.CancelFunc
 	closed signal.Signal // set with the status error the link closed with
 	reason atomic.Pointer[status.Status]
-	wg     sync.WaitGroup // the control goroutine
+	wg     sync.WaitGroup // the flusher, and closes started by timers
 
 	frames    atomic.Uint64 // frames received
 	lastFrame atomic.Int64  // when the last one arrived, Unix nanoseconds
@@ -53,8 +56,18 @@ type link struct {
 	ctlQueue   [][]byte    // encoded control frames waiting to be sent
 	goAwayOwed []byte      // a GOAWAY to send (it never waits behind the bound)
 	pongOwed   bool        // one pong answers any number of pings
+	pingOwed   bool        // keepalive's ping
+	flushing   bool        // the flusher is running
+	ctlClosed  bool        // the link is closed: no goroutine starts any more
 	ctlDropped atomic.Bool // a CANCEL was dropped because the queue was full (logged once)
-	ctlKick    chan struct{}
+
+	// Keepalive and the watch; their state is touched only by their
+	// timer's function, which never runs twice at once.
+	kaTimer    *timers.Timer // nil without keepalive
+	kaState    keepaliveState
+	watchTimer *timers.Timer // nil without a watch
+	watchStuck int           // consecutive watch ticks with responses waiting and none sent
+	watchSent  uint64        // l.sent at the last tick
 
 	flow connFlow // the connection window, both ways
 
@@ -73,12 +86,20 @@ type sendWatch struct {
 }
 
 func newLink(tc transport.Conn, log *zap.Logger, ka Keepalive, watch sendWatch) *link {
-	l := &link{tc: tc, log: log, ka: ka.withDefaults(), ctlKick: make(chan struct{}, 1), watch: watch}
+	l := &link{tc: tc, log: log, ka: ka.withDefaults(), watch: watch}
 	l.activity, _ = tc.(transport.Activity)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
-	l.lastFrame.Store(time.Now().UnixNano())
-	l.wg.Add(1)
-	go l.controlLoop()
+	now := time.Now()
+	l.lastFrame.Store(now.UnixNano())
+	if l.ka.Time > 0 {
+		l.kaState = keepaliveState{seen: l.alive(), lastWake: now, lastActive: now}
+		l.kaTimer = timers.Default.NewTimer(l.keepaliveWake)
+		l.kaTimer.Reset(l.ka.Time)
+	}
+	if l.watch.after > 0 {
+		l.watchTimer = timers.Default.NewTimer(l.watchTick)
+		l.watchTimer.Reset(l.watch.after / 2)
+	}
 	return l
 }
 
@@ -101,7 +122,7 @@ func (l *link) readFrames(dispatch func(transport.Buffer) bool) {
 	}
 }
 
-// queueControl sends an encoded control frame from the control goroutine.
+// queueControl sends an encoded control frame from the flusher.
 // It reports false, queueing nothing, when limit frames already wait.
 func (l *link) queueControl(frame []byte, limit int) bool {
 	l.ctlMu.Lock()
@@ -124,7 +145,7 @@ func (l *link) queueCancel(id uint64) {
 	}
 }
 
-// queueGoAway sends frame, a GOAWAY, from the control goroutine.
+// queueGoAway sends frame, a GOAWAY, from the flusher.
 func (l *link) queueGoAway(frame []byte) {
 	l.ctlMu.Lock()
 	l.goAwayOwed = frame
@@ -132,11 +153,65 @@ func (l *link) queueGoAway(frame []byte) {
 	l.kick()
 }
 
+// kick starts the flusher unless it is running (it sends what was owed
+// before it stops) or the link is closed.
 func (l *link) kick() {
-	select {
-	case l.ctlKick <- struct{}{}:
-	default:
+	l.ctlMu.Lock()
+	if l.flushing || l.ctlClosed {
+		l.ctlMu.Unlock()
+		return
 	}
+	l.flushing = true
+	l.wg.Add(1)
+	l.ctlMu.Unlock()
+	go l.flush()
+}
+
+// flush is the flusher: it sends control frames until none is owed or the
+// link fails.
+func (l *link) flush() {
+	defer l.wg.Done()
+	for {
+		err := l.flushControl()
+		l.ctlMu.Lock()
+		if err != nil || !l.owedLocked() {
+			l.flushing = false
+			l.ctlMu.Unlock()
+			return
+		}
+		l.ctlMu.Unlock()
+	}
+}
+
+func (l *link) owedLocked() bool {
+	return l.pongOwed || l.pingOwed || l.goAwayOwed != nil || len(l.ctlQueue) > 0
+}
+
+// goOwned runs f on a goroutine that wait waits for, unless the link is
+// closed. Timer functions, which must not block, hand slow work to it.
+func (l *link) goOwned(f func()) {
+	l.ctlMu.Lock()
+	if l.ctlClosed {
+		l.ctlMu.Unlock()
+		return
+	}
+	l.wg.Add(1)
+	l.ctlMu.Unlock()
+	go func() {
+		defer l.wg.Done()
+		f()
+	}()
+}
+
+// closeAsync closes the link with st on a goroutine of its own (the
+// transport's Close may wait for its teardown), then calls closed if that
+// closed it.
+func (l *link) closeAsync(st *status.Status, closed func()) {
+	l.goOwned(func() {
+		if l.close(st) && closed != nil {
+			closed()
+		}
+	})
 }
 
 // owePong arranges for one PONG to be sent; pings that arrive before it is
@@ -158,73 +233,47 @@ func (l *link) alive() uint64 {
 	return l.frames.Load()
 }
 
-// controlLoop sends control frames and runs keepalive: a ping once the peer
-// has been silent for Time, and the close when nothing arrives within
-// Timeout of the ping, so a dead peer is noticed within Time + Timeout of
-// its last sign of life.
-func (l *link) controlLoop() {
-	defer l.wg.Done()
-	var (
-		timer *time.Timer
-		tick  <-chan time.Time
-	)
-	ka := keepaliveState{seen: l.alive(), lastWake: time.Now(), lastActive: time.Now()}
-	if l.ka.Time > 0 {
-		timer = time.NewTimer(l.ka.Time)
-		defer timer.Stop()
-		tick = timer.C
+// keepaliveWake is keepalive, run by its timer: a ping once the peer has
+// been silent for Time, and the close when nothing arrives within Timeout
+// of the ping, so a dead peer is noticed within Time + Timeout of its last
+// sign of life (and the timers' coarseness, at most Time/32 more).
+func (l *link) keepaliveWake() {
+	if l.closed.IsSet() {
+		return
 	}
-	var (
-		watchTick <-chan time.Time
-		stuck     int // consecutive watch ticks with responses waiting and none sent
-		lastSent  uint64
-	)
-	if l.watch.after > 0 {
-		t := time.NewTicker(l.watch.after / 2)
-		defer t.Stop()
-		watchTick = t.C
+	next, act := l.kaState.wake(time.Now(), l.alive(), time.Unix(0, l.lastFrame.Load()), l.ka)
+	switch act {
+	case kaClose:
+		st := status.Newf(codes.Unavailable, "keepalive: nothing from %s within %v of a ping", l.tc.RemoteAddr(), l.ka.Timeout)
+		l.closeAsync(st, func() {
+			l.log.Info("keepalive: closing a silent connection", zap.Stringer("peer", l.tc.RemoteAddr()),
+				zap.Duration("time", l.ka.Time), zap.Duration("timeout", l.ka.Timeout))
+		})
+		return
+	case kaPing:
+		l.ctlMu.Lock()
+		l.pingOwed = true
+		l.ctlMu.Unlock()
+		l.kick()
 	}
-	for {
-		select {
-		case <-l.ctx.Done():
-			return
-		case <-watchTick:
-			if n := l.sent.Load(); n != lastSent || l.sending.Load() == 0 {
-				stuck, lastSent = 0, n
-				continue
-			}
-			// A response in progress at the first of three ticks with
-			// none sent has waited two intervals, the whole bound.
-			if stuck++; stuck < 3 {
-				continue
-			}
-			st := status.Newf(codes.Unavailable, "the peer took no response for %v", l.watch.after)
-			if l.close(st) {
-				l.watch.stuck()
-			}
-			return
-		case <-l.ctlKick:
-			if err := l.flushControl(); err != nil {
-				return
-			}
-		case <-tick:
-			next, act := ka.wake(time.Now(), l.alive(), time.Unix(0, l.lastFrame.Load()), l.ka)
-			switch act {
-			case kaClose:
-				st := status.Newf(codes.Unavailable, "keepalive: nothing from %s within %v of a ping", l.tc.RemoteAddr(), l.ka.Timeout)
-				if l.close(st) {
-					l.log.Info("keepalive: closing a silent connection", zap.Stringer("peer", l.tc.RemoteAddr()),
-						zap.Duration("time", l.ka.Time), zap.Duration("timeout", l.ka.Timeout))
-				}
-				return
-			case kaPing:
-				if err := l.sendControl(wire.AppendPing(nil, false, uint64(time.Now().UnixNano()))); err != nil {
-					return
-				}
-			}
-			timer.Reset(next)
-		}
+	l.kaTimer.Reset(next)
+}
+
+// watchTick is the response watch, every after/2: it gives the connection
+// up at the third tick in a row with responses waiting and none sent (a
+// response in progress at the first of them has waited two intervals, the
+// whole bound).
+func (l *link) watchTick() {
+	if l.closed.IsSet() {
+		return
 	}
+	if n := l.sent.Load(); n != l.watchSent || l.sending.Load() == 0 {
+		l.watchStuck, l.watchSent = 0, n
+	} else if l.watchStuck++; l.watchStuck >= 3 {
+		l.closeAsync(status.Newf(codes.Unavailable, "the peer took no response for %v", l.watch.after), l.watch.stuck)
+		return
+	}
+	l.watchTimer.Reset(l.watch.after / 2)
 }
 
 type kaAction int
@@ -267,18 +316,23 @@ func (s *keepaliveState) wake(now time.Time, count uint64, lastFrame time.Time, 
 	return s.lastActive.Add(ka.Time).Sub(now), kaWait
 }
 
-// flushControl sends what is owed: a pong, a GOAWAY, then the queued
-// frames one at a time, so a frame counts against the queue's bound until
-// it has been sent.
+// flushControl sends what is owed: a pong, keepalive's ping, a GOAWAY,
+// then the queued frames one at a time, so a frame counts against the
+// queue's bound until it has been sent.
 func (l *link) flushControl() error {
 	l.ctlMu.Lock()
-	pong := l.pongOwed
-	l.pongOwed = false
+	pong, ping := l.pongOwed, l.pingOwed
+	l.pongOwed, l.pingOwed = false, false
 	ga := l.goAwayOwed
 	l.goAwayOwed = nil
 	l.ctlMu.Unlock()
 	if pong {
 		if err := l.sendControl(wire.AppendPing(nil, true, uint64(time.Now().UnixNano()))); err != nil {
+			return err
+		}
+	}
+	if ping {
+		if err := l.sendControl(wire.AppendPing(nil, false, uint64(time.Now().UnixNano()))); err != nil {
 			return err
 		}
 	}
@@ -373,12 +427,20 @@ func (l *link) close(st *status.Status) bool {
 	if !l.closed.Set(st.Err()) {
 		return false
 	}
+	l.ctlMu.Lock()
+	l.ctlClosed = true
+	l.ctlMu.Unlock()
+	for _, t := range []*timers.Timer{l.kaTimer, l.watchTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
 	l.cancel()
 	l.tc.Close()
 	return true
 }
 
-// wait waits for the control goroutine after close.
+// wait waits, after close, for the goroutines the link started.
 func (l *link) wait() { l.wg.Wait() }
 
 // closeStatus is why the link closed, or Unavailable if it has not said.

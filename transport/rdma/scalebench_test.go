@@ -28,6 +28,7 @@ import (
 var (
 	scaleN         = flag.String("scale.n", "", "connection counts for TestScaleTable (comma-separated); empty: skip")
 	scaleKeepalive = flag.Bool("scale.keepalive", true, "TestScaleTable: keepalive on (the default 30 s) or off, both sides")
+	scaleIdle      = flag.Duration("scale.idle", 10*time.Second, "TestScaleTable: the idle interval whose CPU is measured (longer than the keepalive's 30 s to see its pings)")
 )
 
 // scaleKeepaliveParams is the keepalive of both sides: the default, or off.
@@ -131,7 +132,7 @@ func TestScaleHelperServer(t *testing.T) {
 
 // TestScaleTable measures, per N: setup time per connection, RSS and
 // registered bytes per side, fds and goroutines per side, CPU of each side
-// over 10 idle seconds, and the p50 of an echo on one extra connection.
+// over -scale.idle (10 s) of idleness, and the p50 of an echo on one extra connection.
 func TestScaleTable(t *testing.T) {
 	if *scaleN == "" {
 		t.Skip("a benchmark: run with -scale.n=100,1000,...")
@@ -153,7 +154,7 @@ func TestScaleTable(t *testing.T) {
 		t.Log(row)
 	}
 	t.Logf("keepalive on: %v; Options %+v per side", *scaleKeepalive, scaleOptions)
-	t.Log("| N | setup/conn | RSS client | RSS server | registered client | registered server | fds c/s | goroutines c/s | idle CPU c/s (10 s) | echo p50 (extra conn) |")
+	t.Logf("| N | setup/conn | RSS client | RSS server | registered client | registered server | fds c/s | goroutines c/s | idle CPU c/s (%v) | echo p50 (extra conn) |", *scaleIdle)
 	t.Log("|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		t.Log(r)
@@ -236,7 +237,7 @@ func scaleRow(t *testing.T, n int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	time.Sleep(10 * time.Second) // the idle interval measured
+	time.Sleep(*scaleIdle) // the idle interval measured
 	c1, err := selfStats(tr)
 	if err != nil {
 		return "", err
@@ -267,7 +268,7 @@ func scaleRow(t *testing.T, n int) (string, error) {
 	p50 := rtts[len(rtts)/2]
 
 	ticks := func(a, b procStats) string {
-		return fmt.Sprintf("%.1f%%", float64(b.cpuTicks-a.cpuTicks)/100/10*100) // 100 ticks/s, over 10 s
+		return fmt.Sprintf("%.1f%%", float64(b.cpuTicks-a.cpuTicks)/100/scaleIdle.Seconds()*100) // 100 ticks/s
 	}
 	mib := func(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
 	return fmt.Sprintf("| %d | %.1f ms | %s | %s | %.1f MiB | %.1f MiB | %d / %d | %d / %d | %s / %s | %v |",
