@@ -27,13 +27,33 @@ const (
 type Keepalive struct {
 	// Time of silence from the peer after which a ping is sent. Any byte
 	// received is a sign of life when the transport counts bytes
-	// (transport.Activity), else any frame. Default 30 s; a negative value
+	// (transport.Activity), else any frame. Default 30 s on the client,
+	// DefaultServerKeepaliveTime (2 h) on the server; a negative value
 	// turns keepalive off.
 	Time time.Duration
 	// Timeout for a sign of life to arrive after the ping, after which the
 	// connection is closed: a dead peer is noticed within Time + Timeout.
 	// Default 20 s.
 	Timeout time.Duration
+}
+
+// DefaultServerKeepaliveTime is the server's keepalive Time when none is
+// set: gRPC-go's two hours. The client pings a quiet connection after 30 s
+// by default and the server answers, which is a sign of life for both
+// ends; the server pinging on the same clock too would double an idle
+// connection's traffic for nothing. A client that vanishes without a word
+// is still noticed: by the kernel's TCP keepalive on the connection (on
+// tcp://) or on the RDMA transport's bootstrap connection (on rdma://),
+// which Go turns on for every connection, and by the server's response
+// watch while a response waits.
+const DefaultServerKeepaliveTime = 2 * time.Hour
+
+// serverDefaults is k with the server's default Time.
+func (k Keepalive) serverDefaults() Keepalive {
+	if k.Time == 0 {
+		k.Time = DefaultServerKeepaliveTime
+	}
+	return k
 }
 
 func (k Keepalive) withDefaults() Keepalive {

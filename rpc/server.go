@@ -303,7 +303,7 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 	}}
 	ai := authInfo(tc)
 	l := &serverLink{
-		link:      newLink(tc, s.log, s.opts.keepalive, watch),
+		link:      newLink(tc, s.log, s.opts.keepalive.serverDefaults(), watch),
 		s:         s,
 		peer:      &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr(), AuthInfo: ai},
 		authority: connAuthority(tc, ai),
