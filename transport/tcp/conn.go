@@ -44,10 +44,7 @@ type conn struct {
 	sendBudget *semaphore.Weighted
 	sendCap    int64
 	wmu        sync.Mutex
-	wqueue     []frame              // guarded by wmu
-	writing    bool                 // the writer is writing a batch; guarded by wmu
-	wd         *direct              // inline writes while the writer is idle; nil: none
-	whdr       [frameHeaderLen]byte // the inline write's header; guarded by wmu
+	wqueue     []frame // guarded by wmu
 	wnotify    chan struct{}
 
 	// Receive side: the reader acquires budget before queueing a frame and
@@ -72,7 +69,6 @@ type conn struct {
 type frame struct {
 	b      []byte
 	pooled bool // b came from bufpool and goes back after writing
-	skip   int  // bytes of its header and b an inline write already sent
 }
 
 // newConn starts the connection's loops on nc, whose hello exchange is
@@ -96,7 +92,6 @@ func newConn(nc net.Conn, o *Options, maxSend int, auth credentials.AuthInfo, re
 		recvBudget: semaphore.NewWeighted(int64(o.RecvQueueBytes)),
 		recvq:      make(chan transport.Buffer, 1024),
 		closed:     make(chan struct{}),
-		wd:         newDirect(nc),
 	}
 	c.received.Store(helloLen)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -204,20 +199,6 @@ func (c *conn) enqueue(f frame) error {
 		return c.closeErr()
 	default:
 	}
-	if c.wd != nil && !c.writing && len(c.wqueue) == 0 {
-		// Nothing is ahead of f: write it from here, as much as the
-		// socket takes without waiting.
-		binary.BigEndian.PutUint32(c.whdr[:], uint32(len(f.b)))
-		f.skip = c.wd.write(c.whdr[:], f.b)
-		if f.skip == frameHeaderLen+len(f.b) {
-			c.wmu.Unlock()
-			c.sendBudget.Release(budget(len(f.b), c.sendCap))
-			if f.pooled {
-				bufpool.Put(f.b)
-			}
-			return nil
-		}
-	}
 	c.wqueue = append(c.wqueue, f)
 	c.wmu.Unlock()
 	select {
@@ -241,28 +222,19 @@ func (c *conn) writeLoop() {
 	flush := func() error {
 		c.wmu.Lock()
 		batch, c.wqueue = c.wqueue, batch[:0]
-		c.writing = len(batch) > 0
 		c.wmu.Unlock()
 		if len(batch) == 0 {
 			return nil
 		}
-		defer func() {
-			c.wmu.Lock()
-			c.writing = false
-			c.wmu.Unlock()
-		}()
 		hdrs = hdrs[:0]
 		bufs = bufs[:0]
 		for _, f := range batch {
 			hdrs = binary.BigEndian.AppendUint32(hdrs, uint32(len(f.b)))
 		}
 		for i, f := range batch {
-			// skip: what an inline write sent of the first frame.
-			if hdr := hdrs[i*frameHeaderLen : (i+1)*frameHeaderLen]; f.skip < len(hdr) {
-				bufs = append(bufs, hdr[f.skip:])
-			}
-			if body := f.b[max(f.skip-frameHeaderLen, 0):]; len(body) > 0 {
-				bufs = append(bufs, body)
+			bufs = append(bufs, hdrs[i*frameHeaderLen:(i+1)*frameHeaderLen])
+			if len(f.b) > 0 {
+				bufs = append(bufs, f.b)
 			}
 		}
 		// WriteTo consumes the slice it is called on: give it a copy of
