@@ -25,11 +25,9 @@ type callCtx struct {
 	afters []*afterFunc
 }
 
-// afterFunc is one AfterFunc registration.
-type afterFunc struct {
-	f       func()
-	stopped bool // guarded by callCtx.cmu
-}
+// afterFunc is one AfterFunc registration (a pointer, so that its stop
+// finds it).
+type afterFunc struct{ f func() }
 
 // closedChan is the Done of a context that ended before anyone asked.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
