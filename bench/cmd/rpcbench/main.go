@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/rdmarpc/rdmarpc/bench"
-	"github.com/rdmarpc/rdmarpc/bench/internal/grpcecho"
 	"github.com/rdmarpc/rdmarpc/bench/plot"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -27,12 +26,13 @@ import (
 
 type options struct {
 	serve, target, listen string
+	kv                    string
 	sizes                 []int
 	concs                 []int
 	modes                 []string
 	window                int
 	duration, warmup      time.Duration
-	compareGRPC           bool
+	compare               []string // peers, in the order they run after rdmarpc
 	csvPath, pngPath      string
 	plotCSV, title        string
 
@@ -93,10 +93,13 @@ func parseFlags(args []string) (options, error) {
 	var (
 		o                   options
 		sizes, concs, modes string
+		compare             string
+		compareGRPC         bool
 	)
 	fs := flag.NewFlagSet("rpcbench", flag.ContinueOnError)
 	fs.StringVar(&o.serve, "serve", "", "serve Echo on this `URL` (tcp://host:port, rdma://ip:port) until interrupted")
 	fs.StringVar(&o.target, "target", "", "drive the Echo server at this `URL`; empty: start one in this process on --listen")
+	fs.StringVar(&o.kv, "kv", "", "also run a KV Get cell after each unary echo cell, against the kvstore server (kvserver) at this `URL`: Gets of keys written first, values of the cell's size; prints KV Get / echo")
 	fs.StringVar(&o.listen, "listen", "tcp://127.0.0.1:0", "where the in-process server listens when there is no --target")
 	fs.StringVar(&sizes, "sizes", "64,1KiB,64KiB", "payload `sizes`, comma-separated")
 	fs.StringVar(&concs, "conc", "1,16,64", "`callers` sharing the connection, comma-separated")
@@ -105,7 +108,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&window, "window", "0", "rdmarpc's per-stream flow-control window, both ends (InitialWindowSize, WithInitialWindowSize); 0: the default, 64KiB")
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per cell")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured calls before each cell")
-	fs.BoolVar(&o.compareGRPC, "compare-grpc", false, "also run every cell against gRPC-go on loopback, in this process, and print ratios")
+	fs.StringVar(&compare, "compare", "", "also run every cell against these `peers` on loopback, in this process, and print the ratio of rdmarpc to each: raw (a raw TCP ping-pong, the floor), drpc (storj.io/drpc), grpc (gRPC-go); comma-separated, run in this order after rdmarpc")
+	fs.BoolVar(&compareGRPC, "compare-grpc", false, "same as --compare grpc")
 	fs.StringVar(&o.csvPath, "csv", "", "write the results to this CSV `file`")
 	fs.StringVar(&o.pngPath, "png", "", "plot the results to this PNG `file`")
 	fs.StringVar(&o.plotCSV, "plot", "", "only plot this CSV `file` (from --csv) to --png")
@@ -153,8 +157,19 @@ func parseFlags(args []string) (options, error) {
 	if len(o.modes) == 0 {
 		o.modes = []string{"unary"}
 	}
-	if o.compareGRPC && o.target != "" {
-		return o, errors.New("--compare-grpc runs both servers in this process, so that both count the same allocations; drop --target")
+	for _, p := range splitList(compare) {
+		if _, ok := peers[p]; !ok {
+			return o, fmt.Errorf("bad peer %q in --compare: want raw, drpc or grpc", p)
+		}
+		if !slices.Contains(o.compare, p) {
+			o.compare = append(o.compare, p)
+		}
+	}
+	if compareGRPC && !slices.Contains(o.compare, "grpc") {
+		o.compare = append(o.compare, "grpc")
+	}
+	if len(o.compare) > 0 && o.target != "" {
+		return o, errors.New("--compare and --compare-grpc run every server in this process, so that all count the same allocations; drop --target")
 	}
 	if o.plotCSV != "" && o.pngPath == "" {
 		return o, errors.New("--plot needs --png")
@@ -210,8 +225,8 @@ func plotOnly(o options) error {
 }
 
 // drive runs the matrix size by size: raw verbs first (when asked), then
-// for each concurrency rdmarpc and, right after it, gRPC, so that the
-// figures compared were measured seconds apart.
+// for each concurrency rdmarpc and, right after it, each peer of
+// --compare, so that the figures compared were measured seconds apart.
 func drive(ctx context.Context, o options, stdout io.Writer) error {
 	target := o.target
 	var sopts []rpc.ServerOption
@@ -244,17 +259,22 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 	}
 	defer ours.Close()
 
-	var theirs bench.Client
-	if o.compareGRPC {
-		gsrv, err := grpcecho.Start("127.0.0.1:0")
+	var theirs []peer
+	for _, name := range o.compare {
+		p, err := peers[name].start()
 		if err != nil {
+			return fmt.Errorf("starting the %s peer: %w", name, err)
+		}
+		defer p.stop()
+		theirs = append(theirs, p)
+	}
+
+	var kv *kvGet
+	if o.kv != "" {
+		if kv, err = dialKV(ctx, o.kv, o.sizes, dopts...); err != nil {
 			return err
 		}
-		defer gsrv.Stop()
-		if theirs, err = grpcecho.Dial(gsrv.Addr()); err != nil {
-			return err
-		}
-		defer theirs.Close()
+		defer kv.Close()
 	}
 
 	ib, err := newRawVerbs(o, target, stdout)
@@ -263,8 +283,19 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 	}
 
 	fmt.Fprintf(stdout, "rpcbench: %s, GOMAXPROCS=%d, %s per cell after %s warm-up\n", target, runtime.GOMAXPROCS(0), o.duration, o.warmup)
-	var ourRs, grpcRs, ibRs []bench.Result
-	ourBy, grpcBy := map[string][]bench.Result{}, map[string][]bench.Result{}
+	var ourRs, peerRs, ibRs, kvRs []bench.Result
+	ourBy := map[string][]bench.Result{}
+	peerBy := make([]map[string][]bench.Result, len(theirs)) // per peer, per mode
+	for i := range peerBy {
+		peerBy[i] = map[string][]bench.Result{}
+	}
+	for _, p := range theirs {
+		for _, mode := range o.modes {
+			if mode != "unary" && !p.streams {
+				fmt.Fprintf(stdout, "rpcbench: %s runs unary cells only; no %s rows for it\n", p.impl, mode)
+			}
+		}
+	}
 	for _, size := range o.sizes {
 		if ib != nil {
 			r, err := ib.result(ctx, size)
@@ -290,33 +321,53 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 				if ctrs != nil {
 					perCall(stdout, before, ctrs.Counters(), r.WarmupCalls+r.Calls)
 				}
-				if theirs != nil {
-					cfg.Impl, cfg.Transport = implName("grpc", mode), "tcp"
-					r, err := runMode(ctx, theirs, mode, cfg)
+				for i, p := range theirs {
+					if mode != "unary" && !p.streams {
+						continue
+					}
+					cfg.Impl, cfg.Transport = implName(p.impl, mode), "tcp"
+					r, err := runMode(ctx, p.client, mode, cfg)
 					if err != nil {
 						return fmt.Errorf("%s %s conc %d: %w", cfg.Impl, bench.SizeName(size), c, err)
 					}
-					grpcRs, grpcBy[mode] = append(grpcRs, r), append(grpcBy[mode], r)
+					peerRs, peerBy[i][mode] = append(peerRs, r), append(peerBy[i][mode], r)
+					progress(stdout, r)
+				}
+				if kv != nil && mode == "unary" {
+					cfg.Impl, cfg.Transport = "kv-get", kvScheme(o.kv)
+					r, err := bench.Run(ctx, kv, cfg)
+					if err != nil {
+						return fmt.Errorf("%s %s conc %d: %w", cfg.Impl, bench.SizeName(size), c, err)
+					}
+					kvRs = append(kvRs, r)
 					progress(stdout, r)
 				}
 			}
 		}
 	}
 
-	all := append(append(append([]bench.Result(nil), ibRs...), ourRs...), grpcRs...)
+	all := append(append(append(append([]bench.Result(nil), ibRs...), ourRs...), peerRs...), kvRs...)
 	fmt.Fprintln(stdout)
 	bench.WriteTable(stdout, all)
 	for _, mode := range o.modes {
-		if len(grpcBy[mode]) > 0 {
+		for i, p := range theirs {
+			if len(peerBy[i][mode]) == 0 {
+				continue
+			}
 			fmt.Fprintln(stdout)
-			bench.WriteRatios(stdout, implName("rdmarpc", mode)+"-"+scheme+" / "+implName("gRPC-go", mode)+"-tcp, same size and concurrency (latency: below 1 is faster; calls/s, MB/s: above 1 is more; allocs: below 1 is fewer)",
-				bench.Ratios(ourBy[mode], grpcBy[mode]), true)
+			bench.WriteRatios(stdout, implName("rdmarpc", mode)+"-"+scheme+" / "+implName(p.title, mode)+"-tcp, same size and concurrency (latency: below 1 is faster; calls/s, MB/s: above 1 is more; allocs: below 1 is fewer)",
+				bench.Ratios(ourBy[mode], peerBy[i][mode]), true)
 		}
 		if len(ibRs) > 0 {
 			fmt.Fprintln(stdout)
 			bench.WriteRatios(stdout, implName("rdmarpc", mode)+"-"+scheme+" / raw verbs, same size (latency vs the ib_send_lat round trip, 2 × what it prints, a ping-pong: above conc 1 ours includes queueing; throughput vs ib_send_bw's one-way stream, TX depth 128; a stream row echoes every message, so it moves the payload both ways)",
 				bench.Ratios(ourBy[mode], ibRs), false)
 		}
+	}
+	if len(kvRs) > 0 {
+		fmt.Fprintln(stdout)
+		bench.WriteRatios(stdout, "KV Get ("+o.kv+") / rdmarpc echo ("+target+"), same size and concurrency (the Get's value is the echo's payload; its request carries only the key)",
+			bench.Ratios(kvRs, ourBy["unary"]), true)
 	}
 	if o.csvPath != "" {
 		var buf bytes.Buffer
@@ -354,6 +405,15 @@ func runMode(ctx context.Context, c bench.Client, mode string, cfg bench.Config)
 		return bench.RunStream(ctx, c, cfg)
 	}
 	return bench.Run(ctx, c, cfg)
+}
+
+// kvScheme is the transport column of the KV rows.
+func kvScheme(target string) string {
+	scheme, _, err := transport.ParseTarget(target)
+	if err != nil {
+		return "?"
+	}
+	return scheme
 }
 
 func progress(w io.Writer, r bench.Result) {

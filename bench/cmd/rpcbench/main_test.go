@@ -2,32 +2,39 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/rdmarpc/rdmarpc/bench"
+	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvpb"
+	"github.com/rdmarpc/rdmarpc/rpc"
+	"github.com/rdmarpc/rdmarpc/transport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestCompare runs a tiny matrix against both implementations with saved
+// TestCompare runs a tiny matrix against rdmarpc and every peer with saved
 // perftest output, and checks the tables, the CSV and the PNG.
 func TestCompare(t *testing.T) {
 	dir := t.TempDir()
 	td := "../../perftest/testdata/"
 	csvPath, pngPath := filepath.Join(dir, "r.csv"), filepath.Join(dir, "r.png")
 	var out bytes.Buffer
-	err := run([]string{"--compare-grpc", "--sizes", "64,1KiB", "--conc", "1,4", "--duration", "50ms", "--warmup", "10ms",
+	err := run([]string{"--compare", "raw,drpc,grpc", "--sizes", "64,1KiB", "--conc", "1,4", "--duration", "50ms", "--warmup", "10ms",
 		"--ib-lat", td + "send_lat_all_client.txt", "--ib-bw", td + "send_bw_all_client.txt",
 		"--csv", csvPath, "--png", pngPath}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"rdmarpc-tcp / gRPC-go-tcp", "rdmarpc-tcp / raw verbs", "ib_send", "grpc", "1KiB"} {
+	for _, want := range []string{"rdmarpc-tcp / gRPC-go-tcp", "rdmarpc-tcp / drpc-tcp", "rdmarpc-tcp / raw-tcp", "rdmarpc-tcp / raw verbs", "ib_send", "grpc", "1KiB"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -41,8 +48,13 @@ func TestCompare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 2+2*2*2 { // ib_send per size, two impls × sizes × concurrencies
-		t.Errorf("CSV has %d rows, want 10", len(rs))
+	impls := map[string]int{}
+	for _, r := range rs {
+		impls[r.Impl]++
+	}
+	// ib_send per size; each of four impls × sizes × concurrencies
+	if want := map[string]int{"ib_send": 2, "rdmarpc": 4, "raw": 4, "drpc": 4, "grpc": 4}; !maps.Equal(impls, want) {
+		t.Errorf("CSV rows per impl: %v, want %v", impls, want)
 	}
 	if st, err := os.Stat(pngPath); err != nil || st.Size() == 0 {
 		t.Errorf("PNG: %v", err)
@@ -58,24 +70,31 @@ func TestCompare(t *testing.T) {
 	}
 }
 
-// TestStreamModes runs the streaming modes against both implementations:
-// each gets its rows and its ratio table, and a flood counts messages.
+// TestStreamModes runs the streaming modes against rdmarpc and gRPC (the
+// old --compare-grpc flag): each gets its rows and its ratio table, and a
+// flood counts messages; the raw peer, unary only, gets unary rows only.
 func TestStreamModes(t *testing.T) {
 	var out bytes.Buffer
-	err := run([]string{"--compare-grpc", "--modes", "unary,pingpong,stream", "--sizes", "64", "--conc", "1,2", "--duration", "50ms", "--warmup", "10ms"}, &out)
+	err := run([]string{"--compare-grpc", "--compare", "raw", "--modes", "unary,pingpong,stream", "--sizes", "64", "--conc", "1,2", "--duration", "50ms", "--warmup", "10ms"}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"rdmarpc/pingpong-tcp / gRPC-go/pingpong-tcp", "rdmarpc/stream-tcp / gRPC-go/stream-tcp", "rdmarpc-tcp / gRPC-go-tcp", "grpc/stream", "rdmarpc/pingpong"} {
+	for _, want := range []string{"rdmarpc/pingpong-tcp / gRPC-go/pingpong-tcp", "rdmarpc/stream-tcp / gRPC-go/stream-tcp", "rdmarpc-tcp / gRPC-go-tcp", "grpc/stream", "rdmarpc/pingpong",
+		"rdmarpc-tcp / raw-tcp", "raw runs unary cells only"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	if strings.Contains(out.String(), "raw/stream") || strings.Contains(out.String(), "raw/pingpong") {
+		t.Errorf("the raw peer got stream rows:\n%s", out.String())
 	}
 }
 
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--compare-grpc", "--target", "tcp://127.0.0.1:1"},
+		{"--compare", "raw", "--target", "tcp://127.0.0.1:1"},
+		{"--compare", "raw,thrift"},
 		{"--plot", "x.csv"},
 		{"--sizes", "lots"},
 		{"--conc", "0"},
@@ -86,6 +105,9 @@ func TestFlags(t *testing.T) {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
 		}
+	}
+	if o, err := parseFlags([]string{"--compare", "grpc, raw", "--compare-grpc"}); err != nil || !slices.Equal(o.compare, []string{"grpc", "raw"}) {
+		t.Errorf("--compare grpc,raw --compare-grpc: peers %q, %v", o.compare, err)
 	}
 	o, err := parseFlags([]string{"--sizes", "64, 4KiB ,64k", "--conc", "1,64"})
 	if err != nil || len(o.sizes) != 3 || o.sizes[1] != 4096 || o.sizes[2] != 65536 || len(o.concs) != 2 {
@@ -104,5 +126,83 @@ func TestPerCall(t *testing.T) {
 	perCall(&out, map[string]uint64{"a": 1}, map[string]uint64{"a": 1}, 10)
 	if out.Len() != 0 {
 		t.Errorf("nothing moved, yet perCall printed %q", out.String())
+	}
+}
+
+// mapKV is the KV service's Batch and Get over a map: what --kv uses of it
+// (the kvstore itself is measured in bench/results/kv-get-vs-echo.md).
+type mapKV struct {
+	kvpb.UnimplementedKVServer
+	mu   sync.Mutex
+	m    map[string][]byte
+	lose bool // Batch writes nothing
+}
+
+func (s *mapKV) Batch(_ context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lose {
+		return &kvpb.BatchResponse{}, nil
+	}
+	for _, m := range req.GetMutations() {
+		s.m[string(m.GetPut().GetKey())] = m.GetPut().GetValue()
+	}
+	return &kvpb.BatchResponse{}, nil
+}
+
+func (s *mapKV) Get(_ context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[string(req.GetKey())]
+	return &kvpb.GetResponse{Found: ok, Value: v}, nil
+}
+
+// TestKV runs Get cells against a KV server next to the echo cells: each
+// Get finds its key with a value of the cell's size (or the run fails),
+// and the ratio table of Get to echo is printed.
+func TestKV(t *testing.T) {
+	srv, err := bench.StartServer("tcp://127.0.0.1:0") // the echo, and below the KV service on its own server
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	lis, err := transport.Listen("tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs := rpc.NewServer()
+	kv := &mapKV{m: map[string][]byte{}}
+	kvpb.RegisterKVServer(kvs, kv)
+	served := make(chan error, 1)
+	go func() { served <- kvs.Serve(lis) }()
+	defer func() {
+		kvs.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	kvTarget := "tcp://" + lis.Addr().String()
+	var out bytes.Buffer
+	err = run([]string{"--target", srv.Target(), "--kv", kvTarget, "--sizes", "0,1KiB,64KiB", "--conc", "1,3", "--duration", "50ms", "--warmup", "10ms"}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"KV Get (" + kvTarget + ") / rdmarpc echo (" + srv.Target() + ")", "kv-get"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if n := strings.Count(out.String(), "\n  kv-get "); n != 3*2 {
+		t.Errorf("%d kv-get progress lines, want one per size and concurrency:\n%s", n, out.String())
+	}
+
+	// A Get that does not find what was written fails the run.
+	kv.mu.Lock()
+	kv.lose, kv.m = true, map[string][]byte{}
+	kv.mu.Unlock()
+	out.Reset()
+	err = run([]string{"--target", srv.Target(), "--kv", kvTarget, "--sizes", "64", "--conc", "1", "--duration", "20ms", "--warmup", "5ms"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("Gets of keys the server lost: %v\n%s", err, out.String())
 	}
 }

@@ -11,7 +11,8 @@ import (
 
 // metrics are the server's Prometheus metrics, in a registry of its own:
 // the RPC metrics of contrib/prometheus (go-grpc-prometheus's names) and
-// the transports' counters, set as stats handlers, and the store's own.
+// the transports' counters, set as stats handlers when the metrics are
+// served (Config.MetricsAddr), and the store's own.
 //
 //	grpc_server_started_total{grpc_type,grpc_service,grpc_method}
 //	grpc_server_handled_total{grpc_type,grpc_service,grpc_method,grpc_code}

@@ -215,6 +215,30 @@ func assertReopens(t *testing.T, dir string) {
 	s.Close()
 }
 
+// TestNoMetricsNoCounting: without MetricsAddr no stats handler runs on
+// the call path, so nothing counts calls (the handlers cost a Get about a
+// tenth of the server's CPU).
+func TestNoMetricsNoCounting(t *testing.T) {
+	r := start(t, Config{Listen: []string{"tcp://127.0.0.1:0"}})
+	kv := dial(t, r.srv.Targets()[0])
+	ctx := testCtx(t)
+	if _, err := kv.Put(ctx, &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, &kvpb.GetRequest{Key: []byte("k")}); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := r.srv.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if strings.HasPrefix(f.GetName(), "grpc_server_") && len(f.GetMetric()) > 0 {
+			t.Errorf("%s counted calls although no one can read it", f.GetName())
+		}
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	r := start(t, Config{
 		Listen:      []string{"auto://127.0.0.1:0"},

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
@@ -175,7 +176,13 @@ type changeLog struct {
 	retention LogRetention
 
 	commitMu sync.Mutex
-	last     uint64     // the last revision applied (commitMu)
+	last     uint64 // the last revision applied (commitMu)
+	// applying and applied let a Get read the revision it reflects
+	// without a snapshot (Store.GetRevision): applying is odd while a
+	// commit applies its batch and moves on by two per commit, and
+	// applied is last, stored before applying turns even.
+	applying atomic.Uint64
+	applied  atomic.Uint64
 	entries  []logEntry // the revisions the log holds, oldest first (commitMu)
 	bytes    int64      // their size (commitMu)
 	oldestMu sync.Mutex // guards oldest, read by readers without commitMu
@@ -216,6 +223,7 @@ func (c *changeLog) load(db *pebble.DB, stop <-chan struct{}) error {
 		c.last = binary.BigEndian.Uint64(v)
 		closer.Close()
 	}
+	c.applied.Store(c.last)
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{logPrefix}, UpperBound: []byte{logPrefix + 1}})
 	if err != nil {
 		return err
@@ -261,16 +269,20 @@ func (s *Store) commit(b *pebble.Batch, muts []Mutation, applied func()) error {
 		return err
 	}
 	var err error
+	c.applying.Add(1) // odd: reads from here on may see this batch
 	if s.wo.Sync {
 		err = s.db.ApplyNoSyncWait(b, s.wo)
 	} else {
 		err = s.db.Apply(b, s.wo)
 	}
 	if err != nil {
+		c.applying.Add(1)
 		c.commitMu.Unlock()
 		return err
 	}
 	c.last = rev
+	c.applied.Store(rev)
+	c.applying.Add(1) // even: applied is what reads see
 	c.entries = append(c.entries, logEntry{rev: rev, size: int64(len(lk) + len(rec))})
 	c.bytes += c.entries[len(c.entries)-1].size
 	trimErr := s.trimLog()

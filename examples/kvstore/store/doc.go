@@ -33,8 +33,10 @@
 // crash keeps both or neither. Changes reads the log in revision order;
 // a revision shows there (and in Revision) only once it and every one
 // before it are synced. GetRevision and ScanRevision say the revision
-// their snapshot reflects, exactly, so a reader can follow the log from
-// the next one. The log keeps Options.LogRetention's revisions or bytes;
+// their read reflects, exactly, so a reader can follow the log from the
+// next one (ScanRevision reads a snapshot; GetRevision reads the live
+// database between two loads of a commit counter, and a snapshot only when
+// a write was applied meanwhile). The log keeps Options.LogRetention's revisions or bytes;
 // a read from a dropped revision is a *CompactedError. A data directory of
 // version 1 (keys unprefixed, no log) is migrated at Open (migrate.go).
 //

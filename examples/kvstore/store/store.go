@@ -98,6 +98,11 @@ type Store struct {
 	// closeMu guards db against use after Close: calls hold it shared.
 	closeMu sync.RWMutex
 	closed  bool
+	unuse   func() // closeMu.RUnlock, made once: use returns it on every call
+
+	// afterRevisionLoad, set by tests, runs in GetRevision between loading
+	// the revision and reading the key.
+	afterRevisionLoad func()
 }
 
 // KV is one key and its value.
@@ -140,6 +145,7 @@ func Open(o Options) (*Store, error) {
 		enospcLog: newLimiter(errorLogInterval),
 		stop:      make(chan struct{}),
 	}
+	s.unuse = s.closeMu.RUnlock
 	s.clog.retention = o.LogRetention
 	if o.NoSync {
 		s.wo = pebble.NoSync
@@ -369,7 +375,7 @@ func (s *Store) use() (func(), error) {
 		s.closeMu.RUnlock()
 		return nil, s.failure.Err()
 	}
-	return s.closeMu.RUnlock, nil
+	return s.unuse, nil
 }
 
 // Writable returns nil while the store accepts writes, else why it refuses
@@ -434,6 +440,12 @@ func (s *Store) Get(key []byte) (value []byte, found bool, err error) {
 // GetRevision is Get, and the revision the answer reflects: every write up
 // to it and none after it. A watch from the revision after it misses
 // nothing and repeats nothing.
+//
+// It reads the live database between two loads of the commit counter
+// (changeLog.applying): when no batch was being applied at the first and
+// none began by the second, the read saw exactly the writes up to the
+// revision applied at the first. Only a read that overlaps a commit's
+// apply (not its fsync) takes a snapshot and reads the revision from it.
 func (s *Store) GetRevision(key []byte) (value []byte, found bool, rev uint64, err error) {
 	if err := checkKey(key); err != nil {
 		return nil, false, 0, err
@@ -443,6 +455,20 @@ func (s *Store) GetRevision(key []byte) (value []byte, found bool, rev uint64, e
 		return nil, false, 0, err
 	}
 	defer done()
+	c := &s.clog
+	if before := c.applying.Load(); before%2 == 0 {
+		rev := c.applied.Load()
+		if s.afterRevisionLoad != nil {
+			s.afterRevisionLoad()
+		}
+		value, found, err := s.get(s.db, key)
+		if err != nil {
+			return nil, false, 0, err
+		}
+		if c.applying.Load() == before {
+			return value, found, rev, nil
+		}
+	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	if rev, err = readRevision(snap); err != nil {

@@ -34,6 +34,7 @@ type flags struct {
 	sync            string
 	minFree         string
 	metricsAddr     string
+	pprofAddr       string
 	logRevisions    int
 	logBytes        string
 	otel            bool
@@ -81,6 +82,7 @@ Every write is a revision, kept in a change log that Watch replays: the last
 	fl.IntVar(&f.logRevisions, "watch-history", store.DefaultLogRevisions, "revisions kept in the change log for watchers to resume from (a watch from an older one gets OutOfRange)")
 	fl.StringVar(&f.logBytes, "watch-history-bytes", "64MiB", "bytes kept in the change log, whichever of the two bounds comes first")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090)")
+	fl.StringVar(&f.pprofAddr, "pprof-addr", "", "serve Go's profiles (net/http/pprof) at http://ADDR/debug/pprof/ (e.g. 127.0.0.1:6060), for finding where a running server spends its time")
 	fl.BoolVar(&f.otel, "otel", false, "trace and measure every call with OpenTelemetry, written as JSON to stdout: spans as calls end, metrics every 30s and at shutdown")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls may drain on SIGINT/SIGTERM before connections are closed")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -146,6 +148,15 @@ func serve(f flags, stdout, stderr io.Writer) int {
 		log.Info("storage", zap.String("data_dir", f.dataDir), zap.String("sync", f.sync))
 	}
 
+	if f.pprofAddr != "" {
+		addr, stop, err := startPprof(f.pprofAddr)
+		if err != nil {
+			log.Error("cannot serve profiles (--pprof-addr)", zap.Error(err))
+			return 1
+		}
+		defer stop()
+		log.Info("profiles served", zap.String("url", "http://"+addr.String()+"/debug/pprof/"))
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
