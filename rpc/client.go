@@ -30,18 +30,32 @@ func (cc *ClientConn) Invoke(ctx context.Context, method string, req, reply any,
 
 // call is the end of the client interceptor chain: the network call.
 func (cc *ClientConn) call(ctx context.Context, method string, req, reply any, _ *ClientConn, opts ...CallOption) error {
-	ci := callInfo{maxRecvSize: cc.opts.maxRecvSize, maxSendSize: cc.opts.maxSendSize}
+	ci := callInfoPool.Get().(*callInfo)
+	defer putCallInfo(ci)
+	*ci = callInfo{maxRecvSize: cc.opts.maxRecvSize, maxSendSize: cc.opts.maxSendSize}
 	for _, o := range opts {
-		o.apply(&ci)
+		o.apply(ci)
 	}
 	if hs := cc.opts.statsHandlers; len(hs) > 0 {
 		// Tagged before the metadata is read: a handler may add some.
 		ctx, rs := beginRPC(ctx, hs, nil, true, method, !ci.waitForReady, nil)
-		err := cc.send(ctx, method, req, reply, &ci, rs)
+		err := cc.send(ctx, method, req, reply, ci, rs)
 		rs.end(err, rs.trailer)
 		return err
 	}
-	return cc.send(ctx, method, req, reply, &ci, nil)
+	return cc.send(ctx, method, req, reply, ci, nil)
+}
+
+// callInfoPool holds the callInfos of unary calls: the options escape to
+// the heap (CallOption is an interface), and nothing keeps one after the
+// call returns.
+var callInfoPool = sync.Pool{New: func() any { return new(callInfo) }}
+
+// putCallInfo pools ci, dropping what it points to (the caller's
+// variables, credentials).
+func putCallInfo(ci *callInfo) {
+	*ci = callInfo{}
+	callInfoPool.Put(ci)
 }
 
 // send makes a unary call, reporting to rs unless it is nil.

@@ -106,6 +106,7 @@ type serverOptions struct {
 	interceptors       []UnaryServerInterceptor
 	streamInterceptors []StreamServerInterceptor
 	maxConcurrentCalls int
+	numWorkers         int // -1: defaultStreamWorkers
 	maxStreams         int
 	maxQueuedBytes     int
 	maxUnsentBytes     int
@@ -142,6 +143,16 @@ func ServerCodec(c Codec) ServerOption { return func(o *serverOptions) { o.codec
 // at once. Default 1024.
 func MaxConcurrentCalls(n int) ServerOption {
 	return func(o *serverOptions) { o.maxConcurrentCalls = n }
+}
+
+// NumStreamWorkers sets how many long-lived goroutines run the server's
+// unary calls, so that a call starts no goroutine and runs on a stack
+// already grown; a call that finds them all busy runs on a goroutine of its
+// own. Zero means none: a goroutine per call. They start as calls need
+// them and end with Stop or GracefulStop. Default max(16, 4×GOMAXPROCS);
+// gRPC-go's option of the same name is off by default.
+func NumStreamWorkers(n uint32) ServerOption {
+	return func(o *serverOptions) { o.numWorkers = int(min(n, 1<<16)) }
 }
 
 // MaxQueuedRequestBytes bounds the bytes of requests that wait for a call

@@ -34,8 +34,12 @@ type Server struct {
 	// streamInterceptor is the stream chain, nil when empty.
 	streamInterceptor StreamServerInterceptor
 
-	mu        sync.Mutex
-	services  map[string]*service
+	mu       sync.Mutex
+	services map[string]*service
+	// methods are the unary methods by full name ("/pkg.Service/Method"),
+	// read without mu once serving (RegisterService panics after Serve).
+	methods   map[string]*methodEntry
+	workers   workers // run the unary calls
 	listeners map[transport.Listener]bool
 	conns     map[*serverLink]bool
 	serving   bool
@@ -43,6 +47,13 @@ type Server struct {
 	stopped   bool // Stop: everything closes now
 	cv        *sync.Cond
 	wg        sync.WaitGroup // Serve loops and connection goroutines
+}
+
+// methodEntry is a unary method as a request names it.
+type methodEntry struct {
+	name string // "/pkg.Service/Method", the string calls share
+	svc  *service
+	md   *MethodDesc
 }
 
 type service struct {
@@ -63,6 +74,7 @@ func NewServer(opts ...ServerOption) *Server {
 		maxQueuedBytes:     defaultMaxQueuedRequestBytes,
 		maxUnsentBytes:     defaultMaxUnsentResponseBytes,
 		responseTimeout:    defaultResponseTimeout,
+		numWorkers:         -1,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -75,10 +87,15 @@ func NewServer(opts ...ServerOption) *Server {
 		interceptor:       chainServer(o.interceptors),
 		streamInterceptor: chainStreamServer(o.streamInterceptors),
 		services:          make(map[string]*service),
+		methods:           make(map[string]*methodEntry),
 		listeners:         make(map[transport.Listener]bool),
 		conns:             make(map[*serverLink]bool),
 	}
 	s.cv = sync.NewCond(&s.mu)
+	if o.numWorkers < 0 {
+		o.numWorkers = defaultStreamWorkers()
+	}
+	s.workers.init(o.numWorkers)
 	return s
 }
 
@@ -105,7 +122,10 @@ func (s *Server) RegisterService(desc *ServiceDesc, impl any) {
 	}
 	svc := &service{name: desc.ServiceName, impl: impl, methods: make(map[string]*MethodDesc), streams: make(map[string]*StreamDesc), metadata: desc.Metadata}
 	for i := range desc.Methods {
-		svc.methods[desc.Methods[i].MethodName] = &desc.Methods[i]
+		md := &desc.Methods[i]
+		svc.methods[md.MethodName] = md
+		name := "/" + desc.ServiceName + "/" + md.MethodName
+		s.methods[name] = &methodEntry{name: name, svc: svc, md: md}
 	}
 	for i := range desc.Streams {
 		svc.streams[desc.Streams[i].StreamName] = &desc.Streams[i]
@@ -223,6 +243,7 @@ func (s *Server) Stop() {
 	}
 	closing.Wait()
 	s.wg.Wait()
+	s.workers.stop()
 }
 
 // GracefulStop stops accepting connections, tells every client to go away
@@ -243,6 +264,7 @@ func (s *Server) GracefulStop() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.workers.stop()
 }
 
 // serverLink is one client connection. Its reader (the serve goroutine)
@@ -276,8 +298,12 @@ type serverLink struct {
 
 // callStream is one call on a server connection: a stream with one message
 // each way. Admission, cancellation and the response budget apply per
-// stream.
+// stream. Once started it is also the handler's context (callctx.go).
 type callStream struct {
+	callCtx
+	cc callContext // the values the handler's context answers
+	sc serverCall
+
 	id       uint64
 	method   string
 	req      wire.Request
@@ -288,9 +314,10 @@ type callStream struct {
 	md       *MethodDesc
 	ua       string // the connection's user-agent when it arrived
 
-	cost   int           // bytes charged to the queue while queued
-	elem   *list.Element // in the queue, nil once started
-	cancel context.CancelFunc
+	cost    int           // bytes charged to the queue while queued
+	elem    *list.Element // in the queue, nil once started
+	started bool          // running: cancelRunning ends it with the link
+	decoded bool          // the handler's dec has run
 }
 
 // queueEntryCost is what a queued request costs on top of its frame: the
@@ -322,6 +349,7 @@ func (l *serverLink) serve() {
 	l.startConnTimers()
 	l.readFrames(l.dispatch)
 	l.stopConnTimers()
+	l.cancelRunning()
 	l.wg.Wait()
 	l.wait()
 	l.mu.Lock()
@@ -393,7 +421,13 @@ func (l *serverLink) fatal(err error) {
 // fails: the frame's boundaries are intact, so only this call fails.
 func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *callStream {
 	st := &callStream{id: id, cost: b.Len() + queueEntryCost}
-	req, err := wire.ParseRequest(body, l.s.opts.maxHeaderListSize)
+	var known *methodEntry
+	req, err := wire.ParseRequestWith(body, l.s.opts.maxHeaderListSize, func(name []byte) string {
+		if known = l.s.methods[string(name)]; known != nil {
+			return known.name
+		}
+		return string(name)
+	})
 	switch {
 	case errors.Is(err, wire.ErrMetadataTooLarge):
 		st.fail = status.Errorf(codes.ResourceExhausted, "request %v", err)
@@ -402,7 +436,11 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 		st.fail = status.Errorf(codes.Internal, "malformed request frame: %v", err)
 	default:
 		st.method = req.Method
-		st.svc, st.md = l.lookup(req.Method)
+		if known != nil {
+			st.svc, st.md = known.svc, known.md
+		} else {
+			st.svc, st.md = l.lookup(req.Method)
+		}
 		switch {
 		case st.md == nil:
 			l.s.peerLog.warn("unknown method", zap.Stringer("peer", l.peer.Addr), zap.String("method", req.Method))
@@ -441,10 +479,10 @@ func (l *serverLink) admit(st *callStream) bool {
 	if !busy {
 		l.running++
 		l.calls[st.id] = st
-		ctx := l.startLocked(st)
+		l.startLocked(st)
 		l.mu.Unlock()
 		l.wg.Add(1)
-		go l.runStreams(st, ctx)
+		l.s.workers.run(l, st)
 		return true
 	}
 	if l.queuedBytes > 0 && l.queuedBytes+st.cost > l.s.opts.maxQueuedBytes {
@@ -482,12 +520,24 @@ func (l *serverLink) refuse(id uint64) bool {
 	return false
 }
 
-// startLocked gives st its context; called with l.mu held.
-func (l *serverLink) startLocked(st *callStream) context.Context {
-	ctx, cancel := context.WithCancel(l.ctx)
-	st.cancel = cancel
+// startLocked marks st running, so that the link's close ends its
+// context; called with l.mu held.
+func (l *serverLink) startLocked(st *callStream) {
+	st.started = true
 	st.elem = nil
-	return ctx
+}
+
+// cancelRunning ends the contexts of the calls still running once the
+// link has closed (the reader has stopped, so no call starts after it:
+// runStreams starts none on a closed link).
+func (l *serverLink) cancelRunning() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, st := range l.calls {
+		if st.started {
+			st.end(context.Canceled)
+		}
+	}
 }
 
 // cancelStream handles a CANCEL: a running call's context is cancelled; a
@@ -509,24 +559,23 @@ func (l *serverLink) cancelStream(id uint64) {
 		st.frame.Release()
 		return
 	}
-	cancel := st.cancel
 	l.mu.Unlock()
-	cancel()
+	st.end(context.Canceled)
 }
 
 // runStreams serves st, then the queued streams, one after another, until
 // the queue is empty: the goroutine keeps its call slot.
-func (l *serverLink) runStreams(st *callStream, ctx context.Context) {
+func (l *serverLink) runStreams(st *callStream) {
 	defer l.wg.Done()
 	for st != nil {
-		l.serveStream(st, ctx)
+		l.serveStream(st)
 		l.mu.Lock()
 		st = nil
 		if l.ctx.Err() == nil {
 			if e := l.queue.Front(); e != nil {
 				st = l.queue.Remove(e).(*callStream)
 				l.queuedBytes -= st.cost
-				ctx = l.startLocked(st)
+				l.startLocked(st)
 			}
 		}
 		if st == nil {
@@ -548,17 +597,20 @@ func (l *serverLink) dropQueue() {
 }
 
 // serveStream runs st's handler and sends its outcome.
-func (l *serverLink) serveStream(st *callStream, ctx context.Context) {
-	sc := &serverCall{method: st.method}
+func (l *serverLink) serveStream(st *callStream) {
+	sc := &st.sc
+	sc.method = st.method
+	st.cc = callContext{Context: callBase{st}, sc: sc, peer: l.peer, l: l, ua: st.ua}
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 && st.fail == nil {
-		ctx = l.beginStats(ctx, hs, st, sc)
+		st.cc.Context = l.beginStats(callBase{st}, hs, st, sc)
 	}
-	resp, err := l.run(sc, ctx, st)
+	st.start()
+	resp, err := l.run(sc, st)
 	l.mu.Lock()
 	delete(l.calls, st.id)
 	l.mu.Unlock()
 	l.callEnded()
-	st.cancel()
+	st.end(context.Canceled)
 	err = l.respond(st.id, sc, resp, err)
 	if sc.stats != nil {
 		sc.stats.end(err, nil)
@@ -577,7 +629,7 @@ func (l *serverLink) beginStats(ctx context.Context, hs []stats.Handler, st *cal
 
 // run calls st's handler; a panic becomes Internal and one log line with
 // the stack.
-func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (resp any, err error) {
+func (l *serverLink) run(sc *serverCall, st *callStream) (resp any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			l.log.Error("handler panicked", zap.String("method", sc.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
@@ -587,29 +639,9 @@ func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (r
 	if st.fail != nil {
 		return nil, st.fail
 	}
-	if !st.deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, st.deadline)
-		defer cancel()
-	}
-	ctx = &callContext{Context: ctx, sc: sc, peer: l.peer, l: l, raw: st.req.MD, ua: st.ua}
+	st.cc.raw = st.req.MD
 	defer st.frame.Release() // in case the handler never decoded
-	decoded := false
-	dec := func(v any) error {
-		if decoded {
-			return status.Error(codes.Internal, "request decoded twice")
-		}
-		decoded = true
-		err := l.s.opts.codec.Unmarshal(st.req.Payload, v)
-		// The codec copied what it needs: give the (possibly
-		// registered) memory back at once.
-		st.frame.Release()
-		st.req.Payload = nil
-		if err != nil {
-			return status.Errorf(codes.Internal, "decoding request into %T: %v", v, err)
-		}
-		return nil
-	}
+	dec := st.decode
 	if rs := sc.stats; rs != nil {
 		// A closure of its own, so that calls without stats handlers
 		// keep their smaller one.
@@ -623,10 +655,27 @@ func (l *serverLink) run(sc *serverCall, ctx context.Context, st *callStream) (r
 			return err
 		}
 	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err() // the deadline passed on the way here
+	if err := st.Err(); err != nil {
+		return nil, err // the deadline passed on the way here
 	}
-	return st.md.Handler(st.svc.impl, ctx, dec, l.s.interceptor)
+	return st.md.Handler(st.svc.impl, st, dec, l.s.interceptor)
+}
+
+// decode is a unary handler's dec: it decodes the request into v, once.
+func (st *callStream) decode(v any) error {
+	if st.decoded {
+		return status.Error(codes.Internal, "request decoded twice")
+	}
+	st.decoded = true
+	err := st.cc.l.s.opts.codec.Unmarshal(st.req.Payload, v)
+	// The codec copied what it needs: give the (possibly registered)
+	// memory back at once.
+	st.frame.Release()
+	st.req.Payload = nil
+	if err != nil {
+		return status.Errorf(codes.Internal, "decoding request into %T: %v", v, err)
+	}
+	return nil
 }
 
 // cutMethod splits "/pkg.Service/Method".

@@ -217,6 +217,7 @@ func (c *conn) writeLoop() {
 		batch []frame
 		hdrs  []byte
 		bufs  net.Buffers
+		out   = new(net.Buffers)
 	)
 	flush := func() error {
 		c.wmu.Lock()
@@ -238,7 +239,9 @@ func (c *conn) writeLoop() {
 		}
 		// WriteTo consumes the slice it is called on: give it a copy of
 		// the header so bufs keeps its backing array for the next batch.
-		out := bufs
+		// The copy lives in out, made once: a fresh one per batch would
+		// escape to the heap (writev keeps a pointer to it).
+		*out = bufs
 		_, err := out.WriteTo(c.nc)
 		clear(bufs)
 		for i, f := range batch {

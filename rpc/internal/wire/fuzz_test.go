@@ -56,6 +56,19 @@ func FuzzDecode(f *testing.F) {
 		case KindRequest:
 			r := fr.Request
 			again = append(AppendRequestHead(nil, fr.Header.CallID, r.Timeout, r.Method, r.MD), r.Payload...)
+			// The server's path, which names the method with a string of
+			// its own, decodes the same request.
+			_, body, _ := ParseHeader(b)
+			known := "/known.S/M"
+			rw, err := ParseRequestWith(body, DefaultMaxMetadata, func(name []byte) string {
+				if string(name) == known {
+					return known
+				}
+				return string(name)
+			})
+			if err != nil || !sameRequest(r, rw) {
+				t.Fatalf("ParseRequestWith: %+v, %v; ParseRequest: %+v", rw, err, r)
+			}
 		case KindResponse:
 			r := fr.Response
 			again = append(AppendResponseHead(nil, fr.Header.CallID, r.Code, r.Message, r.Details, r.Header, r.Trailer), r.Payload...)
@@ -169,4 +182,8 @@ func decodeMeasured(b []byte) (Frame, uint64, error) {
 	fr, err := Decode(b)
 	runtime.ReadMemStats(&after)
 	return fr, after.TotalAlloc - before.TotalAlloc, err
+}
+
+func sameRequest(a, b Request) bool {
+	return a.Timeout == b.Timeout && a.Method == b.Method && string(a.Payload) == string(b.Payload) && sameMD(a.MD, b.MD)
 }

@@ -340,12 +340,25 @@ func AppendRequestHead(b []byte, callID uint64, timeout time.Duration, method st
 // maxMD bytes (see EntryOverhead); beyond, it fails with an error wrapping
 // ErrMetadataTooLarge.
 func ParseRequest(body []byte, maxMD int) (Request, error) {
+	return ParseRequestWith(body, maxMD, nil)
+}
+
+// ParseRequestWith is ParseRequest with method, unless nil, turning the
+// method name's bytes (which alias body) into Request.Method: a server
+// answers with the string of a method it knows, so a request costs no copy
+// of its name.
+func ParseRequestWith(body []byte, maxMD int, method func([]byte) string) (Request, error) {
 	r := reader{b: body, mdMax: maxMD}
 	t := r.uvarint("timeout")
 	if t > math.MaxInt64 {
 		r.fail("timeout %d ns out of range", t)
 	}
-	m := r.string("method")
+	var m string
+	if method == nil {
+		m = r.string("method")
+	} else if b := r.bytes("method"); r.err == nil {
+		m = method(b)
+	}
 	md := r.md("request metadata")
 	if r.err != nil {
 		return Request{}, r.err
