@@ -15,11 +15,15 @@ import (
 )
 
 // sender is the send side of a connection: credits, send slots and the
-// send queue, guarded by mu.
+// send queue, guarded by mu. The slots' memory comes from an arena
+// (arena.go), shared by the device's connections or the connection's own;
+// avail counts how many more this connection may hold.
 type sender struct {
 	mu          sync.Mutex
 	win         *credit.Window
-	free        []int32        // free send slots
+	mem         *arena
+	avail       int            // slots this connection may still take, of SendSlots
+	lastSlot    bool           // the slot just reserved was the arena's last free one
 	lent        int            // slots lent by NewSendBuffer
 	ring        []posted       // queued and posted sends, in order, until completed
 	outbox      []verbs.SendWR // queued, not yet posted
@@ -144,12 +148,14 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte) error {
 }
 
 func (c *conn) slotBytes(slot int32) []byte {
-	b := int(c.peer.bufSize)
-	return c.sendMR.Bytes()[int(slot)*b : int(slot+1)*b]
+	_, _, b := c.mem.locate(slot)
+	return b
 }
 
 // reserve waits for a credit, a send-queue entry and (with needSlot) a
-// send slot, and takes them; it returns the slot, or -1.
+// send slot, and takes them; it returns the slot, or -1. A slot is one of
+// the connection's SendSlots and memory from the arena; when the arena has
+// none free it waits on the arena, the rest being there.
 func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 	waited := false
 	for {
@@ -162,15 +168,29 @@ func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 			return -1, c.closeErr()
 		}
 		credit := c.win.Avail() > 0
-		slot := !needSlot || len(c.free) > 0
+		slot := !needSlot || c.avail > 0
 		if credit && slot && c.sqFree > ctlHeadroom {
-			c.win.Take()
-			c.sqFree--
 			s := int32(-1)
 			if needSlot {
-				s = c.free[len(c.free)-1]
-				c.free = c.free[:len(c.free)-1]
+				id, last, w := c.mem.take()
+				if w != nil {
+					if !waited {
+						waited = true
+						c.t.counters.slotWaits.Add(1)
+					}
+					c.mu.Unlock()
+					err := c.await(ctx, w, c.sig.Done(), false)
+					c.mem.forget(w, err != nil)
+					if err != nil {
+						return -1, err
+					}
+					continue
+				}
+				s, c.lastSlot = id, last
+				c.avail--
 			}
+			c.win.Take()
+			c.sqFree--
 			c.mu.Unlock()
 			return s, nil
 		}
@@ -205,7 +225,8 @@ func (c *conn) post(slot int32, k kind, n int, last bool) error {
 	// knows when all is sent.
 	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last), Imm: encodeImm(k, grant), HasImm: true}
 	if slot >= 0 {
-		wr.MR, wr.Offset, wr.Length = c.sendMR, uint32(int(slot)*int(c.peer.bufSize)), uint32(n)
+		wr.MR, wr.Offset, _ = c.mem.locate(slot)
+		wr.Length = uint32(n)
 		wr.Inline = n <= c.maxInline
 	}
 	c.enqueueLocked(wr, slot)
@@ -222,10 +243,15 @@ func (c *conn) post(slot int32, k kind, n int, last bool) error {
 // goes unsignaled only when a later send is sure to come before anybody
 // can need what it holds: it is not the last of a message, or others wait
 // for their turn; and it leaves a free slot (kept free by mayLendLocked),
-// room in the send queue, and fewer than every unsignaled in a row.
+// room in the send queue, and fewer than every unsignaled in a row. And
+// the arena's memory: a send whose slot was the arena's last free one asks
+// for a completion, so whoever waits for arena memory, on any connection,
+// has a completion on its way that brings some back (docs/rdma.md).
 func (s *sender) signalLocked(every int, last bool) bool {
 	s.unsignaled++
-	return s.unsignaled >= every || len(s.free) == 0 || s.sqFree <= ctlHeadroom+1 ||
+	arenaEmpty := s.lastSlot
+	s.lastSlot = false
+	return s.unsignaled >= every || s.avail == 0 || arenaEmpty || s.sqFree <= ctlHeadroom+1 ||
 		(last && s.turnWaiters.Load() == 0)
 }
 
@@ -238,8 +264,11 @@ func (s *sender) signalLocked(every int, last bool) bool {
 // streams stalled). The sender that posts next takes that slot and,
 // finding no other free, asks for the completion that brings the rest
 // back. Called with mu held.
+//
+// The arena has a rule of its own (arena.lend): a lend never takes its
+// last free slot.
 func (s *sender) mayLendLocked(slots int) bool {
-	return len(s.free) > 0 && s.lent < slots-1 && (len(s.free) > 1 || s.unsignaled == 0)
+	return s.avail > 0 && s.lent < slots-1 && (s.avail > 1 || s.unsignaled == 0)
 }
 
 // enqueueLocked queues one send for posting and records it in the ring, in
@@ -320,7 +349,7 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 	}
 	if n > int(c.peer.bufSize) {
 		// Fragmented anyway: an ordinary buffer, copied into slots.
-		return transport.NewBuffer(bufpool.Get(n), heapSend{}, 0), nil
+		return transport.NewBuffer(bufpool.Get(n)[:n], heapSend{}, 0), nil
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -332,8 +361,14 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 			return transport.Buffer{}, c.closeErr()
 		}
 		if c.mayLendLocked(c.o.SendSlots) {
-			s := c.free[len(c.free)-1]
-			c.free = c.free[:len(c.free)-1]
+			s, ok := c.mem.lend()
+			if !ok {
+				// The arena is (nearly) empty and may not grow: heap
+				// memory, copied into a slot when sent.
+				c.mu.Unlock()
+				return transport.NewBuffer(bufpool.Get(n)[:n], heapSend{}, 0), nil
+			}
+			c.avail--
 			c.lent++
 			c.handOffLendLocked(c.o.SendSlots)
 			c.mu.Unlock()
@@ -396,7 +431,8 @@ func (o sendSlot) ReleaseBuffer(id uint64, _ []byte) {
 	c := o.c
 	c.mu.Lock()
 	c.lent--
-	c.free = append(c.free, int32(id))
+	c.avail++
+	c.mem.give(int32(id))
 	c.broadcastLocked()
 	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
@@ -447,13 +483,17 @@ func (c *conn) sendCompleted(seq uint64) bool {
 // completedLocked takes back the slots and send-queue entries of the sends
 // up to and including seq. Called with mu held.
 func (s *sender) completedLocked(seq uint64) {
+	var back [32]int32
+	ids := back[:0]
 	i := 0
 	for ; i < len(s.ring) && s.ring[i].seq <= seq; i++ {
 		if slot := s.ring[i].slot; slot >= 0 {
-			s.free = append(s.free, slot)
+			ids = append(ids, slot)
+			s.avail++
 		}
 		s.sqFree++
 	}
+	s.mem.give(ids...)
 	// Keep the ring's array: slide what is left to the front.
 	s.ring = s.ring[:copy(s.ring, s.ring[i:])]
 }
@@ -476,4 +516,24 @@ type posted struct {
 	seq      uint64
 	slot     int32 // -1: no slot (credit-only)
 	signaled bool
+}
+
+// dropSends gives the arena the slots of sends that never completed (the
+// close grace ran out) once the queue pair is gone: the device no longer
+// reads them. Called by freeMemory.
+func (c *conn) dropSends() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mem == nil {
+		return
+	}
+	var ids []int32
+	for _, p := range c.ring {
+		if p.slot >= 0 {
+			ids = append(ids, p.slot)
+			c.avail++
+		}
+	}
+	c.ring = c.ring[:0]
+	c.mem.give(ids...)
 }
