@@ -28,6 +28,8 @@ type sender struct {
 	ring        []posted       // queued and posted sends, in order, until completed
 	outbox      []verbs.SendWR // queued, not yet posted
 	spareOutbox []verbs.SendWR
+	inlined     []int32 // slots of inline sends in outbox: free once posted
+	spareInline []int32
 	posting     bool   // a flush is posting the outbox
 	seq         uint64 // id of the next send
 	sqFree      int
@@ -224,12 +226,18 @@ func (c *conn) post(slot int32, k kind, n int, last bool) error {
 	// to follow, so an idle connection has nothing unreaped and Close
 	// knows when all is sent.
 	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last), Imm: encodeImm(k, grant), HasImm: true}
+	ringSlot := slot
 	if slot >= 0 {
 		wr.MR, wr.Offset, _ = c.mem.locate(slot)
 		wr.Length = uint32(n)
-		wr.Inline = n <= c.maxInline
+		if wr.Inline = n <= c.maxInline; wr.Inline {
+			// The device copies it when it is posted: the slot goes
+			// back then (flush), not with the completion.
+			c.inlined = append(c.inlined, slot)
+			ringSlot = -1
+		}
 	}
-	c.enqueueLocked(wr, slot)
+	c.enqueueLocked(wr, ringSlot)
 	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	return c.flush()
@@ -294,13 +302,22 @@ func (c *conn) flush() error {
 	c.posting = true
 	var err error
 	for len(c.outbox) > 0 && err == nil {
-		batch := c.outbox
-		c.outbox = c.spareOutbox[:0]
+		batch, inlined := c.outbox, c.inlined
+		c.outbox, c.inlined = c.spareOutbox[:0], c.spareInline[:0]
 		c.mu.Unlock()
 		err = c.qp.PostSend(batch)
 		c.t.counters.sendsPosted.Add(uint64(len(batch)))
 		c.mu.Lock()
 		c.spareOutbox = batch[:0]
+		if len(inlined) > 0 {
+			// Posted (or failed): the device holds no reference to
+			// inline sends' memory.
+			c.avail += len(inlined)
+			c.mem.give(inlined...)
+			c.broadcastLocked()
+			c.handOffLendLocked(c.o.SendSlots)
+		}
+		c.spareInline = inlined[:0]
 	}
 	c.posting = false
 	c.mu.Unlock()
@@ -519,8 +536,9 @@ type posted struct {
 }
 
 // dropSends gives the arena the slots of sends that never completed (the
-// close grace ran out) once the queue pair is gone: the device no longer
-// reads them. Called by freeMemory.
+// close grace ran out), or were never posted (posting failed), once the
+// queue pair is gone: the device no longer reads them. Called by
+// freeMemory.
 func (c *conn) dropSends() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -535,5 +553,8 @@ func (c *conn) dropSends() {
 		}
 	}
 	c.ring = c.ring[:0]
+	c.avail += len(c.inlined)
+	ids = append(ids, c.inlined...)
+	c.inlined = c.inlined[:0]
 	c.mem.give(ids...)
 }
