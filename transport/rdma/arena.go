@@ -22,7 +22,7 @@ import (
 // handshake is refused with ErrMemoryBudget when it does not fit), and
 // grows by a chunk when a slot is wanted and none is free, while the
 // budget allows; beyond that a send waits for a slot to come back, it is
-// not refused. Chunks stay registered until the device's last connection
+// not refused. Chunks stay registered until the arena's last connection
 // is gone. A connection takes at most SendSlots slots (its own count in
 // sender.avail), so one busy connection cannot take them all.
 //
@@ -46,6 +46,7 @@ type arena struct {
 	mem    [][]byte
 	free   []int32  // chunk*perChunk + index
 	sendQ  notifier // senders waiting for a free slot
+	users  int      // connections using a shared arena, under the transport's mu
 }
 
 // newArena returns an arena whose first chunk is mr/mem (perChunk slots of
@@ -189,6 +190,7 @@ func (t *Transport) sharedArena(d *device, size, perChunk int) (*arena, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if a := d.arenas[size]; a != nil {
+		a.users++
 		return a, nil
 	}
 	grow := func(n int) (*verbs.MR, []byte, error) {
@@ -207,6 +209,7 @@ func (t *Transport) sharedArena(d *device, size, perChunk int) (*arena, error) {
 		return nil, err
 	}
 	a := newArena(size, perChunk, mr, mem, grow)
+	a.users = 1
 	if d.arenas == nil {
 		d.arenas = make(map[int]*arena)
 	}
@@ -214,15 +217,33 @@ func (t *Transport) sharedArena(d *device, size, perChunk int) (*arena, error) {
 	return a, nil
 }
 
-// closeArenasLocked frees a device's arenas and their budget. Called with
-// t.mu held, when the device's last connection is gone.
+// leaveArena drops a connection's use of a shared arena; the last one
+// frees it and gives its budget back, so a transport without connections
+// (a listener waiting) holds no send memory.
+func (t *Transport) leaveArena(d *device, a *arena) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a.users--; a.users == 0 {
+		t.closeArenaLocked(d, a)
+	}
+}
+
+// closeArenaLocked frees an arena and its budget. Called with t.mu held.
+func (t *Transport) closeArenaLocked(d *device, a *arena) {
+	n := a.registered()
+	if err := a.close(); err != nil {
+		t.o.Logger.Error("deregistering a send arena", zap.Error(err))
+	}
+	t.budget.give(int64(n))
+	if d.arenas[a.slot] == a {
+		delete(d.arenas, a.slot)
+	}
+}
+
+// closeArenasLocked frees what arenas a device still has (none, when every
+// connection left its own). Called with t.mu held, when the device goes.
 func (t *Transport) closeArenasLocked(d *device) {
-	for size, a := range d.arenas {
-		n := a.registered()
-		if err := a.close(); err != nil {
-			t.o.Logger.Error("deregistering a send arena", zap.Error(err))
-		}
-		t.budget.give(int64(n))
-		delete(d.arenas, size)
+	for _, a := range d.arenas {
+		t.closeArenaLocked(d, a)
 	}
 }

@@ -192,6 +192,7 @@ func (c *conn) destroy() {
 			c.log.Error("freeing verbs resources", zap.Error(err))
 		}
 	}
+	c.freeSendMemory()
 	c.uncharge()
 }
 

@@ -30,6 +30,7 @@ type sender struct {
 	spareOutbox []verbs.SendWR
 	inlined     []int32 // slots of inline sends in outbox: free once posted
 	spareInline []int32
+	memFreed    bool   // freeSendMemory ran
 	posting     bool   // a flush is posting the outbox
 	seq         uint64 // id of the next send
 	sqFree      int
@@ -531,20 +532,22 @@ func (c *conn) pendingSends() bool {
 // posted is one send on the send queue, in posting order.
 type posted struct {
 	seq      uint64
-	slot     int32 // -1: no slot (credit-only)
+	slot     int32 // -1: no slot (credit-only), or none left to free (inline)
 	signaled bool
 }
 
-// dropSends gives the arena the slots of sends that never completed (the
-// close grace ran out), or were never posted (posting failed), once the
-// queue pair is gone: the device no longer reads them. Called by
-// freeMemory.
-func (c *conn) dropSends() {
+// freeSendMemory gives the arena the slots of sends that never completed
+// (the close grace ran out), or were never posted (posting failed), once
+// the queue pair is gone and the device no longer reads them, and leaves a
+// shared arena, which goes with its last connection. Called once, by
+// freeMemory or destroy, when nothing is lent any more.
+func (c *conn) freeSendMemory() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mem == nil {
+	if c.mem == nil || c.memFreed {
+		c.mu.Unlock()
 		return
 	}
+	c.memFreed = true
 	var ids []int32
 	for _, p := range c.ring {
 		if p.slot >= 0 {
@@ -557,4 +560,8 @@ func (c *conn) dropSends() {
 	ids = append(ids, c.inlined...)
 	c.inlined = c.inlined[:0]
 	c.mem.give(ids...)
+	c.mu.Unlock()
+	if !c.o.PrivateSendSlots {
+		c.t.leaveArena(c.dev, c.mem)
+	}
 }
