@@ -28,9 +28,12 @@ func openFDs(t *testing.T) int {
 
 // TestThousandConnections holds 1 000 rdma:// connections open at once
 // from one client transport to one server, with small pools so that the
-// guest holds both ends, and a client budget that fits exactly those: the
+// guest holds both ends, and a client budget that fits exactly those (their
+// receive buffers and the send arena's first chunk, registered once): the
 // next handshake fails with ErrMemoryBudget (a clear error, not the OOM
-// killer pinning pages), the open ones all still carry a message, and
+// killer pinning pages), the open ones all still carry a message — one
+// after another through an arena the full budget keeps from growing, so a
+// send that finds it empty waits for the previous one's completion — and
 // once all are closed nothing is left: fds, goroutines, device objects
 // and registered bytes are back where they were (issue 10 item 5).
 func TestThousandConnections(t *testing.T) {
