@@ -31,9 +31,8 @@ func openFDs(t *testing.T) int {
 // guest holds both ends, and a client budget that fits exactly those (their
 // receive buffers and the send arena's first chunk, registered once): the
 // next handshake fails with ErrMemoryBudget (a clear error, not the OOM
-// killer pinning pages), the open ones all still carry a message — one
-// after another through an arena the full budget keeps from growing, so a
-// send that finds it empty waits for the previous one's completion — and
+// killer pinning pages), the open ones all still carry a message (through
+// the one chunk: the full budget keeps the arena from growing), and
 // once all are closed nothing is left: fds, goroutines, device objects
 // and registered bytes are back where they were (issue 10 item 5).
 func TestThousandConnections(t *testing.T) {
