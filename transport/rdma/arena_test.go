@@ -1,8 +1,12 @@
 package rdma
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
 )
@@ -116,4 +120,88 @@ func TestArenaPrivate(t *testing.T) {
 	if _, last, w := a.take(); w != nil || !last {
 		t.Fatalf("take of the last slot: last=%v wait=%v", last, w != nil)
 	}
+}
+
+// TestArenaSharedAcrossConns is the arena on a device: several
+// connections on one transport, whose budget holds their receive buffers
+// and one arena chunk of SendSlots slots and nothing more, so that their
+// senders — copying (whole and fragmented, too large to go inline) and
+// lending, many per connection — all wait for each other's completions
+// through the arena. Every message must arrive, the arena must not grow
+// beyond its budget, and once all is closed nothing stays registered.
+func TestArenaSharedAcrossConns(t *testing.T) {
+	ip := guestIP(t)
+	const pairs, senders, each = 4, 8, 20
+	o := Options{BufferSize: 4096, RecvBuffers: 4, SendSlots: 4}
+	perConn, once := registeredCost(o)
+	budgetBytes := 2*pairs*perConn + once // both ends of every pair
+	o.MemoryBudget = budgetBytes
+	tr := New(o)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
+	defer cancel()
+	type end struct{ from, to *conn }
+	var ends []end
+	for range pairs {
+		c, s, _ := pair(t, tr, ip)
+		ends = append(ends, end{c, s}, end{s, c})
+	}
+	if got := tr.Gauges()["registered_bytes"]; got != uint64(budgetBytes) {
+		t.Fatalf("%d bytes registered for %d connections, want %d", got, 2*pairs, budgetBytes)
+	}
+	sizes := []int{1000, 4000, 9000} // one slot, one slot, three fragments
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*len(ends)*senders)
+	for _, e := range ends {
+		wg.Go(func() {
+			for n := 0; n < senders*each; n++ {
+				b, err := e.to.Recv(ctx)
+				if err != nil {
+					errs <- fmt.Errorf("Recv %d: %w", n, err)
+					return
+				}
+				if got := b.Bytes(); len(got) == 0 || got[len(got)-1] != byte(len(got)) {
+					errs <- fmt.Errorf("message %d: %d bytes, corrupt", n, len(got))
+				}
+				b.Release()
+			}
+		})
+		for g := range senders {
+			wg.Go(func() {
+				for i := range each {
+					n := sizes[(g+i)%len(sizes)]
+					if (g+i)%2 == 0 || n > int(o.BufferSize) {
+						msg := make([]byte, n)
+						msg[n-1] = byte(n)
+						if err := e.from.Send(ctx, msg); err != nil {
+							errs <- fmt.Errorf("Send: %w", err)
+							return
+						}
+						continue
+					}
+					b, err := e.from.NewSendBuffer(ctx, n)
+					if err != nil {
+						errs <- fmt.Errorf("NewSendBuffer: %w", err)
+						return
+					}
+					b.Bytes()[n-1] = byte(n)
+					if err := e.from.SendBuffer(ctx, b); err != nil {
+						errs <- fmt.Errorf("SendBuffer: %w", err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := tr.Gauges()["registered_bytes"]; got != uint64(budgetBytes) {
+		t.Errorf("%d bytes registered after the traffic, want %d: the arena grew beyond its budget", got, budgetBytes)
+	}
+	for _, e := range ends {
+		e.from.Close()
+	}
+	waitFor(t, "registered bytes back to zero", func() bool { return tr.Gauges()["registered_bytes"] == 0 })
 }
