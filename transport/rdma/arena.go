@@ -2,7 +2,9 @@ package rdma
 
 import (
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -44,9 +46,12 @@ type arena struct {
 	grow   func(n int) (*verbs.MR, []byte, error)
 	chunks []*verbs.MR // nil entries in the model
 	mem    [][]byte
-	free   []int32  // chunk*perChunk + index
-	sendQ  notifier // senders waiting for a free slot
-	users  int      // connections using a shared arena, under the transport's mu
+	// tab is chunks and mem as of the last growth, for locate to read
+	// without the lock (a new table per chunk, never changed after).
+	tab   atomic.Pointer[chunkTable]
+	free  []int32  // chunk*perChunk + index
+	sendQ notifier // senders waiting for a free slot
+	users int      // connections using a shared arena, under the transport's mu
 }
 
 // newArena returns an arena whose first chunk is mr/mem (perChunk slots of
@@ -62,6 +67,7 @@ func (a *arena) addLocked(mr *verbs.MR, mem []byte) {
 	base := int32(len(a.chunks) * a.perChunk)
 	a.chunks = append(a.chunks, mr)
 	a.mem = append(a.mem, mem)
+	a.tab.Store(&chunkTable{mrs: slices.Clone(a.chunks), mem: slices.Clone(a.mem)})
 	for i := int32(a.perChunk) - 1; i >= 0; i-- {
 		a.free = append(a.free, base+i)
 	}
@@ -149,13 +155,19 @@ func (a *arena) forget(w chan struct{}, passOn bool) {
 	a.mu.Unlock()
 }
 
-// locate returns a slot's memory region, offset and bytes.
+// chunkTable is what locate reads: the arena's chunks at one time.
+type chunkTable struct {
+	mrs []*verbs.MR
+	mem [][]byte
+}
+
+// locate returns a slot's memory region, offset and bytes. It takes no
+// lock: the caller holds the slot, so its chunk is in the table.
 func (a *arena) locate(id int32) (*verbs.MR, uint32, []byte) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	t := a.tab.Load()
 	c, i := int(id)/a.perChunk, int(id)%a.perChunk
 	off := i * a.slot
-	return a.chunks[c], uint32(off), a.mem[c][off : off+a.slot]
+	return t.mrs[c], uint32(off), t.mem[c][off : off+a.slot]
 }
 
 // registered is how many bytes the arena holds registered.
