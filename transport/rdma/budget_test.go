@@ -41,75 +41,79 @@ func TestBudget(t *testing.T) {
 func TestMemoryBudgetRefuses(t *testing.T) {
 	ip := guestIP(t)
 	before := resources(t)
-	o := Options{BufferSize: 4096, RecvBuffers: 4, SendSlots: 4}
-	perConn := int64((o.RecvBuffers+credit.Extra)*o.BufferSize + o.SendSlots*o.BufferSize)
 	const fits, tries = 8, 64
-
-	small, big := o, o
-	small.MemoryBudget, big.MemoryBudget = fits*perConn, -1
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	for _, side := range []string{"listening", "dialing"} {
-		t.Run(side, func(t *testing.T) {
-			srvTr, cliTr := New(small), New(big)
-			if side == "dialing" {
-				srvTr, cliTr = New(big), New(small)
-			}
-			lis, err := srvTr.Listen(net.JoinHostPort(ip, "0"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var (
-				mu       sync.Mutex
-				accepted []transport.Conn
-				wg       sync.WaitGroup
-			)
-			wg.Go(func() {
-				for {
-					c, err := lis.Accept(ctx)
-					if err != nil {
-						return
+	for _, tc := range []struct {
+		layout  string
+		private bool
+	}{{"arena", false}, {"private", true}} {
+		o := Options{BufferSize: 4096, RecvBuffers: 4, SendSlots: 4, PrivateSendSlots: tc.private}
+		perConn, once := registeredCost(o)
+		small, big := o, o
+		small.MemoryBudget, big.MemoryBudget = fits*perConn+once, -1
+		for _, side := range []string{"listening", "dialing"} {
+			t.Run(tc.layout+"/"+side, func(t *testing.T) {
+				srvTr, cliTr := New(small), New(big)
+				if side == "dialing" {
+					srvTr, cliTr = New(big), New(small)
+				}
+				lis, err := srvTr.Listen(net.JoinHostPort(ip, "0"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var (
+					mu       sync.Mutex
+					accepted []transport.Conn
+					wg       sync.WaitGroup
+				)
+				wg.Go(func() {
+					for {
+						c, err := lis.Accept(ctx)
+						if err != nil {
+							return
+						}
+						mu.Lock()
+						accepted = append(accepted, c)
+						mu.Unlock()
 					}
-					mu.Lock()
-					accepted = append(accepted, c)
-					mu.Unlock()
+				})
+				var dialed []transport.Conn
+				refused := 0
+				for range tries {
+					c, err := cliTr.Dial(ctx, lis.Addr().String())
+					if err == nil {
+						dialed = append(dialed, c)
+						continue
+					}
+					refused++
+					want := ErrRefused // the server ran out and said so
+					if side == "dialing" {
+						want = ErrMemoryBudget
+					}
+					if !errors.Is(err, want) || !strings.Contains(err.Error(), "registered-memory budget exhausted") {
+						t.Fatalf("dial beyond the budget: %v, want %v naming the budget", err, want)
+					}
+				}
+				if len(dialed) != fits || refused != tries-fits {
+					t.Errorf("%d connections made, %d refused; the budget holds %d", len(dialed), refused, fits)
+				}
+				for _, c := range dialed {
+					c.Close()
+				}
+				lis.Close()
+				wg.Wait()
+				for _, c := range accepted {
+					c.Close()
+				}
+				for _, tr := range []*Transport{srvTr, cliTr} {
+					if n := tr.Gauges()["registered_bytes"]; n != 0 {
+						t.Errorf("%d bytes still counted as registered after every connection closed", n)
+					}
 				}
 			})
-			var dialed []transport.Conn
-			refused := 0
-			for range tries {
-				c, err := cliTr.Dial(ctx, lis.Addr().String())
-				if err == nil {
-					dialed = append(dialed, c)
-					continue
-				}
-				refused++
-				want := ErrRefused // the server ran out and said so
-				if side == "dialing" {
-					want = ErrMemoryBudget
-				}
-				if !errors.Is(err, want) || !strings.Contains(err.Error(), "registered-memory budget exhausted") {
-					t.Fatalf("dial beyond the budget: %v, want %v naming the budget", err, want)
-				}
-			}
-			if len(dialed) != fits || refused != tries-fits {
-				t.Errorf("%d connections made, %d refused; the budget holds %d", len(dialed), refused, fits)
-			}
-			for _, c := range dialed {
-				c.Close()
-			}
-			lis.Close()
-			wg.Wait()
-			for _, c := range accepted {
-				c.Close()
-			}
-			for _, tr := range []*Transport{srvTr, cliTr} {
-				if n := tr.Gauges()["registered_bytes"]; n != 0 {
-					t.Errorf("%d bytes still counted as registered after every connection closed", n)
-				}
-			}
-		})
+		}
 	}
 	after := resources(t)
 	for _, k := range []string{"pd", "cq", "qp", "mr"} {
@@ -117,4 +121,16 @@ func TestMemoryBudgetRefuses(t *testing.T) {
 			t.Errorf("%s count %d after the connections, %d before: a leak", k, after[k], before[k])
 		}
 	}
+}
+
+// registeredCost is the registered memory each connection takes with o (a
+// peer of the same BufferSize), and what the transport takes once for all
+// of them: the shared send arena's first chunk.
+func registeredCost(o Options) (perConn, once int64) {
+	perConn = int64((o.RecvBuffers + credit.Extra) * o.BufferSize)
+	send := int64(o.SendSlots * o.BufferSize)
+	if o.PrivateSendSlots {
+		return perConn + send, 0
+	}
+	return perConn, send
 }

@@ -36,7 +36,7 @@ type conn struct {
 	cq        *verbs.CQ
 	qp        *verbs.QP
 	recvMR    *verbs.MR // (RecvBuffers + credit.Extra) buffers of BufferSize
-	sendMR    *verbs.MR // SendSlots slots of the peer's buffer size
+	sendMR    *verbs.MR // with PrivateSendSlots: SendSlots slots of the peer's buffer size
 	maxInline int
 	recvs     int   // receive buffers in all
 	charged   int64 // bytes of registered memory taken from the budget
@@ -141,16 +141,18 @@ func (c *conn) uncharge() {
 // connect sets up the send side for the peer and moves the QP to RTS.
 func (c *conn) connect(peer hello, local hello, rtr verbs.RTRAttr) error {
 	c.peer = peer
-	if err := c.charge(c.o.SendSlots * int(peer.bufSize)); err != nil {
-		return err
-	}
+	c.avail = c.o.SendSlots
 	var err error
-	if c.sendMR, err = c.dev.pd.Register(c.o.SendSlots * int(peer.bufSize)); err != nil {
-		return fmt.Errorf("registering %d send slots of %d bytes: %w", c.o.SendSlots, peer.bufSize, err)
-	}
-	c.free = make([]int32, c.o.SendSlots)
-	for i := range c.free {
-		c.free[i] = int32(c.o.SendSlots - 1 - i)
+	if c.o.PrivateSendSlots {
+		if err := c.charge(c.o.SendSlots * int(peer.bufSize)); err != nil {
+			return err
+		}
+		if c.sendMR, err = c.dev.pd.Register(c.o.SendSlots * int(peer.bufSize)); err != nil {
+			return fmt.Errorf("registering %d send slots of %d bytes: %w", c.o.SendSlots, peer.bufSize, err)
+		}
+		c.mem = newArena(int(peer.bufSize), c.o.SendSlots, c.sendMR, c.sendMR.Bytes(), nil)
+	} else if c.mem, err = c.t.sharedArena(c.dev, int(peer.bufSize), c.o.SendSlots); err != nil {
+		return err
 	}
 	c.win = credit.NewWindow(int(peer.recvs))
 	if err = c.qp.ToRTR(rtr); err != nil {
@@ -190,6 +192,7 @@ func (c *conn) destroy() {
 			c.log.Error("freeing verbs resources", zap.Error(err))
 		}
 	}
+	c.freeSendMemory()
 	c.uncharge()
 }
 

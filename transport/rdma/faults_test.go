@@ -160,11 +160,17 @@ func TestHandshakeRefusals(t *testing.T) {
 func (c *conn) postRaw(t *testing.T, k kind, grant int, payload []byte) {
 	t.Helper()
 	c.mu.Lock()
-	slot := c.free[len(c.free)-1]
-	c.free = c.free[:len(c.free)-1]
+	slot, _, w := c.mem.take()
+	if w != nil {
+		c.mu.Unlock()
+		c.mem.forget(w, true)
+		t.Fatal("no send slot free for a raw post")
+	}
+	c.avail--
 	c.sqFree--
-	copy(c.slotBytes(slot), payload)
-	wr := verbs.SendWR{ID: c.seq, MR: c.sendMR, Offset: uint32(int(slot) * int(c.peer.bufSize)),
+	mr, off, mem := c.mem.locate(slot)
+	copy(mem, payload)
+	wr := verbs.SendWR{ID: c.seq, MR: mr, Offset: off,
 		Length: uint32(len(payload)), Signaled: true, Imm: encodeImm(k, grant), HasImm: true}
 	c.enqueueLocked(wr, slot)
 	c.mu.Unlock()

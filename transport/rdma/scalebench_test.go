@@ -40,7 +40,9 @@ func scaleKeepaliveParams(on bool) rpc.Keepalive {
 }
 
 // scaleOptions are small pools, so that one 2 GiB guest holds both ends of
-// thousands of connections: 24 KiB registered per connection per side.
+// thousands of connections: 16 KiB of receive buffers registered per
+// connection per side, and the shared send arena's 8 KiB (more under load)
+// once per side (24 KiB per connection before the arena).
 var scaleOptions = Options{BufferSize: 4096, RecvBuffers: 2, SendSlots: 2}
 
 // procStats is what one process holds.

@@ -15,15 +15,22 @@ import (
 )
 
 // sender is the send side of a connection: credits, send slots and the
-// send queue, guarded by mu.
+// send queue, guarded by mu. The slots' memory comes from an arena
+// (arena.go), shared by the device's connections or the connection's own;
+// avail counts how many more this connection may hold.
 type sender struct {
 	mu          sync.Mutex
 	win         *credit.Window
-	free        []int32        // free send slots
+	mem         *arena
+	avail       int            // slots this connection may still take, of SendSlots
+	lastSlot    bool           // the slot just reserved was the arena's last free one
 	lent        int            // slots lent by NewSendBuffer
 	ring        []posted       // queued and posted sends, in order, until completed
 	outbox      []verbs.SendWR // queued, not yet posted
 	spareOutbox []verbs.SendWR
+	inlined     []int32 // slots of inline sends in outbox: free once posted
+	spareInline []int32
+	memFreed    bool   // freeSendMemory ran
 	posting     bool   // a flush is posting the outbox
 	seq         uint64 // id of the next send
 	sqFree      int
@@ -144,12 +151,14 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte) error {
 }
 
 func (c *conn) slotBytes(slot int32) []byte {
-	b := int(c.peer.bufSize)
-	return c.sendMR.Bytes()[int(slot)*b : int(slot+1)*b]
+	_, _, b := c.mem.locate(slot)
+	return b
 }
 
 // reserve waits for a credit, a send-queue entry and (with needSlot) a
-// send slot, and takes them; it returns the slot, or -1.
+// send slot, and takes them; it returns the slot, or -1. A slot is one of
+// the connection's SendSlots and memory from the arena; when the arena has
+// none free it waits on the arena, the rest being there.
 func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 	waited := false
 	for {
@@ -162,15 +171,29 @@ func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 			return -1, c.closeErr()
 		}
 		credit := c.win.Avail() > 0
-		slot := !needSlot || len(c.free) > 0
+		slot := !needSlot || c.avail > 0
 		if credit && slot && c.sqFree > ctlHeadroom {
-			c.win.Take()
-			c.sqFree--
 			s := int32(-1)
 			if needSlot {
-				s = c.free[len(c.free)-1]
-				c.free = c.free[:len(c.free)-1]
+				id, last, w := c.mem.take()
+				if w != nil {
+					if !waited {
+						waited = true
+						c.t.counters.slotWaits.Add(1)
+					}
+					c.mu.Unlock()
+					err := c.await(ctx, w, c.sig.Done(), false)
+					c.mem.forget(w, err != nil)
+					if err != nil {
+						return -1, err
+					}
+					continue
+				}
+				s, c.lastSlot = id, last
+				c.avail--
 			}
+			c.win.Take()
+			c.sqFree--
 			c.mu.Unlock()
 			return s, nil
 		}
@@ -204,11 +227,18 @@ func (c *conn) post(slot int32, k kind, n int, last bool) error {
 	// to follow, so an idle connection has nothing unreaped and Close
 	// knows when all is sent.
 	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last), Imm: encodeImm(k, grant), HasImm: true}
+	ringSlot := slot
 	if slot >= 0 {
-		wr.MR, wr.Offset, wr.Length = c.sendMR, uint32(int(slot)*int(c.peer.bufSize)), uint32(n)
-		wr.Inline = n <= c.maxInline
+		wr.MR, wr.Offset, _ = c.mem.locate(slot)
+		wr.Length = uint32(n)
+		if wr.Inline = n <= c.maxInline; wr.Inline {
+			// The device copies it when it is posted: the slot goes
+			// back then (flush), not with the completion.
+			c.inlined = append(c.inlined, slot)
+			ringSlot = -1
+		}
 	}
-	c.enqueueLocked(wr, slot)
+	c.enqueueLocked(wr, ringSlot)
 	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	return c.flush()
@@ -222,10 +252,15 @@ func (c *conn) post(slot int32, k kind, n int, last bool) error {
 // goes unsignaled only when a later send is sure to come before anybody
 // can need what it holds: it is not the last of a message, or others wait
 // for their turn; and it leaves a free slot (kept free by mayLendLocked),
-// room in the send queue, and fewer than every unsignaled in a row.
+// room in the send queue, and fewer than every unsignaled in a row. And
+// the arena's memory: a send whose slot was the arena's last free one asks
+// for a completion, so whoever waits for arena memory, on any connection,
+// has a completion on its way that brings some back (docs/rdma.md).
 func (s *sender) signalLocked(every int, last bool) bool {
 	s.unsignaled++
-	return s.unsignaled >= every || len(s.free) == 0 || s.sqFree <= ctlHeadroom+1 ||
+	arenaEmpty := s.lastSlot
+	s.lastSlot = false
+	return s.unsignaled >= every || s.avail == 0 || arenaEmpty || s.sqFree <= ctlHeadroom+1 ||
 		(last && s.turnWaiters.Load() == 0)
 }
 
@@ -238,8 +273,11 @@ func (s *sender) signalLocked(every int, last bool) bool {
 // streams stalled). The sender that posts next takes that slot and,
 // finding no other free, asks for the completion that brings the rest
 // back. Called with mu held.
+//
+// The arena has a rule of its own (arena.lend): a lend never takes its
+// last free slot.
 func (s *sender) mayLendLocked(slots int) bool {
-	return len(s.free) > 0 && s.lent < slots-1 && (len(s.free) > 1 || s.unsignaled == 0)
+	return s.avail > 0 && s.lent < slots-1 && (s.avail > 1 || s.unsignaled == 0)
 }
 
 // enqueueLocked queues one send for posting and records it in the ring, in
@@ -265,13 +303,22 @@ func (c *conn) flush() error {
 	c.posting = true
 	var err error
 	for len(c.outbox) > 0 && err == nil {
-		batch := c.outbox
-		c.outbox = c.spareOutbox[:0]
+		batch, inlined := c.outbox, c.inlined
+		c.outbox, c.inlined = c.spareOutbox[:0], c.spareInline[:0]
 		c.mu.Unlock()
 		err = c.qp.PostSend(batch)
 		c.t.counters.sendsPosted.Add(uint64(len(batch)))
 		c.mu.Lock()
 		c.spareOutbox = batch[:0]
+		if len(inlined) > 0 {
+			// Posted (or failed): the device holds no reference to
+			// inline sends' memory.
+			c.avail += len(inlined)
+			c.mem.give(inlined...)
+			c.broadcastLocked()
+			c.handOffLendLocked(c.o.SendSlots)
+		}
+		c.spareInline = inlined[:0]
 	}
 	c.posting = false
 	c.mu.Unlock()
@@ -320,7 +367,7 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 	}
 	if n > int(c.peer.bufSize) {
 		// Fragmented anyway: an ordinary buffer, copied into slots.
-		return transport.NewBuffer(bufpool.Get(n), heapSend{}, 0), nil
+		return transport.NewBuffer(bufpool.Get(n)[:n], heapSend{}, 0), nil
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -332,8 +379,14 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 			return transport.Buffer{}, c.closeErr()
 		}
 		if c.mayLendLocked(c.o.SendSlots) {
-			s := c.free[len(c.free)-1]
-			c.free = c.free[:len(c.free)-1]
+			s, ok := c.mem.lend()
+			if !ok {
+				// The arena is (nearly) empty and may not grow: heap
+				// memory, copied into a slot when sent.
+				c.mu.Unlock()
+				return transport.NewBuffer(bufpool.Get(n)[:n], heapSend{}, 0), nil
+			}
+			c.avail--
 			c.lent++
 			c.handOffLendLocked(c.o.SendSlots)
 			c.mu.Unlock()
@@ -396,7 +449,8 @@ func (o sendSlot) ReleaseBuffer(id uint64, _ []byte) {
 	c := o.c
 	c.mu.Lock()
 	c.lent--
-	c.free = append(c.free, int32(id))
+	c.avail++
+	c.mem.give(int32(id))
 	c.broadcastLocked()
 	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
@@ -447,13 +501,17 @@ func (c *conn) sendCompleted(seq uint64) bool {
 // completedLocked takes back the slots and send-queue entries of the sends
 // up to and including seq. Called with mu held.
 func (s *sender) completedLocked(seq uint64) {
+	var back [32]int32
+	ids := back[:0]
 	i := 0
 	for ; i < len(s.ring) && s.ring[i].seq <= seq; i++ {
 		if slot := s.ring[i].slot; slot >= 0 {
-			s.free = append(s.free, slot)
+			ids = append(ids, slot)
+			s.avail++
 		}
 		s.sqFree++
 	}
+	s.mem.give(ids...)
 	// Keep the ring's array: slide what is left to the front.
 	s.ring = s.ring[:copy(s.ring, s.ring[i:])]
 }
@@ -474,6 +532,36 @@ func (c *conn) pendingSends() bool {
 // posted is one send on the send queue, in posting order.
 type posted struct {
 	seq      uint64
-	slot     int32 // -1: no slot (credit-only)
+	slot     int32 // -1: no slot (credit-only), or none left to free (inline)
 	signaled bool
+}
+
+// freeSendMemory gives the arena the slots of sends that never completed
+// (the close grace ran out), or were never posted (posting failed), once
+// the queue pair is gone and the device no longer reads them, and leaves a
+// shared arena, which goes with its last connection. Called once, by
+// freeMemory or destroy, when nothing is lent any more.
+func (c *conn) freeSendMemory() {
+	c.mu.Lock()
+	if c.mem == nil || c.memFreed {
+		c.mu.Unlock()
+		return
+	}
+	c.memFreed = true
+	var ids []int32
+	for _, p := range c.ring {
+		if p.slot >= 0 {
+			ids = append(ids, p.slot)
+			c.avail++
+		}
+	}
+	c.ring = c.ring[:0]
+	c.avail += len(c.inlined)
+	ids = append(ids, c.inlined...)
+	c.inlined = c.inlined[:0]
+	c.mem.give(ids...)
+	c.mu.Unlock()
+	if !c.o.PrivateSendSlots {
+		c.t.leaveArena(c.dev, c.mem)
+	}
 }

@@ -169,6 +169,7 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 // freeMemory deregisters the receive and send memory, once.
 func (c *conn) freeMemory() {
 	c.freeOnce.Do(func() {
+		c.freeSendMemory()
 		for _, mr := range []*verbs.MR{c.recvMR, c.sendMR} {
 			if mr != nil {
 				if err := mr.Close(); err != nil {

@@ -29,9 +29,17 @@ type Options struct {
 	// RecvBuffers is the number of data receive buffers posted per
 	// connection: the credits the peer starts with. Default 16.
 	RecvBuffers int
-	// SendSlots is the number of registered send buffers per connection,
-	// each of the peer's BufferSize. Default 16.
+	// SendSlots is the most registered send buffers, each of the peer's
+	// BufferSize, that a connection holds at once (sent and not yet
+	// completed, or lent by NewSendBuffer). They come from one registered
+	// arena per device shared by the transport's connections, which grows
+	// by SendSlots buffers at a time within MemoryBudget: an idle
+	// connection holds none. Default 16.
 	SendSlots int
+	// PrivateSendSlots registers each connection's SendSlots send buffers
+	// at its handshake, for its life, instead of sharing the device's
+	// arena (the layout before the arena).
+	PrivateSendSlots bool
 	// MaxMessageSize is the largest message this side accepts. Default
 	// transport.DefaultMaxMessageSize (64 MiB).
 	MaxMessageSize int
@@ -152,6 +160,9 @@ type device struct {
 	ctx  *verbs.Context
 	pd   *verbs.PD
 	refs int
+	// arenas are the shared send arenas by slot size (arena.go), under
+	// the transport's mu.
+	arenas map[int]*arena
 }
 
 // acquire opens the device (once) and counts a user.
@@ -188,6 +199,7 @@ func (t *Transport) release(d *device) {
 		return
 	}
 	delete(t.devices, d.name)
+	t.closeArenasLocked(d)
 	if err := d.pd.Close(); err != nil {
 		t.o.Logger.Error("closing protection domain", zap.String("device", d.name), zap.Error(err))
 		return

@@ -88,12 +88,17 @@ func (c *conn) dumpState(w io.Writer) {
 			signaled++
 		}
 	}
-	avail := -1
+	avail, arenaFree := -1, -1
 	if c.win != nil {
 		avail = c.win.Avail()
 	}
-	fmt.Fprintf(w, "conn %v closing=%v: credits=%d free=%d lent=%d unsignaled=%d ring=%d(signaled %d) outbox=%d posting=%v sqFree=%d ctlWanted=%v waiters=%d turnHeld=%d turnWaiters=%d abortOwed=%v | pmuFree=%v armed=%v recvOutstanding=%d asmBusy=%v",
-		c.boot.RemoteAddr(), c.closing.Load(), avail, len(c.free), c.lent, c.unsignaled, len(c.ring), signaled, len(c.outbox), c.posting, c.sqFree, c.ctlWanted, len(c.wake.waiters), len(c.turn), c.turnWaiters.Load(), c.abortOwed,
+	if c.mem != nil {
+		c.mem.mu.Lock()
+		arenaFree = len(c.mem.free)
+		c.mem.mu.Unlock()
+	}
+	fmt.Fprintf(w, "conn %v closing=%v: credits=%d free=%d arenaFree=%d lent=%d unsignaled=%d ring=%d(signaled %d) outbox=%d posting=%v sqFree=%d ctlWanted=%v waiters=%d turnHeld=%d turnWaiters=%d abortOwed=%v | pmuFree=%v armed=%v recvOutstanding=%d asmBusy=%v",
+		c.boot.RemoteAddr(), c.closing.Load(), avail, c.avail, arenaFree, c.lent, c.unsignaled, len(c.ring), signaled, len(c.outbox), c.posting, c.sqFree, c.ctlWanted, len(c.wake.waiters), len(c.turn), c.turnWaiters.Load(), c.abortOwed,
 		pmuFree, armed, c.recvOutstanding.Load(), c.asm.buf != nil)
 	c.mu.Unlock()
 	c.rmu.Lock()
