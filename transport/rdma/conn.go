@@ -3,6 +3,7 @@ package rdma
 import (
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -35,8 +36,11 @@ type conn struct {
 	ch        *verbs.CompChannel
 	cq        *verbs.CQ
 	qp        *verbs.QP
-	recvMR    *verbs.MR // (RecvBuffers + credit.Extra) buffers of BufferSize
-	sendMR    *verbs.MR // SendSlots slots of the peer's buffer size
+	recvMR    *verbs.MR   // (RecvBuffers + credit.Extra) buffers of BufferSize; nil with pool
+	pool      *srqPool    // the device's shared receive queue, or nil: receives of its own
+	lends     bool        // the peer understands lent credits (featLend)
+	swept     atomic.Bool // holds lent credits: in the transport's give-back sweep
+	sendMR    *verbs.MR   // SendSlots slots of the peer's buffer size
 	maxInline int
 	recvs     int   // receive buffers in all
 	charged   int64 // bytes of registered memory taken from the budget
@@ -54,7 +58,12 @@ const ctlHeadroom = credit.Extra + 2
 // newConn creates the queue pair and its resources and posts every receive;
 // the QP is left in INIT. The send side is set up by connect, once the
 // peer's hello is known.
-func (t *Transport) newConn(dev *device, port uint8, boot net.Conn) (*conn, error) {
+//
+// With shared, its receives come from the device's shared receive queue
+// instead: it joins the pool with a window of SharedCredits, and its CQ
+// holds the completions of at most RecvBuffers (the most its window grows
+// to) plus the control receives.
+func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool) (*conn, error) {
 	o := &t.o
 	c := &conn{
 		t:     t,
@@ -67,6 +76,17 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn) (*conn, erro
 	c.turn = make(chan struct{}, 1)
 	c.led = credit.NewLedger(o.RecvBuffers)
 	c.releaseBatch = max(1, o.RecvBuffers/4)
+	if shared {
+		pool, err := t.sharedPool(dev)
+		if err != nil {
+			return nil, err
+		}
+		if err := pool.join(o.SharedCredits); err != nil {
+			return nil, err
+		}
+		c.pool = pool
+		c.led = credit.NewLedger(o.SharedCredits)
+	}
 	c.asm = reassembler{max: o.MaxMessageSize}
 	c.wcs = make([]verbs.WorkCompletion, 32)
 	c.epoch = time.Now()
@@ -85,17 +105,28 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn) (*conn, erro
 		c.destroy()
 		return nil, err
 	}
-	c.qp, err = dev.pd.CreateQP(verbs.QPConfig{
+	qc := verbs.QPConfig{
 		SendCQ: c.cq, RecvCQ: c.cq,
 		MaxSendWR: sqDepth, MaxRecvWR: c.recvs,
 		MaxInlineData: 128,
-	})
+	}
+	if c.pool != nil {
+		qc.SRQ = c.pool.srq
+	}
+	c.qp, err = dev.pd.CreateQP(qc)
 	if err != nil {
 		c.destroy()
 		return nil, err
 	}
 	c.maxInline = c.qp.MaxInline()
 	c.sqFree = sqDepth
+	if c.pool != nil {
+		if err = c.qp.ToInit(port); err != nil {
+			c.destroy()
+			return nil, err
+		}
+		return c, nil // its receives are the pool's, posted already
+	}
 	if err = c.charge(c.recvs * o.BufferSize); err != nil {
 		c.destroy()
 		return nil, err
@@ -153,6 +184,7 @@ func (c *conn) connect(peer hello, local hello, rtr verbs.RTRAttr) error {
 		c.free[i] = int32(c.o.SendSlots - 1 - i)
 	}
 	c.win = credit.NewWindow(int(peer.recvs))
+	c.lends = peer.features&featLend != 0
 	if err = c.qp.ToRTR(rtr); err != nil {
 		return err
 	}
@@ -191,6 +223,10 @@ func (c *conn) destroy() {
 		}
 	}
 	c.uncharge()
+	if c.pool != nil {
+		c.pool.leave(c.led.Recvs()+credit.Extra, true) // nothing arrived: none is held
+		c.pool = nil
+	}
 }
 
 func (c *conn) Done() <-chan struct{} { return c.sig.Done() }

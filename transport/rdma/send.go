@@ -197,13 +197,13 @@ func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 func (c *conn) post(slot int32, k kind, n int, last bool) error {
 	c.mu.Lock()
 	c.rmu.Lock()
-	grant := c.led.Piggyback()
+	imm := c.outImmLocked(k) // the credits owed, and lent (lend.go)
 	c.rmu.Unlock()
 	// Ask for a completion often enough that slots and send-queue entries
 	// come back (signalLocked); at the end of a message nobody else waits
 	// to follow, so an idle connection has nothing unreaped and Close
 	// knows when all is sent.
-	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last), Imm: encodeImm(k, grant), HasImm: true}
+	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last), Imm: imm, HasImm: true}
 	if slot >= 0 {
 		wr.MR, wr.Offset, wr.Length = c.sendMR, uint32(int(slot)*int(c.peer.bufSize)), uint32(n)
 		wr.Inline = n <= c.maxInline
@@ -299,6 +299,7 @@ func (c *conn) sendCreditOnly() {
 	}
 	c.rmu.Lock()
 	n := c.led.CreditOnly()
+	lend := c.led.TakeLend()
 	c.rmu.Unlock()
 	if n == 0 {
 		c.mu.Unlock()
@@ -306,7 +307,7 @@ func (c *conn) sendCreditOnly() {
 	}
 	c.ctlWanted = false
 	c.sqFree--
-	c.enqueueLocked(verbs.SendWR{ID: c.seq, Signaled: true, Imm: encodeImm(kindCredit, n), HasImm: true}, -1)
+	c.enqueueLocked(verbs.SendWR{ID: c.seq, Signaled: true, Imm: encodeImmLend(kindCredit, n, lend), HasImm: true}, -1)
 	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	if c.flush() == nil {

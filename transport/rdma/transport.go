@@ -62,6 +62,19 @@ type Options struct {
 	// CloseGrace bounds how long Close waits for posted sends to complete
 	// and for flushed work requests. Default 2 s.
 	CloseGrace time.Duration
+	// SharedReceive makes every connection on a device take its receives
+	// from one shared receive queue, whose buffers are lent to the
+	// connections as credits (docs/rdma.md, "Shared receive queue"): each
+	// peer always holds SharedCredits of them and borrows more, up to
+	// RecvBuffers, while it is busy, giving them back once idle. Registered
+	// receive memory then grows with the load, not with the connections.
+	// With it, BufferSize defaults to 16 KiB. The peer must support lent
+	// credits (a client refuses a server that does not; a server falls back
+	// to the per-connection layout for such a client).
+	SharedReceive bool
+	// SharedCredits is the guaranteed window of a connection with
+	// SharedReceive. Default 1.
+	SharedCredits int
 	// MemoryBudget bounds the registered (pinned) memory of all this
 	// transport's connections, in bytes: a handshake that would go beyond
 	// it is refused, on either side, with an error wrapping
@@ -80,6 +93,10 @@ func (o Options) withDefaults() Options {
 			*v = d
 		}
 	}
+	if o.SharedReceive {
+		def(&o.BufferSize, 16<<10)
+		def(&o.SharedCredits, 1)
+	}
 	def(&o.BufferSize, 64<<10)
 	def(&o.RecvBuffers, 16)
 	def(&o.SendSlots, 16)
@@ -88,6 +105,7 @@ func (o Options) withDefaults() Options {
 	def(&o.SignalEvery, 16)
 	o.BufferSize = min(max(o.BufferSize, minBufferSize), maxBufferSize)
 	o.RecvBuffers = min(o.RecvBuffers, maxRecvs)
+	o.SharedCredits = min(o.SharedCredits, o.RecvBuffers)
 	o.MaxMessageSize = min(max(o.MaxMessageSize, minMaxMessage), maxMaxMessage)
 	o.SendSlots = max(o.SendSlots, 2) // one may be lent, one keeps messages moving
 	if o.PollSpin < 0 {
@@ -131,8 +149,13 @@ type Transport struct {
 	// connection set up from it fails.
 	endpoints sync.Map // string(IP) -> rdmadev.Endpoint
 
-	counters counters
-	budget   budget
+	counters  counters
+	budget    budget
+	giveBacks lenders // connections holding lent credits, for the idle give-back
+
+	// oldHello, set only by tests, leaves featLend out of this side's
+	// hellos: a peer built before lent credits.
+	oldHello bool
 
 	// connHook, set only by tests before the first connection, sees each
 	// new connection (the stall watchdog dumps their state).
@@ -151,6 +174,7 @@ type device struct {
 	name string
 	ctx  *verbs.Context
 	pd   *verbs.PD
+	pool *srqPool // its shared receive queue (SharedReceive), made by the first connection
 	refs int
 }
 
@@ -188,6 +212,10 @@ func (t *Transport) release(d *device) {
 		return
 	}
 	delete(t.devices, d.name)
+	if d.pool != nil {
+		d.pool.destroy()
+		d.pool = nil
+	}
 	if err := d.pd.Close(); err != nil {
 		t.o.Logger.Error("closing protection domain", zap.String("device", d.name), zap.Error(err))
 		return
@@ -275,10 +303,14 @@ func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds 
 // Counters returns what the transport counted over all its connections.
 func (t *Transport) Counters() map[string]uint64 { return t.counters.snapshot() }
 
-// Gauges returns the registered memory in use (registered_bytes) and, when
+// Gauges returns the registered memory in use (registered_bytes), the part
+// of it in shared receive queues' buffers (shared_recv_bytes) and, when
 // there is one, its budget (registered_budget).
 func (t *Transport) Gauges() map[string]uint64 {
 	m := map[string]uint64{"registered_bytes": uint64(t.budget.inUse())}
+	if n := t.sharedBytes(); n > 0 {
+		m["shared_recv_bytes"] = uint64(n)
+	}
 	if t.budget.limit > 0 {
 		m["registered_budget"] = uint64(t.budget.limit)
 	}
@@ -297,6 +329,8 @@ type counters struct {
 	messagesSent, received   atomic.Uint64
 	fragmentsSent            atomic.Uint64
 	protocolErrors           atomic.Uint64
+	creditsLent              atomic.Uint64 // lent to peers from shared receive pools
+	creditsGivenBack         atomic.Uint64 // lent credits this side gave back, idle
 	refused                  atomic.Uint64
 
 	mu       sync.Mutex
@@ -327,6 +361,8 @@ func (c *counters) snapshot() map[string]uint64 {
 		"messages_received":  c.received.Load(),
 		"fragments_sent":     c.fragmentsSent.Load(),
 		"protocol_errors":    c.protocolErrors.Load(),
+		"credits_lent":       c.creditsLent.Load(),
+		"credits_given_back": c.creditsGivenBack.Load(),
 		"handshakes_refused": c.refused.Load(),
 	}
 	c.mu.Lock()

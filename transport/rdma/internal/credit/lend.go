@@ -50,6 +50,10 @@ func (w *Window) GiveBack(keep int) int {
 // as this side knows): the sign of demand on which a receiver lends.
 func (l *Ledger) Exhausted() bool { return l.unreturned == l.recvs }
 
+// Threshold returns how many credits must be owed for a credit-only
+// message, for the window as it is now.
+func (l *Ledger) Threshold() int { return l.threshold }
+
 // Recvs returns the peer's window: the guaranteed one plus what is lent.
 func (l *Ledger) Recvs() int { return l.recvs }
 
