@@ -201,6 +201,23 @@ func (c *conn) start() {
 // destroy frees whatever newConn created, when the connection never started.
 func (c *conn) destroy() {
 	c.torndown.Store(true)
+	if c.pool != nil && c.qp != nil {
+		// A message may have landed before the handshake failed: its
+		// buffer is the pool's, put it back before the CQ goes.
+		_ = c.qp.ToError()
+		wcs := make([]verbs.WorkCompletion, 32)
+		for {
+			n, err := c.cq.Poll(wcs)
+			if err != nil || n == 0 {
+				break
+			}
+			for i := range wcs[:n] {
+				if isRecv(&wcs[i]) {
+					c.postLost(&wcs[i])
+				}
+			}
+		}
+	}
 	var closers []interface{ Close() error }
 	if c.qp != nil {
 		closers = append(closers, c.qp)

@@ -140,8 +140,12 @@ func (c *conn) released(buf int32) {
 	c.unposted = append(c.unposted, buf)
 	batch := c.releaseBatch
 	if c.pool != nil {
-		// The window changes: a quarter of it as it is now.
+		// The window changes: a quarter of it as it is now. Once the
+		// connection left the pool nothing else would post the batch.
 		batch = max(1, c.led.Recvs()/4)
+		if c.detached {
+			batch = 1
+		}
 	}
 	var flush []int32
 	if len(c.unposted) >= batch {

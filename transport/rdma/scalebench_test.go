@@ -28,7 +28,21 @@ import (
 var (
 	scaleN         = flag.String("scale.n", "", "connection counts for TestScaleTable (comma-separated); empty: skip")
 	scaleKeepalive = flag.Bool("scale.keepalive", true, "TestScaleTable: keepalive on (the default 30 s) or off, both sides")
+	scaleOpts      = flag.String("scale.opts", "small", "TestScaleTable: Options of both sides: small (scaleOptions), default (Options{}) or shared (Options{SharedReceive: true})")
 )
+
+// scaleOptionsNamed are the Options -scale.opts names.
+func scaleOptionsNamed(name string) (Options, error) {
+	switch name {
+	case "", "small":
+		return scaleOptions, nil
+	case "default":
+		return Options{}, nil
+	case "shared":
+		return Options{SharedReceive: true}, nil
+	}
+	return Options{}, fmt.Errorf("-scale.opts=%q: want small, default or shared", name)
+}
 
 // scaleKeepaliveParams is the keepalive of both sides: the default, or off.
 func scaleKeepaliveParams(on bool) rpc.Keepalive {
@@ -109,7 +123,11 @@ func TestScaleHelperServer(t *testing.T) {
 	if os.Getenv("RDMARPC_HELPER") != "scale" {
 		t.Skip("the server half of TestScaleTable, run as a child process")
 	}
-	tr := New(scaleOptions)
+	o, err := scaleOptionsNamed(os.Getenv("RDMARPC_SCALE_OPTS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := New(o)
 	lis, err := tr.Listen(net.JoinHostPort(os.Getenv("RDMARPC_TEST_IP"), "0"))
 	if err != nil {
 		t.Fatal(err)
@@ -137,13 +155,17 @@ func TestScaleTable(t *testing.T) {
 		t.Skip("a benchmark: run with -scale.n=100,1000,...")
 	}
 	guestIP(t)
+	o, err := scaleOptionsNamed(*scaleOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var rows []string
 	for _, f := range strings.Split(*scaleN, ",") {
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 {
 			t.Fatalf("-scale.n: %q is not a count", f)
 		}
-		row, err := scaleRow(t, n)
+		row, err := scaleRow(t, n, o)
 		if err != nil {
 			t.Logf("N=%d: %v", n, err)
 			rows = append(rows, fmt.Sprintf("| %d | failed: %v |", n, err))
@@ -152,7 +174,7 @@ func TestScaleTable(t *testing.T) {
 		rows = append(rows, row)
 		t.Log(row)
 	}
-	t.Logf("keepalive on: %v; Options %+v per side", *scaleKeepalive, scaleOptions)
+	t.Logf("keepalive on: %v; -scale.opts=%s: Options %+v per side", *scaleKeepalive, *scaleOpts, o)
 	t.Log("| N | setup/conn | RSS client | RSS server | registered client | registered server | fds c/s | goroutines c/s | idle CPU c/s (10 s) | echo p50 (extra conn) |")
 	t.Log("|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
@@ -160,9 +182,9 @@ func TestScaleTable(t *testing.T) {
 	}
 }
 
-func scaleRow(t *testing.T, n int) (string, error) {
+func scaleRow(t *testing.T, n int, o Options) (string, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestScaleHelperServer$")
-	cmd.Env = append(os.Environ(), "RDMARPC_HELPER=scale")
+	cmd.Env = append(os.Environ(), "RDMARPC_HELPER=scale", "RDMARPC_SCALE_OPTS="+*scaleOpts)
 	if !*scaleKeepalive {
 		cmd.Env = append(cmd.Env, "RDMARPC_SCALE_KEEPALIVE=off")
 	}
@@ -194,7 +216,7 @@ func scaleRow(t *testing.T, n int) (string, error) {
 		return parseStats(lines.Text())
 	}
 
-	tr := New(scaleOptions)
+	tr := New(o)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	ccs := make([]*rpc.ClientConn, n)

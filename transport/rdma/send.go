@@ -298,8 +298,10 @@ func (c *conn) sendCreditOnly() {
 		return
 	}
 	c.rmu.Lock()
-	n := c.led.CreditOnly()
-	lend := c.led.TakeLend()
+	n, lend := c.led.CreditOnly(), 0
+	if n > 0 {
+		lend = c.led.TakeLend()
+	}
 	c.rmu.Unlock()
 	if n == 0 {
 		c.mu.Unlock()

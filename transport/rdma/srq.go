@@ -1,6 +1,8 @@
 package rdma
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -39,11 +41,19 @@ type srqPool struct {
 	growing   bool // a grow is registering a chunk (outside mu)
 	charged   int64
 	destroyed bool
+
+	stopEvents context.CancelFunc
+	eventsDone chan struct{}
 }
 
 const (
 	// chunkBufs is how many buffers one registration adds to a pool.
 	chunkBufs = 32
+	// srqLimit is the SRQ limit armed as a safety net: with N connections
+	// at least 2N buffers stay posted (their control receives), so below
+	// this the invariant is broken (or N is tiny); the pool then grows a
+	// chunk and says so.
+	srqLimit = chunkBufs / 4
 	// lendFloor is the fewest spare buffers a pool may grow to for lent
 	// credits; with more connections, half a buffer each (the spare share
 	// of an idle connection stays small: docs/rdma.md).
@@ -72,6 +82,9 @@ func (t *Transport) sharedPool(dev *device) (*srqPool, error) {
 	p := &srqPool{t: t, pd: dev.pd, srq: srq, bufSize: t.o.BufferSize, maxBufs: srq.MaxWR()}
 	p.grown.L = &p.mu
 	p.chunks.Store(&[]*verbs.MR{})
+	ctx, cancel := context.WithCancel(context.Background())
+	p.stopEvents, p.eventsDone = cancel, make(chan struct{})
+	go p.watchEvents(ctx, dev.ctx)
 	dev.pool = p
 	return p, nil
 }
@@ -235,6 +248,8 @@ func (p *srqPool) post(bufs []int32) error {
 // device (so no QP is attached and no buffer is lent). Called with t.mu
 // held, before the device's PD is closed.
 func (p *srqPool) destroy() {
+	p.stopEvents()
+	<-p.eventsDone
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.destroyed = true
@@ -264,4 +279,44 @@ func (t *Transport) sharedBytes() int64 {
 		}
 	}
 	return n
+}
+
+// watchEvents reads the device's asynchronous events while the pool
+// lives: the SRQ limit event (the safety net: the queue ran low, which the
+// credits should make impossible) grows the pool by a chunk and re-arms.
+// Other events are for the connections' own error handling (a failed work
+// request closes its connection), so they are only logged.
+func (p *srqPool) watchEvents(ctx context.Context, dctx *verbs.Context) {
+	defer close(p.eventsDone)
+	log := p.t.o.Logger
+	arm := func() {
+		if err := p.srq.Arm(min(srqLimit, p.maxBufs-1)); err != nil {
+			log.Warn("arming the shared receive queue's limit", zap.Error(err))
+		}
+	}
+	arm()
+	for {
+		ev, err := dctx.AsyncEvent(ctx)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, verbs.ErrClosed) {
+				log.Warn("reading device events", zap.Error(err))
+			}
+			return
+		}
+		if ev.Type != verbs.EventSRQLimitReached {
+			log.Debug("device event", zap.Stringer("event", ev))
+			continue
+		}
+		p.t.counters.srqLimitEvents.Add(1)
+		p.mu.Lock()
+		conns := p.conns
+		p.mu.Unlock()
+		if conns >= srqLimit/2 {
+			log.Error("the shared receive queue ran low: a credit accounting bug; refilling", zap.Int("connections", conns))
+		}
+		if err := p.grow(); err != nil {
+			log.Warn("refilling the shared receive queue", zap.Error(err))
+		}
+		arm()
+	}
 }

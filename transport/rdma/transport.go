@@ -331,6 +331,7 @@ type counters struct {
 	protocolErrors           atomic.Uint64
 	creditsLent              atomic.Uint64 // lent to peers from shared receive pools
 	creditsGivenBack         atomic.Uint64 // lent credits this side gave back, idle
+	srqLimitEvents           atomic.Uint64 // a shared receive queue ran low (the safety net)
 	refused                  atomic.Uint64
 
 	mu       sync.Mutex
@@ -363,6 +364,7 @@ func (c *counters) snapshot() map[string]uint64 {
 		"protocol_errors":    c.protocolErrors.Load(),
 		"credits_lent":       c.creditsLent.Load(),
 		"credits_given_back": c.creditsGivenBack.Load(),
+		"srq_limit_events":   c.srqLimitEvents.Load(),
 		"handshakes_refused": c.refused.Load(),
 	}
 	c.mu.Lock()
