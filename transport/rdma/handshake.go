@@ -153,7 +153,7 @@ func rtrAttr(peer hello, ep rdmadev.Endpoint, pa verbs.PortAttr) verbs.RTRAttr {
 // ready.
 func (t *Transport) handshakeClient(ctx context.Context, boot net.Conn) (*conn, error) {
 	done, _ := t.bounded(ctx, boot)
-	c, local, ep, pa, err := t.prepare(boot, t.o.SharedReceive)
+	c, local, ep, pa, err := t.prepare(boot, t.o.Receive == ReceiveShared)
 	if err != nil {
 		done()
 		return nil, err
@@ -174,7 +174,7 @@ func (t *Transport) handshakeClient(ctx context.Context, boot net.Conn) (*conn, 
 	if err == nil && c.pool != nil && peer.features&featLend == 0 {
 		// Our receive window would stay at SharedCredits for good: an
 		// old server takes no lent credits.
-		err = protoErr("the server does not support lent credits (an rdmarpc without shared receive queues): set Options.SharedReceive to false to reach it")
+		err = protoErr("the server does not support lent credits (an rdmarpc without shared receive queues): set Options.Receive to ReceivePerConnection to reach it")
 	}
 	if err != nil {
 		_, _ = boot.Write(encodeRefusal(err.Error()))
@@ -220,7 +220,7 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, 
 	}
 	// A client that does not support lent credits gets the per-connection
 	// layout.
-	c, local, ep, pa, err := t.prepare(boot, t.o.SharedReceive && peer.features&featLend != 0)
+	c, local, ep, pa, err := t.prepare(boot, t.o.Receive == ReceiveShared && peer.features&featLend != 0)
 	if err != nil {
 		return refuse(err)
 	}

@@ -28,7 +28,7 @@ import (
 var (
 	scaleN         = flag.String("scale.n", "", "connection counts for TestScaleTable (comma-separated); empty: skip")
 	scaleKeepalive = flag.Bool("scale.keepalive", true, "TestScaleTable: keepalive on (the default 30 s) or off, both sides")
-	scaleOpts      = flag.String("scale.opts", "small", "TestScaleTable: Options of both sides: small (scaleOptions), default (Options{}) or shared (Options{SharedReceive: true})")
+	scaleOpts      = flag.String("scale.opts", "small", "TestScaleTable: Options of both sides: small (scaleOptions), default (Options{}), perconn (Options{Receive: ReceivePerConnection}) or shared (Options{Receive: ReceiveShared})")
 )
 
 // scaleOptionsNamed are the Options -scale.opts names.
@@ -38,10 +38,12 @@ func scaleOptionsNamed(name string) (Options, error) {
 		return scaleOptions, nil
 	case "default":
 		return Options{}, nil
+	case "perconn":
+		return Options{Receive: ReceivePerConnection}, nil
 	case "shared":
-		return Options{SharedReceive: true}, nil
+		return Options{Receive: ReceiveShared}, nil
 	}
-	return Options{}, fmt.Errorf("-scale.opts=%q: want small, default or shared", name)
+	return Options{}, fmt.Errorf("-scale.opts=%q: want small, default, perconn or shared", name)
 }
 
 // scaleKeepaliveParams is the keepalive of both sides: the default, or off.

@@ -45,8 +45,8 @@ func TestSharedConformance(t *testing.T) {
 		name string
 		o    Options
 	}{
-		{"default", Options{SharedReceive: true, MaxMessageSize: 16<<20 + 64}},
-		{"tiny", Options{SharedReceive: true, MaxMessageSize: 16<<20 + 64, BufferSize: 4096, RecvBuffers: 4, SendSlots: 2, RecvQueueBytes: 64 << 10}},
+		{"default", Options{Receive: ReceiveShared, MaxMessageSize: 16<<20 + 64}},
+		{"tiny", Options{Receive: ReceiveShared, MaxMessageSize: 16<<20 + 64, BufferSize: 4096, RecvBuffers: 4, SendSlots: 2, RecvQueueBytes: 64 << 10}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := New(tc.o)
@@ -65,7 +65,7 @@ func TestSharedConformance(t *testing.T) {
 func TestSharedRPC(t *testing.T) {
 	ip := guestIP(t)
 	before := deviceCounters(t)
-	tr := New(Options{SharedReceive: true})
+	tr := New(Options{Receive: ReceiveShared})
 	defer stallWatchdog(tr, 20*time.Second)()
 	rpctest.Run(t, rpctest.Config{Transport: tr, Addr: net.JoinHostPort(ip, "0"),
 		LeakOptions: []goleak.Option{goleak.IgnoreAnyFunction("github.com/rdmarpc/rdmarpc/transport/rdma.watchStalls")}})
@@ -84,7 +84,7 @@ func TestSharedRPC(t *testing.T) {
 func TestSharedPoolIdle(t *testing.T) {
 	ip := guestIP(t)
 	const n, dialers, burst = 200, 8, 24
-	o := Options{SharedReceive: true}
+	o := Options{Receive: ReceiveShared}
 	cliTr, srvTr := New(o), New(o)
 	counters, devBefore, goroutinesBefore := deviceCounters(t), resources(t), runtime.NumGoroutine()
 	// A hang guard only.
@@ -250,12 +250,12 @@ func TestSharedPoolIdle(t *testing.T) {
 	waitFor(t, "goroutines back to where they were", func() bool { return runtime.NumGoroutine() <= goroutinesBefore })
 }
 
-// TestSharedRefusesOldServer: a client with SharedReceive refuses a server
+// TestSharedFallbackAndRefusal: a client with ReceiveShared refuses a server
 // that does not understand lent credits (its hello sets no featLend), and
-// a server with SharedReceive gives such a client the per-connection layout.
+// a server with ReceiveShared gives such a client the per-connection layout.
 func TestSharedFallbackAndRefusal(t *testing.T) {
 	ip := guestIP(t)
-	shared := New(Options{SharedReceive: true})
+	shared := New(Options{Receive: ReceiveShared})
 	old := New(Options{})
 	old.oldHello = true
 	// Old client, shared server: per-connection layout, and it works.

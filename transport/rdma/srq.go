@@ -14,7 +14,7 @@ import (
 )
 
 // srqPool is the shared receive queue of one device of a Transport, and
-// the buffers posted on it (Options.SharedReceive; docs/rdma.md, "Shared
+// the buffers posted on it (Options.Receive; docs/rdma.md, "Shared
 // receive queue"). Every connection on the device takes its receives from
 // it; acct commits its buffers to the connections' windows, so that the
 // buffers posted always cover what every peer may send.
@@ -73,7 +73,7 @@ func (t *Transport) sharedPool(dev *device) (*srqPool, error) {
 		return nil, err
 	}
 	if attr.MaxSRQ == 0 || attr.MaxSRQWR == 0 {
-		return nil, fmt.Errorf("rdma: device %s has no shared receive queues (set Options.SharedReceive to false)", dev.name)
+		return nil, fmt.Errorf("rdma: device %s has no shared receive queues (set Options.Receive to ReceivePerConnection)", dev.name)
 	}
 	srq, err := dev.pd.CreateSRQ(attr.MaxSRQWR)
 	if err != nil {

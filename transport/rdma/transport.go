@@ -62,18 +62,20 @@ type Options struct {
 	// CloseGrace bounds how long Close waits for posted sends to complete
 	// and for flushed work requests. Default 2 s.
 	CloseGrace time.Duration
-	// SharedReceive makes every connection on a device take its receives
-	// from one shared receive queue, whose buffers are lent to the
-	// connections as credits (docs/rdma.md, "Shared receive queue"): each
-	// peer always holds SharedCredits of them and borrows more, up to
-	// RecvBuffers, while it is busy, giving them back once idle. Registered
-	// receive memory then grows with the load, not with the connections.
-	// With it, BufferSize defaults to 16 KiB. The peer must support lent
-	// credits (a client refuses a server that does not; a server falls back
-	// to the per-connection layout for such a client).
-	SharedReceive bool
+	// Receive is where a connection's receive buffers come from: its own
+	// (ReceivePerConnection: RecvBuffers posted per connection), or one
+	// shared receive queue per device whose buffers are lent to the
+	// connections as credits (ReceiveShared; docs/rdma.md, "Shared receive
+	// queue"): each peer always holds SharedCredits of them and borrows
+	// more, up to RecvBuffers, while it is busy, giving them back once
+	// idle, so registered receive memory grows with the load, not with the
+	// connections. Shared, BufferSize defaults to 16 KiB. The peer must
+	// support lent credits: a shared client refuses a server that does
+	// not; a shared server gives such a client its own buffers. The zero
+	// value is DefaultReceive.
+	Receive ReceiveLayout
 	// SharedCredits is the guaranteed window of a connection with
-	// SharedReceive. Default 1.
+	// ReceiveShared. Default 1.
 	SharedCredits int
 	// MemoryBudget bounds the registered (pinned) memory of all this
 	// transport's connections, in bytes: a handshake that would go beyond
@@ -87,13 +89,33 @@ type Options struct {
 	Logger *zap.Logger
 }
 
+// ReceiveLayout says where a connection's receive buffers come from
+// (Options.Receive).
+type ReceiveLayout int
+
+const (
+	// ReceivePerConnection: each connection posts RecvBuffers receive
+	// buffers of its own (2 + RecvBuffers of BufferSize registered per
+	// connection).
+	ReceivePerConnection ReceiveLayout = iota + 1
+	// ReceiveShared: one shared receive queue per device, credits lent
+	// from its pool.
+	ReceiveShared
+)
+
+// DefaultReceive is the layout of Options whose Receive is zero.
+const DefaultReceive = ReceivePerConnection
+
 func (o Options) withDefaults() Options {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
 		}
 	}
-	if o.SharedReceive {
+	if o.Receive == 0 {
+		o.Receive = DefaultReceive
+	}
+	if o.Receive == ReceiveShared {
 		def(&o.BufferSize, 16<<10)
 		def(&o.SharedCredits, 1)
 	}
@@ -174,7 +196,7 @@ type device struct {
 	name string
 	ctx  *verbs.Context
 	pd   *verbs.PD
-	pool *srqPool // its shared receive queue (SharedReceive), made by the first connection
+	pool *srqPool // its shared receive queue (ReceiveShared), made by the first connection
 	refs int
 }
 
