@@ -54,6 +54,9 @@ const (
 	// this the invariant is broken (or N is tiny); the pool then grows a
 	// chunk and says so.
 	srqLimit = chunkBufs / 4
+	// maxSRQ bounds a shared receive queue's size (its ring is allocated
+	// whole, 1 << 16 entries are a few MiB).
+	maxSRQ = 1 << 16
 	// lendFloor is the fewest spare buffers a pool may grow to for lent
 	// credits; with more connections, half a buffer each (the spare share
 	// of an idle connection stays small: docs/rdma.md).
@@ -75,7 +78,13 @@ func (t *Transport) sharedPool(dev *device) (*srqPool, error) {
 	if attr.MaxSRQ == 0 || attr.MaxSRQWR == 0 {
 		return nil, fmt.Errorf("rdma: device %s has no shared receive queues (set Options.Receive to ReceivePerConnection)", dev.name)
 	}
-	srq, err := dev.pd.CreateSRQ(attr.MaxSRQWR)
+	// The queue's ring is allocated (and mapped) whole: size it for what
+	// the budget can hold, not the device's maximum.
+	maxWR := min(attr.MaxSRQWR, maxSRQ)
+	if lim := t.budget.limit; lim > 0 {
+		maxWR = min(maxWR, max(2*chunkBufs, int(lim/int64(t.o.BufferSize))+chunkBufs))
+	}
+	srq, err := dev.pd.CreateSRQ(maxWR)
 	if err != nil {
 		return nil, err
 	}
