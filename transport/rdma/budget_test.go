@@ -41,7 +41,8 @@ func TestBudget(t *testing.T) {
 func TestMemoryBudgetRefuses(t *testing.T) {
 	ip := guestIP(t)
 	before := resources(t)
-	o := Options{BufferSize: 4096, RecvBuffers: 4, SendSlots: 4}
+	// The per-connection layout: what each connection registers is known.
+	o := Options{Receive: ReceivePerConnection, BufferSize: 4096, RecvBuffers: 4, SendSlots: 4}
 	perConn := int64((o.RecvBuffers+credit.Extra)*o.BufferSize + o.SendSlots*o.BufferSize)
 	const fits, tries = 8, 64
 

@@ -37,7 +37,8 @@ func openFDs(t *testing.T) int {
 func TestThousandConnections(t *testing.T) {
 	ip := guestIP(t)
 	const n, dialers = 1000, 8
-	o := Options{BufferSize: 4096, RecvBuffers: 2, SendSlots: 2}
+	// The per-connection layout: what each connection registers is known.
+	o := Options{Receive: ReceivePerConnection, BufferSize: 4096, RecvBuffers: 2, SendSlots: 2}
 	perConn := int64((o.RecvBuffers+credit.Extra)*o.BufferSize + o.SendSlots*o.BufferSize)
 	cliOpts, srvOpts := o, o
 	cliOpts.MemoryBudget, srvOpts.MemoryBudget = n*perConn, -1

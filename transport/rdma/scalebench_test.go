@@ -56,7 +56,7 @@ func scaleKeepaliveParams(on bool) rpc.Keepalive {
 
 // scaleOptions are small pools, so that one 2 GiB guest holds both ends of
 // thousands of connections: 24 KiB registered per connection per side.
-var scaleOptions = Options{BufferSize: 4096, RecvBuffers: 2, SendSlots: 2}
+var scaleOptions = Options{Receive: ReceivePerConnection, BufferSize: 4096, RecvBuffers: 2, SendSlots: 2}
 
 // procStats is what one process holds.
 type procStats struct {
