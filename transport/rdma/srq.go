@@ -22,15 +22,16 @@ import (
 // It grows in chunks of chunkBufs buffers, one registered region each,
 // charged to the transport's budget: when a connection joins and the pool
 // lacks its guaranteed window, and when lent credits run short (up to
-// lendRoom spare buffers). It does not shrink: a buffer posted on a shared
-// queue comes off it only when a message lands in it. Lock order: a
-// connection's rmu, then mu.
+// lendRoom buffers beyond the guaranteed windows). It does not shrink: a
+// buffer posted on a shared queue comes off it only when a message lands
+// in it. Lock order: a connection's rmu, then mu.
 type srqPool struct {
 	t       *Transport
 	pd      *verbs.PD
 	srq     *verbs.SRQ
 	bufSize int
 	maxBufs int                         // what the SRQ holds
+	base    int                         // what each connection commits at least: SharedCredits + credit.Extra
 	chunks  atomic.Pointer[[]*verbs.MR] // copied on grow: read without a lock
 
 	mu        sync.Mutex
@@ -57,9 +58,9 @@ const (
 	// maxSRQ bounds a shared receive queue's size (its ring is allocated
 	// whole, 1 << 16 entries are a few MiB).
 	maxSRQ = 1 << 16
-	// lendFloor is the fewest spare buffers a pool may grow to for lent
-	// credits; with more connections, half a buffer each (the spare share
-	// of an idle connection stays small: docs/rdma.md).
+	// lendFloor is the fewest buffers a pool may hold for lent credits
+	// beyond the guaranteed windows; with more connections, half a buffer
+	// each (see lendRoom).
 	lendFloor = 2 * chunkBufs
 )
 
@@ -88,7 +89,7 @@ func (t *Transport) sharedPool(dev *device) (*srqPool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &srqPool{t: t, pd: dev.pd, srq: srq, bufSize: t.o.BufferSize, maxBufs: srq.MaxWR()}
+	p := &srqPool{t: t, pd: dev.pd, srq: srq, bufSize: t.o.BufferSize, maxBufs: srq.MaxWR(), base: t.o.SharedCredits + credit.Extra}
 	p.grown.L = &p.mu
 	p.chunks.Store(&[]*verbs.MR{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -138,11 +139,17 @@ func (p *srqPool) lend(n int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := p.acct.CommitUpTo(n)
-	if k < n && p.acct.Spare()+chunkBufs <= max(lendFloor, p.conns/2) {
+	if k < n && p.acct.Buffers()+chunkBufs <= p.conns*p.base+p.lendRoom() {
 		p.wantGrow = true
 	}
 	return k
 }
+
+// lendRoom is how many buffers beyond the guaranteed windows the pool may
+// grow to for lent credits: half a buffer per connection, at least
+// lendFloor. It bounds what an idle pool keeps registered (it does not
+// shrink): (g + 2 + 1/2) buffers per connection. Called with mu held.
+func (p *srqPool) lendRoom() int { return max(lendFloor, p.conns/2) }
 
 // growIfWanted grows the pool when a lend found it short.
 func (p *srqPool) growIfWanted() {
