@@ -85,7 +85,11 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 			return nil, err
 		}
 		c.pool = pool
-		c.led = credit.NewLedger(o.SharedCredits)
+		// A fresh connection starts with a full window when the pool has
+		// spare buffers (a burst needs no round trip first), lent from the
+		// start: once idle the peer gives it back down to SharedCredits.
+		boost := pool.lendSpare(o.RecvBuffers - o.SharedCredits)
+		c.led = credit.NewLentLedger(o.SharedCredits+boost, o.SharedCredits)
 	}
 	c.asm = reassembler{max: o.MaxMessageSize}
 	c.wcs = make([]verbs.WorkCompletion, 32)

@@ -124,6 +124,9 @@ func (t *Transport) prepare(boot net.Conn, shared bool) (*conn, hello, rdmadev.E
 		recvs:      uint32(c.led.Recvs()),
 		maxMessage: uint32(t.o.MaxMessageSize),
 	}
+	if c.pool != nil {
+		local.guaranteed = uint32(t.o.SharedCredits)
+	}
 	if t.oldHello {
 		local.features = 0
 	}

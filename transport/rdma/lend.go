@@ -98,7 +98,7 @@ func (c *conn) giveBackLent(now time.Duration) (done bool) {
 	}
 	defer c.giveTurn()
 	c.mu.Lock()
-	keep := int(c.peer.recvs)
+	keep := c.peer.keep()
 	if c.abortOwed || c.sqFree <= ctlHeadroom {
 		c.mu.Unlock()
 		return false

@@ -145,6 +145,13 @@ func (p *srqPool) lend(n int) int {
 	return k
 }
 
+// lendSpare commits up to n spare buffers without asking for a grow.
+func (p *srqPool) lendSpare(n int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.acct.CommitUpTo(n)
+}
+
 // lendRoom is how many buffers beyond the guaranteed windows the pool may
 // grow to for lent credits: half a buffer per connection, at least
 // lendFloor. It bounds what an idle pool keeps registered (it does not

@@ -46,6 +46,15 @@ func (w *Window) GiveBack(keep int) int {
 	return n
 }
 
+// NewLentLedger returns the ledger of a window of r credits of which only
+// base are guaranteed: the rest (lent from the start, committed by the
+// caller) may be given back.
+func NewLentLedger(r, base int) *Ledger {
+	l := NewLedger(r)
+	l.base = min(base, r)
+	return l
+}
+
 // Exhausted reports whether the peer has used every credit it holds (as far
 // as this side knows): the sign of demand on which a receiver lends.
 func (l *Ledger) Exhausted() bool { return l.unreturned == l.recvs }

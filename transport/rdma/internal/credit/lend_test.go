@@ -70,8 +70,11 @@ func (m *pmodel) join(want int) bool {
 			return false // refused: the budget's error
 		}
 	}
+	// A fresh connection's window starts full when the pool has spare
+	// buffers, lent from the start (no grow for it).
+	w := m.g + m.pool.CommitUpTo(m.cap-m.g)
 	m.next++
-	m.conns = append(m.conns, &lconn{id: m.next, win: NewWindow(m.g), led: NewLedger(m.g), want: want})
+	m.conns = append(m.conns, &lconn{id: m.next, win: NewWindow(w), led: NewLentLedger(w, m.g), want: want})
 	return true
 }
 
@@ -397,7 +400,7 @@ func TestLending(t *testing.T) {
 // gets lent credits (the pool grows) up to cap, and gives them back idle.
 func TestLendingGrowsUnderLoad(t *testing.T) {
 	m := &pmodel{t: t, g: 2, cap: 16, chunk: 4, limit: 64}
-	m.grow()
+	m.grow() // exactly g + Extra: nothing spare to start the window with
 	if !m.join(200) {
 		t.Fatal("join refused")
 	}
