@@ -198,6 +198,10 @@ func (c *conn) connect(peer hello, local hello, rtr verbs.RTRAttr) error {
 // start runs the poller and the watcher.
 func (c *conn) start() {
 	c.t.counters.connsOpened.Add(1)
+	if c.win.Max() > c.peer.keep() && c.swept.CompareAndSwap(false, true) {
+		// Lent from the start: given back once idle, like any lend.
+		c.t.giveBacks.add(c)
+	}
 	go c.poll()
 	go c.watch()
 }

@@ -164,73 +164,38 @@ func TestSharedPoolIdle(t *testing.T) {
 	}
 
 	// All busy at once: a burst of messages in flight on every connection
-	// (sent ahead of their echoes), in every size up to two buffers.
+	// (sent ahead of their echoes), in every size up to two buffers. Then
+	// idle: every lent credit comes back (the windows fresh connections
+	// start with included), and receive memory per connection is within
+	// bounds. Twice: the second burst starts from guaranteed windows, so
+	// it is lent to.
 	size := func(i, j int) int { return (i*7 + j*1013) % (2 * cliTr.o.BufferSize) }
-	var bwg sync.WaitGroup
-	berrs := make(chan error, n)
-	for i, c := range dialed {
-		bwg.Go(func() {
-			done := make(chan error, 1)
-			go func() {
-				for j := range burst {
-					b, err := c.Recv(ctx)
-					if err != nil {
-						done <- err
-						return
-					}
-					want := bytes.Repeat([]byte{byte(i + j)}, size(i, j))
-					ok := bytes.Equal(b.Bytes(), want)
-					b.Release()
-					if !ok {
-						done <- fmt.Errorf("echo %d: wrong bytes", j)
-						return
-					}
+	for round := range 2 {
+		busy(t, ctx, dialed, burst, size)
+		for side, tr := range map[string]*Transport{"client": cliTr, "server": srvTr} {
+			if !eventually(func() bool {
+				_, committed, _ := poolState(tr)
+				return committed == n*window
+			}) {
+				_, committed, _ := poolState(tr)
+				t.Errorf("%s, round %d: %d pool buffers still committed while idle, want %d", side, round, committed, n*window)
+				for _, c := range conns() {
+					c.dumpLent(t)
 				}
-				done <- nil
-			}()
-			for j := range burst {
-				if err := c.Send(ctx, bytes.Repeat([]byte{byte(i + j)}, size(i, j))); err != nil {
-					berrs <- fmt.Errorf("connection %d: send %d: %w", i, j, err)
-					<-done
-					return
-				}
+				t.FailNow()
 			}
-			if err := <-done; err != nil {
-				berrs <- fmt.Errorf("connection %d: %w", i, err)
+			buffers, committed, poolBytes := poolState(tr)
+			total := tr.Gauges()["registered_bytes"]
+			t.Logf("%s idle after burst %d: %d connections, pool %d buffers (%d committed), %d KiB registered for receives (%.1f KiB per connection), %d KiB in all; %d credits lent, %d given back",
+				side, round, n, buffers, committed, poolBytes>>10, float64(poolBytes)/1024/n, total>>10, tr.Counters()["credits_lent"], tr.Counters()["credits_given_back"])
+			if per := poolBytes / n; per > 64<<10 {
+				t.Errorf("%s: %d bytes of receive memory registered per idle connection, want at most 64 KiB", side, per)
 			}
-		})
-	}
-	bwg.Wait()
-	close(berrs)
-	for err := range berrs {
-		t.Error(err)
+		}
 	}
 	for side, tr := range map[string]*Transport{"client": cliTr, "server": srvTr} {
 		if tr.Counters()["credits_lent"] == 0 {
 			t.Errorf("%s: no credit lent while every connection was busy", side)
-		}
-	}
-
-	// Idle: every lent credit comes back, and memory per connection is
-	// within bounds.
-	for side, tr := range map[string]*Transport{"client": cliTr, "server": srvTr} {
-		if !eventually(func() bool {
-			_, committed, _ := poolState(tr)
-			return committed == n*window
-		}) {
-			_, committed, _ := poolState(tr)
-			t.Errorf("%s: %d pool buffers still committed while idle, want %d", side, committed, n*window)
-			for _, c := range conns() {
-				c.dumpLent(t)
-			}
-			t.FailNow()
-		}
-		buffers, committed, poolBytes := poolState(tr)
-		total := tr.Gauges()["registered_bytes"]
-		t.Logf("%s idle: %d connections, pool %d buffers (%d committed), %d KiB registered for receives (%.1f KiB per connection), %d KiB in all; %d credits lent, %d given back",
-			side, n, buffers, committed, poolBytes>>10, float64(poolBytes)/1024/n, total>>10, tr.Counters()["credits_lent"], tr.Counters()["credits_given_back"])
-		if per := poolBytes / n; per > 64<<10 {
-			t.Errorf("%s: %d bytes of receive memory registered per idle connection, want at most 64 KiB", side, per)
 		}
 	}
 	if cliTr.Counters()["credits_given_back"] == 0 && srvTr.Counters()["credits_given_back"] == 0 {
@@ -363,4 +328,52 @@ func (c *conn) dumpLent(t *testing.T) {
 	}
 	t.Logf("conn %v: sending window %d (%d available, keeps %d, swept %v); receiving window %d (lend untold %d, owed %d, unreturned %d, threshold %d)",
 		c.boot.LocalAddr(), wmax, avail, c.peer.keep(), c.swept.Load(), c.led.Recvs(), c.led.LendOwed(), c.led.Owed(), c.led.Unreturned(), c.led.Threshold())
+}
+
+// busy sends burst messages on every connection at once, ahead of their
+// echoes, and checks the echoes.
+func busy(t *testing.T, ctx context.Context, dialed []transport.Conn, burst int, size func(i, j int) int) {
+	t.Helper()
+	var bwg sync.WaitGroup
+	berrs := make(chan error, len(dialed))
+	for i, c := range dialed {
+		bwg.Go(func() {
+			done := make(chan error, 1)
+			go func() {
+				for j := range burst {
+					b, err := c.Recv(ctx)
+					if err != nil {
+						done <- err
+						return
+					}
+					want := bytes.Repeat([]byte{byte(i + j)}, size(i, j))
+					ok := bytes.Equal(b.Bytes(), want)
+					b.Release()
+					if !ok {
+						done <- fmt.Errorf("echo %d: wrong bytes", j)
+						return
+					}
+				}
+				done <- nil
+			}()
+			for j := range burst {
+				if err := c.Send(ctx, bytes.Repeat([]byte{byte(i + j)}, size(i, j))); err != nil {
+					berrs <- fmt.Errorf("connection %d: send %d: %w", i, j, err)
+					<-done
+					return
+				}
+			}
+			if err := <-done; err != nil {
+				berrs <- fmt.Errorf("connection %d: %w", i, err)
+			}
+		})
+	}
+	bwg.Wait()
+	close(berrs)
+	for err := range berrs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
 }

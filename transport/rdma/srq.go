@@ -138,7 +138,7 @@ func (p *srqPool) release(n int) { p.leave(n, false) }
 func (p *srqPool) lend(n int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	k := p.acct.CommitUpTo(n)
+	k := p.acct.CommitUpTo(min(n, p.lendableLocked()))
 	if k < n && p.acct.Buffers()+chunkBufs <= p.conns*p.base+p.lendRoom() {
 		p.wantGrow = true
 	}
@@ -149,7 +149,14 @@ func (p *srqPool) lend(n int) int {
 func (p *srqPool) lendSpare(n int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.acct.CommitUpTo(n)
+	return p.acct.CommitUpTo(min(n, p.lendableLocked()))
+}
+
+// lendableLocked is how many more credits may be lent: all lent credits
+// together stay within lendRoom, so that a grow for a join is not eaten by
+// lends (and the pool by them). Called with mu held.
+func (p *srqPool) lendableLocked() int {
+	return max(0, p.conns*p.base+p.lendRoom()-p.acct.Committed())
 }
 
 // lendRoom is how many buffers beyond the guaranteed windows the pool may
