@@ -49,7 +49,7 @@ func TestMemoryBudgetRefuses(t *testing.T) {
 		layout  string
 		private bool
 	}{{"arena", false}, {"private", true}} {
-		o := Options{BufferSize: 4096, RecvBuffers: 4, SendSlots: 4, PrivateSendSlots: tc.private}
+		o := Options{Receive: ReceivePerConnection, BufferSize: 4096, RecvBuffers: 4, SendSlots: 4, PrivateSendSlots: tc.private}
 		perConn, once := registeredCost(o)
 		small, big := o, o
 		small.MemoryBudget, big.MemoryBudget = fits*perConn+once, -1

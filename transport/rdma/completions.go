@@ -274,6 +274,9 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 	if sendsDone && c.sendCompleted(lastSend) {
 		c.sendCreditOnly()
 	}
+	if c.pool != nil {
+		c.pool.growIfWanted()
+	}
 	return reposts
 }
 
@@ -292,9 +295,13 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 	if !wc.HasImm {
 		return reposts, protoErr("a message without immediate data")
 	}
-	k, grant, err := decodeImm(wc.Imm)
+	k, grant, field, err := decodeImmLend(wc.Imm, c.lends)
 	if err != nil {
 		return reposts, err
+	}
+	lend, back := field, 0
+	if k == kindGiveBack {
+		lend, back = 0, field
 	}
 	if k == kindCredit {
 		if wc.ByteLen != 0 {
@@ -306,11 +313,16 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 			return reposts, err
 		}
 	}
-	if k == kindCredit || grant > 0 {
+	if k == kindCredit || grant > 0 || lend > 0 {
 		c.mu.Lock()
-		if k == kindCredit {
+		if lend > 0 {
+			// Before the grant: a credit-only message's threshold is the
+			// window's with the lend (docs/rdma.md).
+			err = c.lentLocked(lend)
+		}
+		if err == nil && k == kindCredit {
 			err = c.win.GrantControl(grant)
-		} else {
+		} else if err == nil {
 			err = c.win.Grant(grant)
 		}
 		c.broadcastLocked()
@@ -329,14 +341,27 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 		// after its last poll: the receive side is done (after a local
 		// Close its queue is already dropped), so nobody would Recv it.
 		// Drop it here, never lent or queued; its buffer is not posted
-		// again.
+		// again (a shared one goes back to the pool's queue).
+		c.postLost(wc)
 		return reposts, errRecvDone
 	}
 	if err := c.led.Arrived(); err != nil {
 		return reposts, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
 	}
-	off := int(buf) * c.o.BufferSize
-	data := c.recvMR.Bytes()[off : off+int(wc.ByteLen)]
+	if k == kindGiveBack {
+		if wc.ByteLen != 0 {
+			return reposts, protoErr("give-back with %d bytes of payload", wc.ByteLen)
+		}
+		if err := c.led.TakeBack(back); err != nil {
+			return reposts, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
+		}
+		if c.pool != nil {
+			c.pool.release(back)
+		}
+		return append(reposts, buf), nil
+	}
+	c.lendLocked()
+	data := c.recvBytes(buf, int(wc.ByteLen))
 	if k == kindAbort {
 		if wc.ByteLen != 0 {
 			return reposts, protoErr("abort with %d bytes of payload", wc.ByteLen)
@@ -380,6 +405,7 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 func (c *conn) wcFailed(wc *verbs.WorkCompletion) {
 	if isRecv(wc) {
 		c.recvOutstanding.Add(-1)
+		c.postLost(wc)
 	}
 	if wc.Status == verbs.WCWRFlushErr && c.sig.IsSet() {
 		return

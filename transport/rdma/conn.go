@@ -3,6 +3,7 @@ package rdma
 import (
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -35,8 +36,11 @@ type conn struct {
 	ch        *verbs.CompChannel
 	cq        *verbs.CQ
 	qp        *verbs.QP
-	recvMR    *verbs.MR // (RecvBuffers + credit.Extra) buffers of BufferSize
-	sendMR    *verbs.MR // with PrivateSendSlots: SendSlots slots of the peer's buffer size
+	recvMR    *verbs.MR   // (RecvBuffers + credit.Extra) buffers of BufferSize; nil with pool
+	pool      *srqPool    // the device's shared receive queue, or nil: receives of its own
+	lends     bool        // the peer understands lent credits (featLend)
+	swept     atomic.Bool // holds lent credits: in the transport's give-back sweep
+	sendMR    *verbs.MR   // with PrivateSendSlots: SendSlots slots of the peer's buffer size
 	maxInline int
 	recvs     int   // receive buffers in all
 	charged   int64 // bytes of registered memory taken from the budget
@@ -54,7 +58,12 @@ const ctlHeadroom = credit.Extra + 2
 // newConn creates the queue pair and its resources and posts every receive;
 // the QP is left in INIT. The send side is set up by connect, once the
 // peer's hello is known.
-func (t *Transport) newConn(dev *device, port uint8, boot net.Conn) (*conn, error) {
+//
+// With shared, its receives come from the device's shared receive queue
+// instead: it joins the pool with a window of SharedCredits, and its CQ
+// holds the completions of at most RecvBuffers (the most its window grows
+// to) plus the control receives.
+func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool) (*conn, error) {
 	o := &t.o
 	c := &conn{
 		t:     t,
@@ -67,6 +76,21 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn) (*conn, erro
 	c.turn = make(chan struct{}, 1)
 	c.led = credit.NewLedger(o.RecvBuffers)
 	c.releaseBatch = max(1, o.RecvBuffers/4)
+	if shared {
+		pool, err := t.sharedPool(dev)
+		if err != nil {
+			return nil, err
+		}
+		if err := pool.join(o.SharedCredits); err != nil {
+			return nil, err
+		}
+		c.pool = pool
+		// A fresh connection starts with a full window when the pool has
+		// spare buffers (a burst needs no round trip first), lent from the
+		// start: once idle the peer gives it back down to SharedCredits.
+		boost := pool.lendSpare(o.RecvBuffers - o.SharedCredits)
+		c.led = credit.NewLentLedger(o.SharedCredits+boost, o.SharedCredits)
+	}
 	c.asm = reassembler{max: o.MaxMessageSize}
 	c.wcs = make([]verbs.WorkCompletion, 32)
 	c.epoch = time.Now()
@@ -85,17 +109,28 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn) (*conn, erro
 		c.destroy()
 		return nil, err
 	}
-	c.qp, err = dev.pd.CreateQP(verbs.QPConfig{
+	qc := verbs.QPConfig{
 		SendCQ: c.cq, RecvCQ: c.cq,
 		MaxSendWR: sqDepth, MaxRecvWR: c.recvs,
 		MaxInlineData: 128,
-	})
+	}
+	if c.pool != nil {
+		qc.SRQ = c.pool.srq
+	}
+	c.qp, err = dev.pd.CreateQP(qc)
 	if err != nil {
 		c.destroy()
 		return nil, err
 	}
 	c.maxInline = c.qp.MaxInline()
 	c.sqFree = sqDepth
+	if c.pool != nil {
+		if err = c.qp.ToInit(port); err != nil {
+			c.destroy()
+			return nil, err
+		}
+		return c, nil // its receives are the pool's, posted already
+	}
 	if err = c.charge(c.recvs * o.BufferSize); err != nil {
 		c.destroy()
 		return nil, err
@@ -155,6 +190,7 @@ func (c *conn) connect(peer hello, local hello, rtr verbs.RTRAttr) error {
 		return err
 	}
 	c.win = credit.NewWindow(int(peer.recvs))
+	c.lends = peer.features&featLend != 0
 	if err = c.qp.ToRTR(rtr); err != nil {
 		return err
 	}
@@ -164,6 +200,10 @@ func (c *conn) connect(peer hello, local hello, rtr verbs.RTRAttr) error {
 // start runs the poller and the watcher.
 func (c *conn) start() {
 	c.t.counters.connsOpened.Add(1)
+	if c.win.Max() > c.peer.keep() && c.swept.CompareAndSwap(false, true) {
+		// Lent from the start: given back once idle, like any lend.
+		c.t.giveBacks.add(c)
+	}
 	go c.poll()
 	go c.watch()
 }
@@ -171,6 +211,23 @@ func (c *conn) start() {
 // destroy frees whatever newConn created, when the connection never started.
 func (c *conn) destroy() {
 	c.torndown.Store(true)
+	if c.pool != nil && c.qp != nil {
+		// A message may have landed before the handshake failed: its
+		// buffer is the pool's, put it back before the CQ goes.
+		_ = c.qp.ToError()
+		wcs := make([]verbs.WorkCompletion, 32)
+		for {
+			n, err := c.cq.Poll(wcs)
+			if err != nil || n == 0 {
+				break
+			}
+			for i := range wcs[:n] {
+				if isRecv(&wcs[i]) {
+					c.postLost(&wcs[i])
+				}
+			}
+		}
+	}
 	var closers []interface{ Close() error }
 	if c.qp != nil {
 		closers = append(closers, c.qp)
@@ -194,6 +251,10 @@ func (c *conn) destroy() {
 	}
 	c.freeSendMemory()
 	c.uncharge()
+	if c.pool != nil {
+		c.pool.leave(c.led.Recvs()+credit.Extra, true) // nothing arrived: none is held
+		c.pool = nil
+	}
 }
 
 func (c *conn) Done() <-chan struct{} { return c.sig.Done() }

@@ -12,6 +12,14 @@
 // than one receive buffer are fragmented and reassembled. docs/rdma.md
 // specifies the protocol.
 //
+// Receive buffers are each connection's own (Options.Receive =
+// ReceivePerConnection, the default), or come from one shared receive
+// queue per device (ReceiveShared, srq.go): its pool of buffers is
+// committed to the connections' windows, each a small guaranteed one plus
+// credits lent while the peer is busy and given back once it is idle
+// (lend.go), so registered receive memory follows the load instead of the
+// number of connections.
+//
 // Completions: each connection has its own completion queue. A goroutine
 // waiting for it — in Recv, or a send waiting for credits or send slots —
 // polls it itself and handles every completion it finds (delivering other

@@ -32,7 +32,7 @@ const (
 const firstHeaderLen = 4
 
 func (k kind) String() string {
-	return [...]string{"message", "first fragment", "middle fragment", "last fragment", "credit-only", "abort"}[k]
+	return [...]string{"message", "first fragment", "middle fragment", "last fragment", "credit-only", "abort", "give-back"}[k]
 }
 
 func encodeImm(k kind, credits int) uint32 { return uint32(k)<<28 | uint32(credits) }

@@ -87,7 +87,9 @@ func (t *Transport) readReply(r io.Reader, n int) ([]byte, error) {
 
 // prepare finds the device for the bootstrap connection's local address and
 // creates the connection's queue pair (receives posted, in INIT).
-func (t *Transport) prepare(boot net.Conn) (*conn, hello, rdmadev.Endpoint, verbs.PortAttr, error) {
+//
+// With shared, its receives come from the device's shared receive queue.
+func (t *Transport) prepare(boot net.Conn, shared bool) (*conn, hello, rdmadev.Endpoint, verbs.PortAttr, error) {
 	ep, err := t.endpointFor(boot.LocalAddr())
 	if err != nil {
 		return nil, hello{}, ep, verbs.PortAttr{}, err
@@ -106,20 +108,27 @@ func (t *Transport) prepare(boot net.Conn) (*conn, hello, rdmadev.Endpoint, verb
 		t.release(dev)
 		return nil, hello{}, ep, pa, err
 	}
-	c, err := t.newConn(dev, ep.Port, boot)
+	c, err := t.newConn(dev, ep.Port, boot, shared)
 	if err != nil {
 		t.release(dev)
 		return nil, hello{}, ep, pa, err
 	}
 	local := hello{
+		features:   featLend,
 		qpn:        c.qp.Num(),
 		psn:        rand.Uint32() & 0xFFFFFF,
 		gid:        ep.GID,
 		lid:        pa.LID,
 		mtu:        uint16(min(pa.ActiveMTU, 4096)),
 		bufSize:    uint32(t.o.BufferSize),
-		recvs:      uint32(t.o.RecvBuffers),
+		recvs:      uint32(c.led.Recvs()),
 		maxMessage: uint32(t.o.MaxMessageSize),
+	}
+	if c.pool != nil {
+		local.guaranteed = uint32(t.o.SharedCredits)
+	}
+	if t.oldHello {
+		local.features = 0
 	}
 	return c, local, ep, pa, nil
 }
@@ -147,7 +156,7 @@ func rtrAttr(peer hello, ep rdmadev.Endpoint, pa verbs.PortAttr) verbs.RTRAttr {
 // ready.
 func (t *Transport) handshakeClient(ctx context.Context, boot net.Conn) (*conn, error) {
 	done, _ := t.bounded(ctx, boot)
-	c, local, ep, pa, err := t.prepare(boot)
+	c, local, ep, pa, err := t.prepare(boot, t.o.Receive == ReceiveShared)
 	if err != nil {
 		done()
 		return nil, err
@@ -165,6 +174,11 @@ func (t *Transport) handshakeClient(ctx context.Context, boot net.Conn) (*conn, 
 		return fail(err)
 	}
 	peer, err := decodeHello(b)
+	if err == nil && c.pool != nil && peer.features&featLend == 0 {
+		// Our receive window would stay at SharedCredits for good: an
+		// old server takes no lent credits.
+		err = protoErr("the server does not support lent credits (an rdmarpc without shared receive queues): set Options.Receive to ReceivePerConnection to reach it")
+	}
 	if err != nil {
 		_, _ = boot.Write(encodeRefusal(err.Error()))
 		return fail(err)
@@ -207,7 +221,9 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, 
 	if err != nil {
 		return refuse(err)
 	}
-	c, local, ep, pa, err := t.prepare(boot)
+	// A client that does not support lent credits gets the per-connection
+	// layout.
+	c, local, ep, pa, err := t.prepare(boot, t.o.Receive == ReceiveShared && peer.features&featLend != 0)
 	if err != nil {
 		return refuse(err)
 	}

@@ -37,6 +37,7 @@ type hello struct {
 	bufSize    uint32 // each receive buffer
 	recvs      uint32 // data receives posted: the credits the peer starts with
 	maxMessage uint32
+	guaranteed uint32 // with featLend: the part of recvs never given back (0: all of it)
 }
 
 func (h hello) encode() []byte {
@@ -52,6 +53,7 @@ func (h hello) encode() []byte {
 	binary.BigEndian.PutUint32(b[40:], h.bufSize)
 	binary.BigEndian.PutUint32(b[44:], h.recvs)
 	binary.BigEndian.PutUint32(b[48:], h.maxMessage)
+	binary.BigEndian.PutUint32(b[52:], h.guaranteed)
 	return b
 }
 
@@ -81,6 +83,9 @@ func decodeHello(b []byte) (hello, error) {
 		recvs:      binary.BigEndian.Uint32(b[44:]),
 		maxMessage: binary.BigEndian.Uint32(b[48:]),
 	}
+	if h.features&featLend != 0 {
+		h.guaranteed = binary.BigEndian.Uint32(b[52:])
+	}
 	copy(h.gid[:], b[20:36])
 	switch {
 	case h.qpn == 0 || h.qpn > 0xFFFFFF:
@@ -93,6 +98,8 @@ func decodeHello(b []byte) (hello, error) {
 		return hello{}, protoErr("receive buffers of %d bytes (allowed %d..%d)", h.bufSize, minBufferSize, maxBufferSize)
 	case h.recvs == 0 || h.recvs > maxRecvs:
 		return hello{}, protoErr("%d receive buffers (allowed 1..%d)", h.recvs, maxRecvs)
+	case h.guaranteed > h.recvs:
+		return hello{}, protoErr("a guaranteed window of %d credits beyond the %d receives", h.guaranteed, h.recvs)
 	case h.maxMessage < minMaxMessage || h.maxMessage > maxMaxMessage:
 		return hello{}, protoErr("maximum message of %d bytes (allowed %d..%d)", h.maxMessage, minMaxMessage, maxMaxMessage)
 	}
@@ -109,4 +116,13 @@ func encodeRefusal(reason string) []byte {
 	copy(b, refuseMagic)
 	binary.BigEndian.PutUint16(b[4:], uint16(len(reason)))
 	return append(b, reason...)
+}
+
+// keep is the window a sender keeps when it gives lent credits back: the
+// peer's guaranteed window, or all its receives.
+func (h hello) keep() int {
+	if h.guaranteed > 0 {
+		return int(h.guaranteed)
+	}
+	return int(h.recvs)
 }

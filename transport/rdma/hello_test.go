@@ -22,6 +22,21 @@ func TestHelloRoundTrip(t *testing.T) {
 	}
 }
 
+// The guaranteed window travels only with featLend: without it the bytes
+// are reserved, as before lent credits.
+func TestHelloGuaranteed(t *testing.T) {
+	h := validHello()
+	h.features, h.guaranteed = featLend, 2
+	got, err := decodeHello(h.encode())
+	if err != nil || got != h || got.keep() != 2 {
+		t.Fatalf("%+v, %v", got, err)
+	}
+	h.features = 0
+	if got, err := decodeHello(h.encode()); err != nil || got.guaranteed != 0 || got.keep() != 32 {
+		t.Fatalf("without featLend: %+v, %v", got, err)
+	}
+}
+
 func TestHelloRejects(t *testing.T) {
 	mutate := func(f func(b []byte)) []byte {
 		h := validHello()
@@ -46,6 +61,10 @@ func TestHelloRejects(t *testing.T) {
 		{"no receives", mutate(func(b []byte) { binary.BigEndian.PutUint32(b[44:], 0) }), "0 receive buffers"},
 		{"absurd receives", mutate(func(b []byte) { binary.BigEndian.PutUint32(b[44:], 1<<30) }), "receive buffers (allowed"},
 		{"absurd max", mutate(func(b []byte) { binary.BigEndian.PutUint32(b[48:], 0xFFFFFFFF) }), "maximum message"},
+		{"guaranteed beyond receives", mutate(func(b []byte) {
+			binary.BigEndian.PutUint32(b[8:], featLend)
+			binary.BigEndian.PutUint32(b[52:], 33)
+		}), "guaranteed window of 33"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

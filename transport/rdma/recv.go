@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"go.uber.org/zap"
+
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/credit"
@@ -22,6 +24,8 @@ type receiver struct {
 	unposted     []int32            // released receive buffers waiting to be posted in a batch
 	spare        []int32            // a slice for taking unposted ones, reused
 	releaseBatch int
+	detached     bool     // left the shared pool (teardown): reposts give commitments back
+	orphans      []int32  // shared buffers dropped from the queue at teardown, to post again
 	rdone        bool     // nothing more will be delivered
 	rwake        notifier // a message delivered, or the end
 }
@@ -77,8 +81,11 @@ func (c *conn) deliverLocked(b transport.Buffer) {
 }
 
 // repost posts data receive buffers again and owes the peer their credits.
+// A shared pool's buffers are posted even after teardown (they are the
+// pool's); once the connection has left the pool, their commitment goes
+// back to it instead of a credit to the peer.
 func (c *conn) repost(bufs []int32) {
-	if c.torndown.Load() || len(bufs) == 0 {
+	if len(bufs) == 0 || c.pool == nil && c.torndown.Load() {
 		return
 	}
 	var batch [16]verbs.RecvWR // on the stack: no allocation per message
@@ -88,22 +95,34 @@ func (c *conn) repost(bufs []int32) {
 			wrs = append(wrs, c.recvWR(bufs[0]))
 			bufs = bufs[1:]
 		}
-		if err := c.qp.PostRecv(wrs); err != nil {
+		var err error
+		if c.pool != nil {
+			err = c.pool.srq.PostRecv(wrs)
+		} else {
+			err = c.qp.PostRecv(wrs)
+		}
+		if err != nil {
 			if !c.sig.IsSet() {
 				c.fail(fmt.Errorf("re-posting receives: %w", err))
 			}
 			return
 		}
-		c.recvOutstanding.Add(int32(len(wrs)))
+		if c.pool == nil {
+			c.recvOutstanding.Add(int32(len(wrs)))
+		}
 		c.t.counters.recvsPosted.Add(uint64(len(wrs)))
 		c.rmu.Lock()
-		for range wrs {
-			c.led.Reposted()
+		if c.detached {
+			c.pool.release(len(wrs))
+		} else {
+			for range wrs {
+				c.led.Reposted()
+			}
 		}
 		c.rmu.Unlock()
 	}
 	c.rmu.Lock()
-	enough := c.led.Owed() >= credit.Threshold(c.o.RecvBuffers)
+	enough := !c.detached && c.led.Owed() >= c.led.Threshold()
 	c.rmu.Unlock()
 	if enough {
 		c.sendCreditOnly()
@@ -119,8 +138,17 @@ func (c *conn) repost(bufs []int32) {
 func (c *conn) released(buf int32) {
 	c.rmu.Lock()
 	c.unposted = append(c.unposted, buf)
+	batch := c.releaseBatch
+	if c.pool != nil {
+		// The window changes: a quarter of it as it is now. Once the
+		// connection left the pool nothing else would post the batch.
+		batch = max(1, c.led.Recvs()/4)
+		if c.detached {
+			batch = 1
+		}
+	}
 	var flush []int32
-	if len(c.unposted) >= c.releaseBatch {
+	if len(c.unposted) >= batch {
 		flush = c.takeUnpostedLocked()
 	}
 	c.rmu.Unlock()
@@ -189,16 +217,41 @@ const recvTag = 1 << 63
 func isRecv(wc *verbs.WorkCompletion) bool { return wc.ID&recvTag != 0 }
 
 func (c *conn) recvWR(i int32) verbs.RecvWR {
+	if c.pool != nil {
+		return c.pool.wr(i)
+	}
 	return verbs.RecvWR{ID: recvTag | uint64(i), MR: c.recvMR, Offset: uint32(int(i) * c.o.BufferSize), Length: uint32(c.o.BufferSize)}
 }
 
 // postControl posts a control receive again at once (it takes no part in
 // the credit accounting).
 func (c *conn) postControl(buf int32) error {
+	if c.pool != nil {
+		return c.pool.post([]int32{buf})
+	}
 	if err := c.qp.PostRecv([]verbs.RecvWR{c.recvWR(buf)}); err != nil {
 		return fmt.Errorf("re-posting a control receive: %w", err)
 	}
 	c.recvOutstanding.Add(1)
 	c.t.counters.recvsPosted.Add(1)
 	return nil
+}
+
+// recvBytes is the memory of receive buffer buf, n bytes of it.
+func (c *conn) recvBytes(buf int32, n int) []byte {
+	if c.pool != nil {
+		return c.pool.bytes(buf)[:n]
+	}
+	off := int(buf) * c.o.BufferSize
+	return c.recvMR.Bytes()[off : off+n]
+}
+
+// postLost puts back on the shared queue a buffer that a failed or flushed
+// receive took: it never arrived, so no credit is owed for it.
+func (c *conn) postLost(wc *verbs.WorkCompletion) {
+	if c.pool != nil {
+		if err := c.pool.post([]int32{int32(wc.ID &^ recvTag)}); err != nil {
+			c.log.Debug("re-posting a flushed shared receive", zap.Error(err))
+		}
+	}
 }

@@ -38,9 +38,10 @@ func openFDs(t *testing.T) int {
 func TestThousandConnections(t *testing.T) {
 	ip := guestIP(t)
 	const n, dialers = 1000, 8
-	o := Options{BufferSize: 4096, RecvBuffers: 2, SendSlots: 2}
-	// The send side costs an idle connection nothing: the arena's first
-	// chunk is registered once, for all of them.
+	// The per-connection receive layout: what each connection registers is
+	// known. The send side costs an idle connection nothing: the arena's
+	// first chunk is registered once, for all of them.
+	o := Options{Receive: ReceivePerConnection, BufferSize: 4096, RecvBuffers: 2, SendSlots: 2}
 	perConn, once := registeredCost(o)
 	cliOpts, srvOpts := o, o
 	cliOpts.MemoryBudget, srvOpts.MemoryBudget = n*perConn+once, -1

@@ -29,7 +29,23 @@ var (
 	scaleN         = flag.String("scale.n", "", "connection counts for TestScaleTable (comma-separated); empty: skip")
 	scaleKeepalive = flag.Bool("scale.keepalive", true, "TestScaleTable: keepalive on (the default 30 s) or off, both sides")
 	scaleIdle      = flag.Duration("scale.idle", 10*time.Second, "TestScaleTable: the idle interval whose CPU is measured (longer than the keepalive's 30 s to see its pings)")
+	scaleOpts      = flag.String("scale.opts", "small", "TestScaleTable: Options of both sides: small (scaleOptions), default (Options{}), perconn (Options{Receive: ReceivePerConnection}) or shared (Options{Receive: ReceiveShared})")
 )
+
+// scaleOptionsNamed are the Options -scale.opts names.
+func scaleOptionsNamed(name string) (Options, error) {
+	switch name {
+	case "", "small":
+		return scaleOptions, nil
+	case "default":
+		return Options{}, nil
+	case "perconn":
+		return Options{Receive: ReceivePerConnection}, nil
+	case "shared":
+		return Options{Receive: ReceiveShared}, nil
+	}
+	return Options{}, fmt.Errorf("-scale.opts=%q: want small, default, perconn or shared", name)
+}
 
 // scaleKeepaliveParams is the keepalive of both sides: the default, or off.
 func scaleKeepaliveParams(on bool) rpc.Keepalive {
@@ -43,7 +59,7 @@ func scaleKeepaliveParams(on bool) rpc.Keepalive {
 // thousands of connections: 16 KiB of receive buffers registered per
 // connection per side, and the shared send arena's 8 KiB (more under load)
 // once per side (24 KiB per connection before the arena).
-var scaleOptions = Options{BufferSize: 4096, RecvBuffers: 2, SendSlots: 2}
+var scaleOptions = Options{Receive: ReceivePerConnection, BufferSize: 4096, RecvBuffers: 2, SendSlots: 2}
 
 // procStats is what one process holds.
 type procStats struct {
@@ -112,7 +128,11 @@ func TestScaleHelperServer(t *testing.T) {
 	if os.Getenv("RDMARPC_HELPER") != "scale" {
 		t.Skip("the server half of TestScaleTable, run as a child process")
 	}
-	tr := New(scaleOptions)
+	o, err := scaleOptionsNamed(os.Getenv("RDMARPC_SCALE_OPTS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := New(o)
 	lis, err := tr.Listen(net.JoinHostPort(os.Getenv("RDMARPC_TEST_IP"), "0"))
 	if err != nil {
 		t.Fatal(err)
@@ -140,13 +160,17 @@ func TestScaleTable(t *testing.T) {
 		t.Skip("a benchmark: run with -scale.n=100,1000,...")
 	}
 	guestIP(t)
+	o, err := scaleOptionsNamed(*scaleOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var rows []string
 	for _, f := range strings.Split(*scaleN, ",") {
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 {
 			t.Fatalf("-scale.n: %q is not a count", f)
 		}
-		row, err := scaleRow(t, n)
+		row, err := scaleRow(t, n, o)
 		if err != nil {
 			t.Logf("N=%d: %v", n, err)
 			rows = append(rows, fmt.Sprintf("| %d | failed: %v |", n, err))
@@ -155,7 +179,7 @@ func TestScaleTable(t *testing.T) {
 		rows = append(rows, row)
 		t.Log(row)
 	}
-	t.Logf("keepalive on: %v; Options %+v per side", *scaleKeepalive, scaleOptions)
+	t.Logf("keepalive on: %v; -scale.opts=%s: Options %+v per side", *scaleKeepalive, *scaleOpts, o)
 	t.Logf("| N | setup/conn | RSS client | RSS server | registered client | registered server | fds c/s | goroutines c/s | idle CPU c/s (%v) | echo p50 (extra conn) |", *scaleIdle)
 	t.Log("|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
@@ -163,9 +187,9 @@ func TestScaleTable(t *testing.T) {
 	}
 }
 
-func scaleRow(t *testing.T, n int) (string, error) {
+func scaleRow(t *testing.T, n int, o Options) (string, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestScaleHelperServer$")
-	cmd.Env = append(os.Environ(), "RDMARPC_HELPER=scale")
+	cmd.Env = append(os.Environ(), "RDMARPC_HELPER=scale", "RDMARPC_SCALE_OPTS="+*scaleOpts)
 	if !*scaleKeepalive {
 		cmd.Env = append(cmd.Env, "RDMARPC_SCALE_KEEPALIVE=off")
 	}
@@ -197,7 +221,7 @@ func scaleRow(t *testing.T, n int) (string, error) {
 		return parseStats(lines.Text())
 	}
 
-	tr := New(scaleOptions)
+	tr := New(o)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	ccs := make([]*rpc.ClientConn, n)

@@ -220,13 +220,13 @@ func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 func (c *conn) post(slot int32, k kind, n int, last bool) error {
 	c.mu.Lock()
 	c.rmu.Lock()
-	grant := c.led.Piggyback()
+	imm := c.outImmLocked(k) // the credits owed, and lent (lend.go)
 	c.rmu.Unlock()
 	// Ask for a completion often enough that slots and send-queue entries
 	// come back (signalLocked); at the end of a message nobody else waits
 	// to follow, so an idle connection has nothing unreaped and Close
 	// knows when all is sent.
-	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last), Imm: encodeImm(k, grant), HasImm: true}
+	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last), Imm: imm, HasImm: true}
 	ringSlot := slot
 	if slot >= 0 {
 		wr.MR, wr.Offset, _ = c.mem.locate(slot)
@@ -345,7 +345,10 @@ func (c *conn) sendCreditOnly() {
 		return
 	}
 	c.rmu.Lock()
-	n := c.led.CreditOnly()
+	n, lend := c.led.CreditOnly(), 0
+	if n > 0 {
+		lend = c.led.TakeLend()
+	}
 	c.rmu.Unlock()
 	if n == 0 {
 		c.mu.Unlock()
@@ -353,7 +356,7 @@ func (c *conn) sendCreditOnly() {
 	}
 	c.ctlWanted = false
 	c.sqFree--
-	c.enqueueLocked(verbs.SendWR{ID: c.seq, Signaled: true, Imm: encodeImm(kindCredit, n), HasImm: true}, -1)
+	c.enqueueLocked(verbs.SendWR{ID: c.seq, Signaled: true, Imm: encodeImmLend(kindCredit, n, lend), HasImm: true}, -1)
 	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	if c.flush() == nil {

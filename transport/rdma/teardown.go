@@ -75,6 +75,7 @@ func (c *conn) Close() error {
 	c.rmu.Lock()
 	lent := c.dropQueueLocked()
 	c.rmu.Unlock()
+	c.repostOrphans() // before the last unlend can close the pool's device
 	for range lent {
 		c.unlend()
 	}
@@ -90,6 +91,9 @@ func (c *conn) dropQueueLocked() int {
 	for i := range c.queue {
 		if c.queue[i].Owned(recvBuffer{c}) {
 			lent++
+			if c.pool != nil { // the pool's: posted again by repostOrphans
+				c.orphans = append(c.orphans, int32(c.queue[i].ID()))
+			}
 		} else {
 			c.queue[i].Release()
 		}
@@ -149,6 +153,7 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 			break
 		}
 	}
+	c.leavePool()
 	c.torndown.Store(true)
 	c.mu.Lock()
 	c.broadcastLocked()
@@ -224,6 +229,7 @@ func (c *conn) handleClosing(wcs []verbs.WorkCompletion) {
 			}
 			if isRecv(wc) {
 				c.recvOutstanding.Add(-1)
+				c.postLost(wc)
 			} else {
 				c.sendCompleted(wc.ID)
 			}

@@ -70,6 +70,21 @@ type Options struct {
 	// CloseGrace bounds how long Close waits for posted sends to complete
 	// and for flushed work requests. Default 2 s.
 	CloseGrace time.Duration
+	// Receive is where a connection's receive buffers come from: its own
+	// (ReceivePerConnection: RecvBuffers posted per connection), or one
+	// shared receive queue per device whose buffers are lent to the
+	// connections as credits (ReceiveShared; docs/rdma.md, "Shared receive
+	// queue"): each peer always holds SharedCredits of them and borrows
+	// more, up to RecvBuffers, while it is busy, giving them back once
+	// idle, so registered receive memory grows with the load, not with the
+	// connections. Shared, BufferSize defaults to 16 KiB. The peer must
+	// support lent credits: a shared client refuses a server that does
+	// not; a shared server gives such a client its own buffers. The zero
+	// value is DefaultReceive.
+	Receive ReceiveLayout
+	// SharedCredits is the guaranteed window of a connection with
+	// ReceiveShared. Default 1.
+	SharedCredits int
 	// MemoryBudget bounds the registered (pinned) memory of all this
 	// transport's connections, in bytes: a handshake that would go beyond
 	// it is refused, on either side, with an error wrapping
@@ -82,11 +97,35 @@ type Options struct {
 	Logger *zap.Logger
 }
 
+// ReceiveLayout says where a connection's receive buffers come from
+// (Options.Receive).
+type ReceiveLayout int
+
+const (
+	// ReceivePerConnection: each connection posts RecvBuffers receive
+	// buffers of its own (2 + RecvBuffers of BufferSize registered per
+	// connection).
+	ReceivePerConnection ReceiveLayout = iota + 1
+	// ReceiveShared: one shared receive queue per device, credits lent
+	// from its pool.
+	ReceiveShared
+)
+
+// DefaultReceive is the layout of Options whose Receive is zero.
+const DefaultReceive = ReceivePerConnection
+
 func (o Options) withDefaults() Options {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
 		}
+	}
+	if o.Receive == 0 {
+		o.Receive = DefaultReceive
+	}
+	if o.Receive == ReceiveShared {
+		def(&o.BufferSize, 16<<10)
+		def(&o.SharedCredits, 1)
 	}
 	def(&o.BufferSize, 64<<10)
 	def(&o.RecvBuffers, 16)
@@ -96,6 +135,7 @@ func (o Options) withDefaults() Options {
 	def(&o.SignalEvery, 16)
 	o.BufferSize = min(max(o.BufferSize, minBufferSize), maxBufferSize)
 	o.RecvBuffers = min(o.RecvBuffers, maxRecvs)
+	o.SharedCredits = min(o.SharedCredits, o.RecvBuffers)
 	o.MaxMessageSize = min(max(o.MaxMessageSize, minMaxMessage), maxMaxMessage)
 	o.SendSlots = max(o.SendSlots, 2) // one may be lent, one keeps messages moving
 	if o.PollSpin < 0 {
@@ -139,8 +179,13 @@ type Transport struct {
 	// connection set up from it fails.
 	endpoints sync.Map // string(IP) -> rdmadev.Endpoint
 
-	counters counters
-	budget   budget
+	counters  counters
+	budget    budget
+	giveBacks lenders // connections holding lent credits, for the idle give-back
+
+	// oldHello, set only by tests, leaves featLend out of this side's
+	// hellos: a peer built before lent credits.
+	oldHello bool
 
 	// connHook, set only by tests before the first connection, sees each
 	// new connection (the stall watchdog dumps their state).
@@ -159,6 +204,7 @@ type device struct {
 	name string
 	ctx  *verbs.Context
 	pd   *verbs.PD
+	pool *srqPool // its shared receive queue (ReceiveShared), made by the first connection
 	refs int
 	// arenas are the shared send arenas by slot size (arena.go), under
 	// the transport's mu.
@@ -200,6 +246,10 @@ func (t *Transport) release(d *device) {
 	}
 	delete(t.devices, d.name)
 	t.closeArenasLocked(d)
+	if d.pool != nil {
+		d.pool.destroy()
+		d.pool = nil
+	}
 	if err := d.pd.Close(); err != nil {
 		t.o.Logger.Error("closing protection domain", zap.String("device", d.name), zap.Error(err))
 		return
@@ -287,10 +337,14 @@ func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds 
 // Counters returns what the transport counted over all its connections.
 func (t *Transport) Counters() map[string]uint64 { return t.counters.snapshot() }
 
-// Gauges returns the registered memory in use (registered_bytes) and, when
+// Gauges returns the registered memory in use (registered_bytes), the part
+// of it in shared receive queues' buffers (shared_recv_bytes) and, when
 // there is one, its budget (registered_budget).
 func (t *Transport) Gauges() map[string]uint64 {
 	m := map[string]uint64{"registered_bytes": uint64(t.budget.inUse())}
+	if n := t.sharedBytes(); n > 0 {
+		m["shared_recv_bytes"] = uint64(n)
+	}
 	if t.budget.limit > 0 {
 		m["registered_budget"] = uint64(t.budget.limit)
 	}
@@ -309,6 +363,9 @@ type counters struct {
 	messagesSent, received   atomic.Uint64
 	fragmentsSent            atomic.Uint64
 	protocolErrors           atomic.Uint64
+	creditsLent              atomic.Uint64 // lent to peers from shared receive pools
+	creditsGivenBack         atomic.Uint64 // lent credits this side gave back, idle
+	srqLimitEvents           atomic.Uint64 // a shared receive queue ran low (the safety net)
 	refused                  atomic.Uint64
 
 	mu       sync.Mutex
@@ -339,6 +396,9 @@ func (c *counters) snapshot() map[string]uint64 {
 		"messages_received":  c.received.Load(),
 		"fragments_sent":     c.fragmentsSent.Load(),
 		"protocol_errors":    c.protocolErrors.Load(),
+		"credits_lent":       c.creditsLent.Load(),
+		"credits_given_back": c.creditsGivenBack.Load(),
+		"srq_limit_events":   c.srqLimitEvents.Load(),
 		"handshakes_refused": c.refused.Load(),
 	}
 	c.mu.Lock()

@@ -72,14 +72,16 @@ func (w *Window) Grant(n int) error {
 // Ledger is the receiver's view: data receives consumed, re-posted, and the
 // credits owed for them.
 type Ledger struct {
-	recvs      int // R: our data receives
+	recvs      int // R: our data receives (the peer's window, lent credits included)
+	base       int // the guaranteed window, never given back
 	threshold  int
 	unreturned int // data messages arrived and not yet returned
 	owed       int // of those, re-posted: returnable now
+	lendOwed   int // credits lent (recvs grew by them) that the peer was not yet told
 }
 
 // NewLedger returns the ledger of a side that posted r data receives.
-func NewLedger(r int) *Ledger { return &Ledger{recvs: r, threshold: Threshold(r)} }
+func NewLedger(r int) *Ledger { return &Ledger{recvs: r, base: r, threshold: Threshold(r)} }
 
 // Arrived records a data message taking a data receive. More than R
 // unreturned is a violation: the peer sent without a credit.

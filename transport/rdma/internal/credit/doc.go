@@ -25,6 +25,23 @@
 // on its user releasing messages, never on B holding credits itself, so two
 // sides sending flat out with tiny pools cannot deadlock.
 //
+// With a shared receive pool (one receive queue per device, docs/rdma.md
+// "Shared receive queue"), the R of a connection is a window that grows and
+// shrinks, and the Pool counts the buffers behind all of them:
+//
+//   - A connection joins with a guaranteed window g: the pool commits g +
+//     Extra buffers to it. The pool never commits more buffers than it has,
+//     and every buffer is posted except those held by a message, so the
+//     posted buffers cover what every peer may still send (the invariant and
+//     its proof are in docs/rdma.md; TestLending checks it at every step).
+//   - When a data message uses the last credit the peer holds (Exhausted),
+//     the receiver lends up to as many again: it commits them from the pool
+//     first (growing the pool when short), then tells the peer in the 12-bit
+//     lend field of its next return (Ledger.Lend, TakeLend; Window.Lend).
+//   - An idle sender gives lent credits back in a give-back message, which
+//     takes a credit itself (Window.GiveBack; Ledger.TakeBack); the receiver
+//     releases them to the pool.
+//
 // The types are not safe for concurrent use: the connection guards them.
 // This package must not know about verbs, buffers or connections.
 package credit

@@ -29,9 +29,10 @@ func closedError(what string) error { return fmt.Errorf("rdma: %s: %w", what, Er
 
 // Preallocated so that the data path never allocates to report a closed object.
 var (
-	errQPClosed = closedError("QP")
-	errCQClosed = closedError("CQ")
-	errMRClosed = closedError("MR")
+	errQPClosed  = closedError("QP")
+	errCQClosed  = closedError("CQ")
+	errMRClosed  = closedError("MR")
+	errSRQClosed = closedError("SRQ")
 )
 
 // verbError reports a failed verb. errno is what the verb returned or left in

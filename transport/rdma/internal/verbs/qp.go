@@ -34,6 +34,7 @@ type QP struct {
 	pd       *PD
 	sendCQ   *CQ
 	recvCQ   *CQ
+	srq      *SRQ // nil: the QP has its own receive queue
 	qp       *C.struct_ibv_qp
 	num      uint32
 	inline   uint32
@@ -52,7 +53,7 @@ func (p *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	if cfg.SendCQ == nil || cfg.RecvCQ == nil {
 		return nil, errors.New("rdma: create QP: SendCQ and RecvCQ are required")
 	}
-	if cfg.MaxSendWR <= 0 || cfg.MaxRecvWR <= 0 {
+	if cfg.MaxSendWR <= 0 || (cfg.MaxRecvWR <= 0 && cfg.SRQ == nil) {
 		return nil, fmt.Errorf("rdma: create QP: MaxSendWR (%d) and MaxRecvWR (%d) must be positive",
 			cfg.MaxSendWR, cfg.MaxRecvWR)
 	}
@@ -62,10 +63,20 @@ func (p *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	if cfg.SendCQ.ctx != p.ctx || cfg.RecvCQ.ctx != p.ctx {
 		return nil, errors.New("rdma: create QP: CQ belongs to another device context")
 	}
+	if cfg.SRQ != nil && cfg.SRQ.pd != p {
+		return nil, errors.New("rdma: create QP: SRQ belongs to another PD")
+	}
 	if err := p.acquire(); err != nil {
 		return nil, err
 	}
 	defer p.mu.RUnlock()
+	if cfg.SRQ != nil {
+		cfg.SRQ.mu.RLock()
+		defer cfg.SRQ.mu.RUnlock()
+		if cfg.SRQ.closed {
+			return nil, fmt.Errorf("rdma: create QP: %w", errSRQClosed)
+		}
+	}
 	// Hold the CQs open while the QP is created (read locks; once per CQ).
 	cqs := []*CQ{cfg.SendCQ}
 	if cfg.RecvCQ != cfg.SendCQ {
@@ -88,6 +99,11 @@ func (p *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	attr.cap.max_send_sge = C.uint32_t(max(cfg.MaxSendSGE, 1))
 	attr.cap.max_recv_sge = C.uint32_t(max(cfg.MaxRecvSGE, 1))
 	attr.cap.max_inline_data = C.uint32_t(cfg.MaxInlineData)
+	if cfg.SRQ != nil {
+		attr.srq = cfg.SRQ.srq
+		attr.cap.max_recv_wr = 0
+		attr.cap.max_recv_sge = 0
+	}
 	qp, errno := C.ibv_create_qp(p.pd, &attr)
 	if qp == nil {
 		return nil, verbError(fmt.Sprintf("ibv_create_qp (send %d, recv %d, inline %d)",
@@ -96,10 +112,14 @@ func (p *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	p.children.Add(1)
 	cfg.SendCQ.qps.Add(1)
 	cfg.RecvCQ.qps.Add(1)
+	if cfg.SRQ != nil {
+		cfg.SRQ.qps.Add(1)
+	}
 	return &QP{
 		pd:      p,
 		sendCQ:  cfg.SendCQ,
 		recvCQ:  cfg.RecvCQ,
+		srq:     cfg.SRQ,
 		qp:      qp,
 		num:     uint32(qp.qp_num),
 		inline:  uint32(attr.cap.max_inline_data), // ibv_create_qp writes back what it granted
@@ -366,6 +386,9 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 	if q.closed {
 		return &PostError{Op: "ibv_post_recv", Err: errQPClosed}
 	}
+	if q.srq != nil {
+		return &PostError{Op: "ibv_post_recv", Err: fmt.Errorf("QP %d takes its receives from an SRQ: post there", q.num)}
+	}
 	if st := QPState(q.setState.Load()); st == QPReset {
 		return &PostError{Op: "ibv_post_recv", Err: fmt.Errorf("%w: QP %d is RESET, receives need INIT or later", ErrQPState, q.num)}
 	}
@@ -420,6 +443,9 @@ func (q *QP) Close() error {
 	q.closed = true
 	q.sendCQ.qps.Add(-1)
 	q.recvCQ.qps.Add(-1)
+	if q.srq != nil {
+		q.srq.qps.Add(-1)
+	}
 	q.pd.children.Add(-1)
 	return nil
 }

@@ -254,6 +254,45 @@ static int rr_post_recv(struct ibv_qp *qp, const struct rr_recv_wr *in, int n, i
 	return 0;
 }
 
+// rr_post_srq_recv is rr_post_recv for a shared receive queue
+// (ibv_post_srq_recv is a static inline).
+static int rr_post_srq_recv(struct ibv_srq *srq, const struct rr_recv_wr *in, int n, int *bad) {
+	struct ibv_recv_wr wr[RR_CHUNK];
+	struct ibv_sge sge[RR_CHUNK];
+	for (int base = 0; base < n; base += RR_CHUNK) {
+		int m = n - base < RR_CHUNK ? n - base : RR_CHUNK;
+		memset(wr, 0, sizeof(wr[0]) * m);
+		for (int i = 0; i < m; i++) {
+			const struct rr_recv_wr *w = &in[base + i];
+			wr[i].wr_id = w->id;
+			wr[i].next = i + 1 < m ? &wr[i + 1] : NULL;
+			if (w->length > 0) {
+				sge[i].addr = w->addr;
+				sge[i].length = w->length;
+				sge[i].lkey = w->lkey;
+				wr[i].sg_list = &sge[i];
+				wr[i].num_sge = 1;
+			}
+		}
+		struct ibv_recv_wr *badwr = NULL;
+		int rc = ibv_post_srq_recv(srq, wr, &badwr);
+		if (rc) {
+			*bad = base + (badwr ? (int)(badwr - wr) : 0);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+// rr_arm_srq sets the SRQ's limit: when fewer receives than limit are
+// posted, the device raises IBV_EVENT_SRQ_LIMIT_REACHED once (and disarms).
+static int rr_arm_srq(struct ibv_srq *srq, uint32_t limit) {
+	struct ibv_srq_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.srq_limit = limit;
+	return ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT);
+}
+
 static int rr_query_qp_state(struct ibv_qp *qp, uint32_t *state) {
 	struct ibv_qp_attr attr;
 	struct ibv_qp_init_attr init;

@@ -44,6 +44,7 @@ type PD struct{}
 
 func (p *PD) Register(int) (*MR, error)      { return nil, notSupported("register memory") }
 func (p *PD) CreateQP(QPConfig) (*QP, error) { return nil, notSupported("create QP") }
+func (p *PD) CreateSRQ(int) (*SRQ, error)    { return nil, notSupported("create SRQ") }
 func (p *PD) Close() error                   { return nil }
 
 // MR is registered memory (unavailable in this build).
@@ -85,3 +86,11 @@ func (q *QP) ToReset() error          { return notSupported("modify QP") }
 func (q *QP) PostSend([]SendWR) error { return notSupported("post send") }
 func (q *QP) PostRecv([]RecvWR) error { return notSupported("post recv") }
 func (q *QP) Close() error            { return nil }
+
+// SRQ is a shared receive queue (unavailable in this build).
+type SRQ struct{}
+
+func (s *SRQ) MaxWR() int              { return 0 }
+func (s *SRQ) PostRecv([]RecvWR) error { return notSupported("post SRQ recv") }
+func (s *SRQ) Arm(int) error           { return notSupported("arm SRQ") }
+func (s *SRQ) Close() error            { return nil }

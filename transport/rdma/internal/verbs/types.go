@@ -193,11 +193,14 @@ func (s QPState) String() string {
 // QP.MaxInline.
 type QPConfig struct {
 	SendCQ, RecvCQ *CQ // may be the same CQ; both must belong to the PD's context
-	MaxSendWR      int
-	MaxRecvWR      int
-	MaxSendSGE     int
-	MaxRecvSGE     int
-	MaxInlineData  int
+	// SRQ, when set, is where the QP takes its receives from: MaxRecvWR is
+	// then ignored and QP.PostRecv refused (post to the SRQ).
+	SRQ           *SRQ
+	MaxSendWR     int
+	MaxRecvWR     int
+	MaxSendSGE    int
+	MaxRecvSGE    int
+	MaxInlineData int
 }
 
 // RTRAttr is what a QP needs to know about its peer to receive (INIT→RTR).

@@ -1,0 +1,246 @@
+package rdma
+
+import (
+	"sync"
+	"time"
+
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/credit"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
+)
+
+// Lent credits on the wire (docs/rdma.md, "Shared receive queue"). Between
+// two sides that both set featLend in their hellos, bits 27..16 of the
+// immediate data carry the credits the sender lends the receiver (kinds
+// 0–5), or, in a give-back (kind 6), the lent credits the sender gives
+// back. Without featLend those bits stay zero.
+const (
+	kindGiveBack kind = 6 // lent credits returned by an idle sender; takes a credit, no payload
+
+	// featLend: this side understands lends and give-backs.
+	featLend = 1 << 0
+)
+
+// giveBackIdle is how long a connection holding lent credits sends nothing
+// before it gives them back; the sweep looks twice as often.
+const giveBackIdle = 500 * time.Millisecond
+
+func encodeImmLend(k kind, credits, lend int) uint32 {
+	return encodeImm(k, credits) | uint32(lend)<<16
+}
+
+// decodeImmLend decodes immediate data: with lends (featLend negotiated),
+// bits 27..16 are the lend field and kindGiveBack is a kind; without, they
+// are reserved.
+func decodeImmLend(imm uint32, lends bool) (k kind, credits, field int, err error) {
+	if !lends || kind(imm>>28) != kindGiveBack && imm&0x0FFF0000 == 0 {
+		k, credits, err = decodeImm(imm)
+		return k, credits, 0, err
+	}
+	k = kind(imm >> 28)
+	if k > kindGiveBack {
+		return 0, 0, 0, protoErr("unknown message kind %d in immediate data %#x", k, imm)
+	}
+	return k, int(imm & 0xFFFF), int(imm >> 16 & 0xFFF), nil
+}
+
+// outImm is the immediate data of an outgoing data message of kind k: the
+// credits owed and, to a peer that takes them, the credits lent and not yet
+// told. Called with rmu held.
+func (c *conn) outImmLocked(k kind) uint32 {
+	return encodeImmLend(k, c.led.Piggyback(), c.led.TakeLend())
+}
+
+// lendLocked lends the peer more credits when it has used all it holds:
+// up to as many again, at most RecvBuffers in all, from the pool's spare
+// buffers. The lend rides on the next message that returns credits.
+// Called with rmu held.
+func (c *conn) lendLocked() {
+	if c.pool == nil || !c.lends || !c.led.Exhausted() || c.led.LendOwed() > 0 {
+		return
+	}
+	want := min(c.led.Recvs(), c.o.RecvBuffers-c.led.Recvs(), credit.MaxLend)
+	if want <= 0 {
+		return
+	}
+	if k := c.pool.lend(want); k > 0 {
+		c.led.Lend(k)
+		c.t.counters.creditsLent.Add(uint64(k))
+	}
+}
+
+// lent records credits the peer lent us; the connection joins the idle
+// sweep that gives them back. Called with mu held.
+func (c *conn) lentLocked(n int) error {
+	if err := c.win.Lend(n); err != nil {
+		return err
+	}
+	if c.swept.CompareAndSwap(false, true) {
+		c.t.giveBacks.add(c) // lock order: mu, then the set's
+	}
+	return nil
+}
+
+// giveBackLent returns lent credits the connection has not used for
+// giveBackIdle, in a give-back message; it reports whether the connection
+// holds no lent credit any more (the sweep forgets it). It never waits: a
+// connection whose turn is taken is not idle.
+func (c *conn) giveBackLent(now time.Duration) (done bool) {
+	if c.sig.IsSet() {
+		return true
+	}
+	if now-time.Duration(c.sentAt.Load()) < giveBackIdle {
+		return false
+	}
+	select {
+	case c.turn <- struct{}{}:
+	default:
+		return false
+	}
+	defer c.giveTurn()
+	c.mu.Lock()
+	keep := c.peer.keep()
+	if c.abortOwed || c.sqFree <= ctlHeadroom {
+		c.mu.Unlock()
+		return false
+	}
+	n := c.win.GiveBack(keep)
+	if n == 0 {
+		done = c.win.Max() <= keep
+		if done {
+			c.swept.Store(false)
+		}
+		c.mu.Unlock()
+		return done
+	}
+	c.win.Take()
+	c.sqFree--
+	c.rmu.Lock()
+	imm := encodeImmLend(kindGiveBack, c.led.Piggyback(), n)
+	c.rmu.Unlock()
+	c.enqueueLocked(verbs.SendWR{ID: c.seq, Signaled: true, Imm: imm, HasImm: true}, -1)
+	c.handOffLendLocked(c.o.SendSlots)
+	done = c.win.Max() <= keep
+	if done {
+		c.swept.Store(false)
+	}
+	c.mu.Unlock()
+	if c.flush() == nil {
+		c.t.counters.creditsGivenBack.Add(uint64(n))
+	}
+	return done
+}
+
+// lenders are the connections that hold lent credits, swept by one
+// goroutine per transport while there are any: it gives each one's credits
+// back once it is idle. The goroutine exits when the set empties.
+type lenders struct {
+	mu      sync.Mutex
+	set     map[*conn]struct{}
+	running bool
+	kick    chan struct{} // the set emptied: exit now
+	done    chan struct{} // closed when the running sweep exits
+}
+
+func (l *lenders) add(c *conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.set == nil {
+		l.set = make(map[*conn]struct{})
+	}
+	l.set[c] = struct{}{}
+	if !l.running {
+		l.running = true
+		l.kick = make(chan struct{}, 1)
+		l.done = make(chan struct{})
+		go l.sweep(l.kick, l.done)
+	}
+}
+
+// remove forgets c (closed); the sweep ends at once when none is left.
+// It returns once the sweep has exited, if it was the last.
+func (l *lenders) remove(c *conn) {
+	l.mu.Lock()
+	if _, ok := l.set[c]; !ok {
+		l.mu.Unlock()
+		return
+	}
+	delete(l.set, c)
+	var wait chan struct{}
+	if len(l.set) == 0 && l.running {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+		wait = l.done
+	}
+	l.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
+}
+
+func (l *lenders) sweep(kick, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(giveBackIdle / 2)
+	defer tick.Stop()
+	var conns []*conn
+	for {
+		select {
+		case <-tick.C:
+		case <-kick:
+		}
+		l.mu.Lock()
+		if len(l.set) == 0 {
+			l.running = false
+			l.mu.Unlock()
+			return
+		}
+		conns = conns[:0]
+		for c := range l.set {
+			conns = append(conns, c)
+		}
+		l.mu.Unlock()
+		for _, c := range conns {
+			if c.giveBackLent(time.Since(c.epoch)) {
+				l.mu.Lock()
+				if !c.swept.Load() { // not lent to again meanwhile
+					delete(l.set, c)
+				}
+				l.mu.Unlock()
+			}
+		}
+	}
+}
+
+// leavePool gives the connection's share of the shared pool back once
+// nothing more can arrive (the teardown's last drain is done): its window
+// and control receives, but for the buffers still held (by users, or
+// waiting to be posted), whose commitment goes back as each is posted
+// again. It also leaves the give-back sweep.
+func (c *conn) leavePool() {
+	c.t.giveBacks.remove(c)
+	if c.pool == nil {
+		return
+	}
+	c.rmu.Lock()
+	bufs := append(c.takeUnpostedLocked(), c.deferred...)
+	c.deferred = nil
+	bufs = append(bufs, c.orphans...)
+	c.orphans = nil
+	held := c.led.Unreturned() - c.led.Owed()
+	c.detached = true
+	n := c.led.Recvs() + credit.Extra - held
+	c.rmu.Unlock()
+	c.pool.leave(n, true)
+	c.repost(bufs)
+}
+
+// repostOrphans posts again the shared buffers dropped from the queue
+// after the teardown (a Close after the peer's failure).
+func (c *conn) repostOrphans() {
+	c.rmu.Lock()
+	bufs := c.orphans
+	c.orphans = nil
+	c.rmu.Unlock()
+	c.repost(bufs)
+}
