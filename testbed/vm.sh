@@ -15,6 +15,7 @@
 #   RXE_MTU             MTU of the netdev under rxe0 (default 1500; 9000 gives active_mtu 4096)
 #   RDMARPC_VM_TIMEOUT  seconds guest.sh may run (default 600); qemu gets that plus a boot margin
 #   RDMARPC_VM_QUIET=1  do not echo the guest console (it is always kept in <outdir>)
+#   RDMARPC_VM_MEM      MiB of memory of run1's guest (default 2048; the scale table's 10 000 rows want more)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -346,8 +347,9 @@ cmd_run1() {
   trap cleanup EXIT
   trap 'cleanup; exit 130' INT TERM
   local t0=${EPOCHREALTIME/./}
-  log "run1: booting one guest (2 vCPU, 2 GiB), rxe0 over dummy0, MTU ${RXE_MTU:-1500}"
-  start_guest single "$out" 2048 2 "tb_net=dummy tb_ip=10.9.9.1" -nic none
+  local mem=${RDMARPC_VM_MEM:-2048}
+  log "run1: booting one guest (2 vCPU, $mem MiB), rxe0 over dummy0, MTU ${RXE_MTU:-1500}"
+  start_guest single "$out" "$mem" 2 "tb_net=dummy tb_ip=10.9.9.1" -nic none
   local qrc=0; wait "${PIDS[0]}" || qrc=$?
   wait  # the console echo
   local rc; rc=$(finish_guest single "$out" "$qrc")
