@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -30,9 +31,14 @@ import (
 // probeFlags are the schema flags that find testdata/probe.proto.
 var probeFlags = []string{"-I", "testdata", "--proto", "probe.proto"}
 
-// blockStarted receives a value (when there is room) each time the probe's
-// Block handler starts.
-var blockStarted = make(chan struct{}, 16)
+// blockStarted receives the number of the probe server (when there is
+// room) each time its Block handler starts: a handler of an earlier test's
+// server may start late, after that test returned, so a test counts its own
+// server's only.
+var blockStarted = make(chan int64, 16)
+
+// probeServers numbers the probe servers: the latest is probeServers.Load().
+var probeServers atomic.Int64
 
 // startProbe serves probe.v1.Probe on tcp:// loopback, with handlers
 // written against dynamic messages (the commands must not need generated
@@ -49,6 +55,7 @@ func startReflectingProbe(t *testing.T) string { return serveProbe(t, "tcp://127
 
 func serveProbe(t *testing.T, listen string, reflect bool) string {
 	t.Helper()
+	gen := probeServers.Add(1)
 	src, err := dynamic.LoadProtos(context.Background(), []string{"testdata"}, []string{"probe.proto"})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +133,7 @@ func serveProbe(t *testing.T, listen string, reflect bool) string {
 			}),
 			handler("Block", func(ctx context.Context, _ *dynamicpb.Message) (any, error) {
 				select {
-				case blockStarted <- struct{}{}:
+				case blockStarted <- gen:
 				default:
 				}
 				<-ctx.Done()
