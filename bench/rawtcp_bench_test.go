@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rdmarpc/rdmarpc/bench"
+	"github.com/rdmarpc/rdmarpc/bench/internal/rawecho"
 )
 
 // BenchmarkPingPong puts rdmarpc's unary echo over tcp:// beside the floor
@@ -36,49 +37,21 @@ func BenchmarkPingPong(b *testing.B) {
 	}
 }
 
-// startRawEcho serves the raw ping-pong on loopback and returns a
-// connection to it; both close with b.
+// startRawEcho serves the raw ping-pong (rpcbench's raw peer) on loopback
+// and returns a connection to it; both close with b.
 func startRawEcho(b *testing.B) net.Conn {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := rawecho.Start("127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c, err := lis.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		var hdr [4]byte
-		buf := make([]byte, 0, 64<<10)
-		for {
-			if _, err := io.ReadFull(c, hdr[:]); err != nil {
-				return
-			}
-			n := int(binary.BigEndian.Uint32(hdr[:]))
-			if n > cap(buf) {
-				return
-			}
-			buf = buf[:n]
-			if _, err := io.ReadFull(c, buf); err != nil {
-				return
-			}
-			bufs := net.Buffers{hdr[:], buf}
-			if _, err := bufs.WriteTo(c); err != nil {
-				return
-			}
-		}
-	}()
-	c, err := net.Dial("tcp", lis.Addr().String())
+	c, err := net.Dial("tcp", srv.Addr())
 	if err != nil {
+		srv.Stop()
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
 		c.Close()
-		lis.Close()
-		<-done
+		srv.Stop()
 	})
 	return c
 }
