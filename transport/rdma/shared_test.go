@@ -173,7 +173,7 @@ func TestSharedPoolIdle(t *testing.T) {
 	for round := range 2 {
 		busy(t, ctx, dialed, burst, size)
 		for side, tr := range map[string]*Transport{"client": cliTr, "server": srvTr} {
-			if !eventually(func() bool {
+			if !eventually(time.Minute, func() bool {
 				_, committed, _ := poolState(tr)
 				return committed == n*window
 			}) {
@@ -301,19 +301,6 @@ func dialPair(t *testing.T, cli, srv *Transport, ip string) (client, server *con
 	}
 	t.Cleanup(func() { s.Close() })
 	return c.(*conn), s.(*conn)
-}
-
-// eventually polls cond for up to a minute (a hang guard, not a measure of
-// speed) and reports whether it held.
-func eventually(cond func() bool) bool {
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
 }
 
 // dumpLent logs a connection's lent credits, both ways.

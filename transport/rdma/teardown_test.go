@@ -14,13 +14,22 @@ import (
 // against a hang, not a measure of speed).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	if !eventually(30*time.Second, cond) {
+		t.Fatalf("gave up waiting: %s", what)
+	}
+}
+
+// eventually polls cond for up to guard (a hang guard, not a measure of
+// speed) and reports whether it held.
+func eventually(guard time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(guard)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", what)
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
 
 // TestCloseDropsLateReceive: a message that completes after the teardown's
