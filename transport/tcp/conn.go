@@ -30,8 +30,8 @@ const readChunk = 64 << 10
 
 // conn is one framed connection. It owns two goroutines: the reader, which
 // reads frames into a bounded queue for Recv, and the writer, which writes
-// queued frames in batches (one writev per batch). Both exit when the
-// connection closes; Close waits for them.
+// what a sender could not write without waiting for the socket (write.go).
+// Both exit when the connection closes; Close waits for them.
 type conn struct {
 	nc      net.Conn
 	auth    credentials.AuthInfo                  // what the credentials' handshake verified; nil without
@@ -40,12 +40,17 @@ type conn struct {
 	maxSend int                                   // what the peer announced
 	grace   time.Duration
 
-	// Send side: a byte budget bounds what is queued for the writer.
+	// Send side (write.go): a byte budget bounds what is queued or being
+	// written. One goroutine at a time holds the writer's role: a sender
+	// that found nobody writing, or the writer goroutine.
 	sendBudget *semaphore.Weighted
 	sendCap    int64
 	wmu        sync.Mutex
-	wqueue     []frame // guarded by wmu
-	wnotify    chan struct{}
+	wqueue     []frame       // guarded by wmu: frames for the role's holder
+	writing    bool          // guarded by wmu: the writer's role is held
+	lastDirect uint64        // guarded by wmu: received when a sender last wrote itself
+	wnotify    chan struct{} // holds a token while the role is handed to the writer goroutine
+	w          writeState    // the role holder's
 
 	// Receive side: the reader acquires budget before queueing a frame and
 	// Recv gives it back.
@@ -93,6 +98,7 @@ func newConn(nc net.Conn, o *Options, maxSend int, auth credentials.AuthInfo, re
 		recvq:      make(chan transport.Buffer, 1024),
 		closed:     make(chan struct{}),
 	}
+	c.w.init(nc)
 	c.received.Store(helloLen)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.done = c.sig.Done()
@@ -187,105 +193,6 @@ func (c *conn) acquireSend(ctx context.Context, n int) error {
 		}
 	}
 	return nil
-}
-
-func (c *conn) enqueue(f frame) error {
-	c.wmu.Lock()
-	select {
-	case <-c.done:
-		c.wmu.Unlock()
-		c.sendBudget.Release(budget(len(f.b), c.sendCap))
-		bufpool.Put(f.b)
-		return c.closeErr()
-	default:
-	}
-	c.wqueue = append(c.wqueue, f)
-	c.wmu.Unlock()
-	select {
-	case c.wnotify <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-// writeLoop writes whatever is queued, a batch per system call, until the
-// connection closes; then it flushes what is left (within the close grace
-// period) and half-closes the stream so the peer sees a clean end.
-func (c *conn) writeLoop() {
-	defer c.wg.Done()
-	var (
-		batch []frame
-		hdrs  []byte
-		bufs  net.Buffers
-		out   = new(net.Buffers)
-	)
-	flush := func() error {
-		c.wmu.Lock()
-		batch, c.wqueue = c.wqueue, batch[:0]
-		c.wmu.Unlock()
-		if len(batch) == 0 {
-			return nil
-		}
-		hdrs = hdrs[:0]
-		bufs = bufs[:0]
-		for _, f := range batch {
-			hdrs = binary.BigEndian.AppendUint32(hdrs, uint32(len(f.b)))
-		}
-		for i, f := range batch {
-			bufs = append(bufs, hdrs[i*frameHeaderLen:(i+1)*frameHeaderLen])
-			if len(f.b) > 0 {
-				bufs = append(bufs, f.b)
-			}
-		}
-		// WriteTo consumes the slice it is called on: give it a copy of
-		// the header so bufs keeps its backing array for the next batch.
-		// The copy lives in out, made once: a fresh one per batch would
-		// escape to the heap (writev keeps a pointer to it).
-		*out = bufs
-		_, err := out.WriteTo(c.nc)
-		clear(bufs)
-		for i, f := range batch {
-			c.sendBudget.Release(budget(len(f.b), c.sendCap))
-			if f.pooled {
-				bufpool.Put(f.b)
-			}
-			batch[i] = frame{}
-		}
-		return err
-	}
-	for {
-		select {
-		case <-c.wnotify:
-			if err := flush(); err != nil {
-				c.fail(fmt.Errorf("tcp: write: %w", err))
-				c.drainWriteQueue()
-				return
-			}
-		case <-c.done:
-			// Sends that returned before Close are delivered if the peer
-			// takes them within the grace period.
-			_ = c.nc.SetWriteDeadline(time.Now().Add(c.grace))
-			if err := flush(); err == nil {
-				closeWrite(c.nc)
-			}
-			c.drainWriteQueue()
-			return
-		}
-	}
-}
-
-// drainWriteQueue drops frames queued after the writer stopped.
-func (c *conn) drainWriteQueue() {
-	c.wmu.Lock()
-	q := c.wqueue
-	c.wqueue = nil
-	c.wmu.Unlock()
-	for _, f := range q {
-		c.sendBudget.Release(budget(len(f.b), c.sendCap))
-		if f.pooled {
-			bufpool.Put(f.b)
-		}
-	}
 }
 
 func closeWrite(nc net.Conn) {
