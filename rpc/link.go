@@ -107,19 +107,26 @@ func newLink(tc transport.Conn, log *zap.Logger, ka Keepalive, watch sendWatch) 
 // fails or dispatch reports false; the link is closed when it returns.
 func (l *link) readFrames(dispatch func(transport.Buffer) bool) {
 	for {
-		b, err := l.tc.Recv(l.ctx)
-		if err != nil {
-			if l.ctx.Err() == nil {
-				l.close(transportStatus(err))
-			}
-			return
-		}
-		l.frames.Add(1)
-		l.lastFrame.Store(time.Now().UnixNano())
-		if !dispatch(b) {
+		b, ok := l.recvFrame()
+		if !ok || !dispatch(b) {
 			return
 		}
 	}
+}
+
+// recvFrame receives the next frame; false (and the link closed) when the
+// connection failed.
+func (l *link) recvFrame() (transport.Buffer, bool) {
+	b, err := l.tc.Recv(l.ctx)
+	if err != nil {
+		if l.ctx.Err() == nil {
+			l.close(transportStatus(err))
+		}
+		return transport.Buffer{}, false
+	}
+	l.frames.Add(1)
+	l.lastFrame.Store(time.Now().UnixNano())
+	return b, true
 }
 
 // queueControl sends an encoded control frame from the flusher.

@@ -291,6 +291,7 @@ type serverLink struct {
 	ua          string                   // the last user-agent received (the reader's)
 	lastPing    time.Time                // the reader's, for the enforcement policy
 	pingStrikes int                      // the reader's
+	inline      *callStream              // the reader's: admitted by this dispatch, for readTurn to run
 	timers      connTimers
 	wg          sync.WaitGroup // handler goroutines
 	stats       *connStats     // nil without stats handlers
@@ -342,12 +343,44 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 	return l
 }
 
-// serve reads frames until the connection ends, then cancels the calls
-// still running, waits for their handlers and forgets the connection.
+// serve is the connection's first reader: readTurn, then, if it handed the
+// reading on to run a call, a worker (adopt).
 func (l *serverLink) serve() {
-	defer l.s.wg.Done()
 	l.startConnTimers()
-	l.readFrames(l.dispatch)
+	if l.readTurn() {
+		l.s.workers.adopt()
+	}
+}
+
+// readTurn is the reading of l, which s.wg counts: it reads and
+// dispatches frames until the connection ends, then finishes the link
+// (and reports false). A unary call read here runs here, with the reading
+// handed to an idle worker first: the call starts without waiting for a
+// goroutine to wake up, and the worker's wake-up happens while it runs
+// (brpc runs the last message it read in place too). Then it reports
+// true. With no worker idle the call goes to workers.run, as before.
+func (l *serverLink) readTurn() bool {
+	for {
+		b, ok := l.recvFrame()
+		if !ok || !l.dispatch(b) {
+			l.finish()
+			return false
+		}
+		if st := l.inline; st != nil {
+			l.inline = nil
+			if l.s.workers.read(l) {
+				l.runStreams(st)
+				return true
+			}
+			l.s.workers.run(l, st)
+		}
+	}
+}
+
+// finish ends l once nothing reads it any more: it cancels the calls still
+// running, waits for their handlers and forgets the connection.
+func (l *serverLink) finish() {
+	defer l.s.wg.Done()
 	l.stopConnTimers()
 	l.cancelRunning()
 	l.wg.Wait()
@@ -482,7 +515,11 @@ func (l *serverLink) admit(st *callStream) bool {
 		l.startLocked(st)
 		l.mu.Unlock()
 		l.wg.Add(1)
-		l.s.workers.run(l, st)
+		if st.frame.Len() < largeRequest {
+			l.inline = st // readTurn runs it, after this dispatch
+		} else {
+			l.s.workers.run(l, st)
+		}
 		return true
 	}
 	if l.queuedBytes > 0 && l.queuedBytes+st.cost > l.s.opts.maxQueuedBytes {

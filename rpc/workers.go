@@ -11,7 +11,10 @@ import (
 // need them, up to max, and stay until the Server stops. A call that finds
 // every worker busy runs on a goroutine of its own, as without workers:
 // the reader that admits it never waits for a worker, and the call slots
-// (MaxConcurrentCalls) bound the calls either way.
+// (MaxConcurrentCalls) bound the calls either way. When a worker is idle,
+// the reader runs the call itself and the worker takes over the reading
+// (serverLink.readTurn): a reading worker counts as a reader, not as one
+// of the max, until it hands the reading on in turn.
 //
 // The idle workers are a stack: the one that finished last runs the next
 // call, while its stack is still in the cache, as the runtime reuses the
@@ -29,7 +32,9 @@ type worker struct {
 	jobs chan job // capacity 1: run never waits
 }
 
-// job is a call to run: runStreams(st) on l; a nil l ends the worker.
+// job is a call to run: runStreams(st) on l; without st, the reading of
+// l (readTurn), handed on by the goroutine that read a unary call and runs
+// it; a nil l ends the worker.
 type job struct {
 	l  *serverLink
 	st *callStream
@@ -81,16 +86,71 @@ func (w *workers) run(l *serverLink, st *callStream) {
 func (w *workers) work(wk *worker, j job) {
 	defer w.wg.Done()
 	for j.l != nil {
-		j.l.runStreams(j.st)
-		w.mu.Lock()
-		if w.closed {
-			w.mu.Unlock()
+		reading := j.st == nil
+		if reading {
+			j.l.readTurn()
+		} else {
+			j.l.runStreams(j.st)
+		}
+		if !w.park(wk, reading) {
 			return
 		}
-		w.idle = append(w.idle, wk)
-		w.mu.Unlock()
 		j = <-wk.jobs
 	}
+}
+
+// park makes wk idle again, unless the workers stopped or, for a worker
+// that was reading (not one of the started ones meanwhile), max are
+// started already; it reports false when wk's goroutine is to end.
+func (w *workers) park(wk *worker, reading bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || reading && w.started >= w.max {
+		return false
+	}
+	if reading {
+		w.started++
+	}
+	w.idle = append(w.idle, wk)
+	return true
+}
+
+// read hands the reading of l to an idle worker, which then counts as a
+// reader, not as one of the started workers; it reports false, handing
+// nothing, when no worker is idle. The caller must have stopped reading:
+// the worker starts at once.
+func (w *workers) read(l *serverLink) bool {
+	w.mu.Lock()
+	n := len(w.idle)
+	if n == 0 {
+		w.mu.Unlock()
+		return false
+	}
+	wk := w.idle[n-1]
+	w.idle[n-1] = nil
+	w.idle = w.idle[:n-1]
+	w.started--
+	w.mu.Unlock()
+	wk.jobs <- job{l: l}
+	return true
+}
+
+// adopt makes the calling goroutine, a connection's first reader that
+// handed the reading on and ran the call it read, one of the workers
+// while fewer than max are started (its stack is grown); otherwise it
+// returns at once, and the goroutine ends.
+func (w *workers) adopt() {
+	w.mu.Lock()
+	if w.closed || w.started >= w.max {
+		w.mu.Unlock()
+		return
+	}
+	w.started++
+	w.wg.Add(1)
+	wk := &worker{jobs: make(chan job, 1)}
+	w.idle = append(w.idle, wk)
+	w.mu.Unlock()
+	w.work(wk, <-wk.jobs)
 }
 
 // stop ends the workers, once no connection can hand them calls any more

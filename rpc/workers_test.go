@@ -3,6 +3,8 @@ package rpc_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,4 +151,67 @@ func (p *ctxProbe) Block(ctx context.Context, _ *testpb.BlockRequest) (*testpb.B
 	// machine (the server's deadline is the client's plus the trip), and
 	// then it is what the client reports.
 	return nil, ctx.Err()
+}
+
+// inlineProbe's Block records whether it runs on the goroutine that read
+// its request (readTurn on its stack) before it waits at the gate.
+type inlineProbe struct {
+	*gate
+	inline chan bool
+}
+
+func (p *inlineProbe) Block(ctx context.Context, in *testpb.BlockRequest) (*testpb.BlockResponse, error) {
+	buf := make([]byte, 64<<10)
+	p.inline <- strings.Contains(string(buf[:runtime.Stack(buf, false)]), "readTurn")
+	return p.gate.Block(ctx, in)
+}
+
+// TestInlineCallHandsOffReading: with a worker idle, a unary call runs on
+// the goroutine that read it, which first hands the reading to the
+// worker; while that handler blocks, the connection keeps reading (more
+// calls, which run elsewhere). Before the hand-off every call ran on a worker, woken
+// by the reader.
+func TestInlineCallHandsOffReading(t *testing.T) {
+	g := newGate()
+	p := &inlineProbe{gate: g, inline: make(chan bool, 16)}
+	s := startServer(t, pipe.New(pipe.Options{}), p, rpc.NumStreamWorkers(2))
+	_, c := s.dial(t)
+	ctx := testCtx(t)
+	// The first call starts a worker, which is idle once it is done.
+	if _, err := c.Echo(ctx, &testpb.EchoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a worker to be idle", func() bool { return rpc.IdleWorkers(s.srv) == 1 })
+	errs := make(chan error, 2)
+	go func() {
+		_, err := c.Block(ctx, &testpb.BlockRequest{})
+		errs <- err
+	}()
+	if !<-p.inline {
+		t.Fatal("with a worker idle, the call did not run on the goroutine that read it")
+	}
+	// The handler holds the goroutine that read it; the worker reads on.
+	for i := range 5 {
+		resp, err := c.Echo(ctx, &testpb.EchoRequest{Payload: []byte{byte(i)}})
+		if err != nil || len(resp.Payload) != 1 || resp.Payload[0] != byte(i) {
+			t.Fatalf("Echo %d while a handler holds the first reader: %v, %v", i, resp, err)
+		}
+	}
+	// Another handler that blocks, wherever it runs: both started
+	// workers may be taken now, and the connection still reads.
+	go func() {
+		_, err := c.Block(ctx, &testpb.BlockRequest{})
+		errs <- err
+	}()
+	<-p.inline
+	waitUntil(t, "both handlers to start", func() bool { return g.started.Load() == 2 })
+	if _, err := c.Echo(ctx, &testpb.EchoRequest{}); err != nil {
+		t.Fatalf("Echo while both handlers block: %v", err)
+	}
+	g.open()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("Block: %v", err)
+		}
+	}
 }

@@ -143,6 +143,7 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte) error {
 		}
 	}
 	c.noteSent(n > 1)
+	c.rouseReceiver(n > 1)
 	if n > 1 {
 		c.t.counters.fragmentsSent.Add(uint64(n))
 	}
@@ -441,8 +442,34 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 		return err
 	}
 	c.noteSent(false)
+	c.rouseReceiver(false)
 	c.t.counters.messagesSent.Add(1)
 	return nil
+}
+
+// rouseReceiver wakes a Recv that sleeps while nobody polls the completion
+// queue, now that a message left and its reply is expected: woken, it
+// polls for the reply itself (spinning for about the round trip, see
+// await), instead of the reply costing a completion event, the poller's
+// wake-up and the poller's hand-off to it. An RPC reader enters Recv
+// before the caller sends, when no reply is expected yet, so without this
+// it always sleeps. The wake-up happens while the message travels, off
+// the reply's path. Not for fragmented messages: nobody spins through
+// those.
+func (c *conn) rouseReceiver(fragmented bool) {
+	if fragmented || c.o.PollSpin <= 0 || c.closing.Load() {
+		return
+	}
+	if !c.pmu.TryLock() {
+		return // somebody polls: it delivers the reply
+	}
+	// Only looked: the queue stays as armed as it was.
+	c.pmu.Unlock()
+	c.rmu.Lock()
+	if len(c.queue) == 0 {
+		c.rwake.signal()
+	}
+	c.rmu.Unlock()
 }
 
 // sendSlot owns send slots lent by NewSendBuffer.

@@ -57,6 +57,12 @@ type CompChannel struct {
 	// so the destroy never waits for an event that is read but not acked.
 	evMu sync.Mutex
 
+	// What the event read of the Wait holding the file's turn found, and
+	// tryRead, the read it retries, built once so Wait allocates nothing.
+	evCQ    *CQ
+	evErr   error
+	tryRead func() bool
+
 	mu         sync.RWMutex // write-held by Close and destroy; read-held while creating CQs
 	closed     bool         // Close was called: Wait and CreateCQ fail
 	fileClosed bool         // the file is closed: no event read is in flight
@@ -80,7 +86,12 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 		return nil, err
 	}
 	c.children.Add(1)
-	return &CompChannel{ctx: c, ch: ch, file: f}, nil
+	cc := &CompChannel{ctx: c, ch: ch, file: f}
+	cc.tryRead = func() bool {
+		cc.evCQ, cc.evErr = cc.readEvent()
+		return !errors.Is(cc.evErr, syscall.EAGAIN)
+	}
+	return cc, nil
 }
 
 // Wait waits for the next completion event and returns the CQ it is for.
@@ -100,16 +111,17 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 	if closed {
 		return nil, closedError("completion channel")
 	}
-	var cq *CQ
-	var verr error
-	err := ch.file.wait(ctx, func() bool {
-		cq, verr = ch.readEvent()
-		return !errors.Is(verr, syscall.EAGAIN)
-	})
-	if err != nil {
+	if err := ch.file.takeTurn(ctx); err != nil {
 		return nil, err
 	}
-	return cq, verr
+	defer ch.file.endTurn()
+	ch.evCQ, ch.evErr = nil, nil
+	if err := ch.file.waitTurn(ctx, ch.tryRead); err != nil {
+		return nil, err
+	}
+	cq, err := ch.evCQ, ch.evErr
+	ch.evCQ, ch.evErr = nil, nil
+	return cq, err
 }
 
 // Wake makes the Wait in progress, or else the next one, return ErrWoken,

@@ -31,6 +31,12 @@ type eventFile struct {
 	rc     syscall.RawConn
 	closed atomic.Bool // close was called (the poller's "use of closed file" is not exported)
 	woken  atomic.Bool // wake was called and no wait has returned for it yet
+
+	// The turn holder's try, and read, the callback handed to the raw
+	// conn, built once: a closure made per wait would escape to the heap
+	// (the completion channel's poller waits several times per message).
+	try  func() bool
+	read func(uintptr) bool
 }
 
 func newEventFile(fd C.int, name string) (*eventFile, error) {
@@ -50,19 +56,43 @@ func newEventFile(fd C.int, name string) (*eventFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("rdma: %s fd: %w", name, err)
 	}
-	return &eventFile{f: f, rc: rc, turn: make(chan struct{}, 1)}, nil
+	return newEventFileOf(f, rc), nil
+}
+
+// newEventFileOf makes the eventFile of f, an fd the netpoller took, and
+// rc, its raw conn.
+func newEventFileOf(f *os.File, rc syscall.RawConn) *eventFile {
+	e := &eventFile{f: f, rc: rc, turn: make(chan struct{}, 1)}
+	e.read = func(uintptr) bool { return e.try() }
+	return e
 }
 
 // wait calls try whenever the fd may be readable (and once at once) until
 // try reports true. It gives up with ctx's error when ctx is done and with
 // an error wrapping ErrClosed when close is called.
 func (e *eventFile) wait(ctx context.Context, try func() bool) error {
+	if err := e.takeTurn(ctx); err != nil {
+		return err
+	}
+	defer e.endTurn()
+	return e.waitTurn(ctx, try)
+}
+
+// takeTurn waits for the turn to wait (one waiter at a time), or ctx's end.
+func (e *eventFile) takeTurn(ctx context.Context) error {
 	select {
 	case e.turn <- struct{}{}:
-		defer func() { <-e.turn }()
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+func (e *eventFile) endTurn() { <-e.turn }
+
+// waitTurn is wait, for the holder of the turn. It allocates nothing when
+// ctx cannot be cancelled and try is a func value made beforehand.
+func (e *eventFile) waitTurn(ctx context.Context, try func() bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -87,7 +117,10 @@ func (e *eventFile) wait(ctx context.Context, try func() bool) error {
 			}
 		}()
 	}
-	return e.mapErr(ctx, e.rc.Read(func(uintptr) bool { return try() }))
+	e.try = try
+	err := e.rc.Read(e.read)
+	e.try = nil
+	return e.mapErr(ctx, err)
 }
 
 func (e *eventFile) mapErr(ctx context.Context, err error) error {

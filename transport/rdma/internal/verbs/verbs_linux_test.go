@@ -796,3 +796,62 @@ func TestCompChannelWake(t *testing.T) {
 		t.Errorf("Wait after a spent Wake = %v, want DeadlineExceeded", err)
 	}
 }
+
+// Wait allocates nothing (with a context that cannot be cancelled): the
+// transport's poller waits on its channel several times per message.
+func TestCompChannelWaitAllocs(t *testing.T) {
+	ctx, e := openTest(t)
+	ch, err := ctx.NewCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeLater(t, "completion channel", ch)
+	p := newPair(t, ctx, e, pairOpts{ch: ch})
+	p.connect(t)
+	bg := context.Background()
+	// An event each round: b's CQ armed, a receive posted, a send to it.
+	round := 0
+	event := func() {
+		if err := p.b.PostRecv([]RecvWR{{ID: uint64(round), MR: p.mr, Length: 256}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.bcq.ReqNotify(false); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.a.PostSend([]SendWR{{ID: uint64(round), MR: p.mr, Offset: 1024, Length: 8, Signaled: true}}); err != nil {
+			t.Fatal(err)
+		}
+		cq, err := ch.Wait(bg)
+		if err != nil || cq != p.bcq {
+			t.Fatalf("round %d: Wait = %v, %v; want b's CQ", round, cq, err)
+		}
+		pollN(t, p.bcq, 1)
+		pollN(t, p.acq, 1)
+		round++
+	}
+	event()
+	// What the rest of the round costs, without the Wait, is not Wait's.
+	base := testing.AllocsPerRun(50, func() {
+		if err := p.b.PostRecv([]RecvWR{{ID: uint64(round), MR: p.mr, Length: 256}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.a.PostSend([]SendWR{{ID: uint64(round), MR: p.mr, Offset: 1024, Length: 8, Signaled: true}}); err != nil {
+			t.Fatal(err)
+		}
+		pollN(t, p.bcq, 1)
+		pollN(t, p.acq, 1)
+		round++
+	})
+	if got := testing.AllocsPerRun(50, event) - base; got > 0 {
+		t.Errorf("Wait for an event allocates %.1f objects, want 0", got)
+	}
+	woken := func() {
+		ch.Wake()
+		if _, err := ch.Wait(bg); !errors.Is(err, ErrWoken) {
+			t.Fatalf("Wait after a Wake = %v, want ErrWoken", err)
+		}
+	}
+	if got := testing.AllocsPerRun(50, woken); got > 0 {
+		t.Errorf("Wait after a Wake allocates %.1f objects, want 0", got)
+	}
+}
