@@ -74,6 +74,9 @@ func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{},
 // drive polls the completion queue if nobody else does and reports whether
 // it handled completions.
 func (c *conn) drive(spin bool) bool {
+	if c.g != nil {
+		return c.g.drive(c, spin)
+	}
 	if c.closing.Load() || !c.pmu.TryLock() {
 		return false
 	}
@@ -248,6 +251,7 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 		wc := &wcs[i]
 		if wc.Status != verbs.WCSuccess {
 			c.wcFailed(wc)
+			c.handleClosing(wcs[i+1:]) // the rest: the connection is closing
 			return reposts
 		}
 		if !isRecv(wc) {
@@ -265,6 +269,7 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 			c.t.counters.protocolErrors.Add(1)
 			c.log.Warn("closing connection: peer broke the protocol", zap.Error(err))
 			c.fail(err)
+			c.handleClosing(wcs[i+1:])
 			return reposts
 		}
 	}

@@ -28,6 +28,13 @@ type life struct {
 	torndown  atomic.Bool
 	watchDone chan struct{} // closed when the watcher has returned
 
+	// With shared completions (conn.g), the teardown runs on a goroutine
+	// of its own: started by whichever of start and the close comes last.
+	started    atomic.Bool
+	tdStarted  atomic.Bool
+	tdWake     chan struct{} // some of its completions were handled while closing
+	destroying atomic.Bool   // destroy: a handshake failed, it never started
+
 	// beforeERR, set only by tests, runs in the teardown between its last
 	// poll and moving the QP to ERR: the window a late completion falls in.
 	beforeERR func()
@@ -54,8 +61,18 @@ func (c *conn) watch() {
 func (c *conn) fail(err error) {
 	if c.sig.Set(transport.Closed(err)) {
 		c.closing.Store(true)
-		c.ch.Wake()
+		c.wakeCloser()
 	}
+}
+
+// wakeCloser gets the teardown going: the connection's poller, or with
+// shared completions a goroutine of its own (once started).
+func (c *conn) wakeCloser() {
+	if c.g != nil {
+		c.startTeardown()
+		return
+	}
+	c.ch.Wake()
 }
 
 // closeErr is why the connection closed (nil while it is open).
@@ -66,7 +83,7 @@ func (c *conn) Close() error {
 	if c.sig.Set(fmt.Errorf("%w: closed locally", transport.ErrClosed)) {
 		close(c.local)
 		c.closing.Store(true)
-		c.ch.Wake()
+		c.wakeCloser()
 	}
 	<-c.closed
 	// After a peer's failure the teardown kept what had arrived for Recv;

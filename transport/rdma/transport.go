@@ -82,6 +82,17 @@ type Options struct {
 	// not; a shared server gives such a client its own buffers. The zero
 	// value is DefaultReceive.
 	Receive ReceiveLayout
+	// Completions is where a connection's completions go: a completion
+	// queue, completion channel (an fd) and poller goroutine of its own
+	// (CompletionsPerConnection), or the device's shared ones
+	// (CompletionsShared: one completion channel and one poller per
+	// device, a completion queue per qpsPerCQ connections, demultiplexed
+	// by QP number; docs/rdma.md, "Shared completion queues"), so fds and
+	// goroutines stop growing with the connections. Either way a
+	// goroutine waiting in Recv, or a send waiting for credits or slots,
+	// polls the queue itself; shared, it handles every connection's
+	// completions it finds. The zero value is DefaultCompletions.
+	Completions CompletionLayout
 	// SharedCredits is the guaranteed window of a connection with
 	// ReceiveShared. Default 1.
 	SharedCredits int
@@ -114,6 +125,10 @@ const (
 // DefaultReceive is the layout of Options whose Receive is zero.
 const DefaultReceive = ReceivePerConnection
 
+// DefaultCompletions is the completion layout of Options whose
+// Completions is zero.
+const DefaultCompletions = CompletionsPerConnection
+
 func (o Options) withDefaults() Options {
 	def := func(v *int, d int) {
 		if *v <= 0 {
@@ -122,6 +137,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Receive == 0 {
 		o.Receive = DefaultReceive
+	}
+	if o.Completions == 0 {
+		o.Completions = DefaultCompletions
 	}
 	if o.Receive == ReceiveShared {
 		def(&o.BufferSize, 16<<10)
@@ -205,6 +223,7 @@ type device struct {
 	ctx  *verbs.Context
 	pd   *verbs.PD
 	pool *srqPool // its shared receive queue (ReceiveShared), made by the first connection
+	hub  *cqHub   // its shared completions (CompletionsShared), under the transport's mu
 	refs int
 	// arenas are the shared send arenas by slot size (arena.go), under
 	// the transport's mu.
@@ -367,6 +386,8 @@ type counters struct {
 	creditsGivenBack         atomic.Uint64 // lent credits this side gave back, idle
 	srqLimitEvents           atomic.Uint64 // a shared receive queue ran low (the safety net)
 	refused                  atomic.Uint64
+	strayCompletions         atomic.Uint64 // a shared CQ's completion for a QP no longer attached
+	cqPlacesLeaked           atomic.Uint64 // a QP left a shared CQ with work requests unaccounted for
 
 	mu       sync.Mutex
 	wcErrors map[string]uint64 // failed work completions by status
@@ -400,6 +421,8 @@ func (c *counters) snapshot() map[string]uint64 {
 		"credits_given_back": c.creditsGivenBack.Load(),
 		"srq_limit_events":   c.srqLimitEvents.Load(),
 		"handshakes_refused": c.refused.Load(),
+		"stray_completions":  c.strayCompletions.Load(),
+		"cq_places_leaked":   c.cqPlacesLeaked.Load(),
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
