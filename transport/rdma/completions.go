@@ -251,8 +251,7 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 		wc := &wcs[i]
 		if wc.Status != verbs.WCSuccess {
 			c.wcFailed(wc)
-			c.handleClosing(wcs[i+1:]) // the rest: the connection is closing
-			return reposts
+			return c.handledBefore(wcs[i+1:], reposts, sendsDone, lastSend)
 		}
 		if !isRecv(wc) {
 			// Sends complete in order: the last one of the batch frees
@@ -269,8 +268,7 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 			c.t.counters.protocolErrors.Add(1)
 			c.log.Warn("closing connection: peer broke the protocol", zap.Error(err))
 			c.fail(err)
-			c.handleClosing(wcs[i+1:])
-			return reposts
+			return c.handledBefore(wcs[i+1:], reposts, sendsDone, lastSend)
 		}
 	}
 	if len(reposts) > 0 {
@@ -282,6 +280,22 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 	if c.pool != nil {
 		c.pool.growIfWanted()
 	}
+	return reposts
+}
+
+// handledBefore finishes a batch that a failure cut short (the connection
+// is closing): the buffers and sends of the completions before it are
+// accounted for as usual, the rest as the teardown does (handleClosing).
+// Dropping them left the teardown waiting its whole grace period for
+// sends that had completed.
+func (c *conn) handledBefore(rest []verbs.WorkCompletion, reposts []int32, sendsDone bool, lastSend uint64) []int32 {
+	if len(reposts) > 0 {
+		c.repost(reposts)
+	}
+	if sendsDone {
+		c.sendCompleted(lastSend)
+	}
+	c.handleClosing(rest)
 	return reposts
 }
 

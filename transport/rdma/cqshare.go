@@ -435,6 +435,7 @@ func (c *conn) teardownShared() {
 	if c.beforeERR != nil {
 		c.beforeERR()
 	}
+	c.stopRecvs()
 	if err := c.qp.ToError(); err != nil {
 		c.log.Debug("moving the queue pair to ERR", zap.Error(err))
 	}

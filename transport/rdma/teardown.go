@@ -149,6 +149,7 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	if c.beforeERR != nil {
 		c.beforeERR()
 	}
+	c.stopRecvs()
 	if err := c.qp.ToError(); err != nil {
 		c.log.Debug("moving the queue pair to ERR", zap.Error(err))
 	}

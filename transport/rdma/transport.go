@@ -129,6 +129,10 @@ const DefaultReceive = ReceivePerConnection
 // Completions is zero.
 const DefaultCompletions = CompletionsPerConnection
 
+// defaultCompletions is what a zero Completions becomes: DefaultCompletions,
+// except in tests that run their suites over the other layout.
+var defaultCompletions = DefaultCompletions
+
 func (o Options) withDefaults() Options {
 	def := func(v *int, d int) {
 		if *v <= 0 {
@@ -139,7 +143,7 @@ func (o Options) withDefaults() Options {
 		o.Receive = DefaultReceive
 	}
 	if o.Completions == 0 {
-		o.Completions = DefaultCompletions
+		o.Completions = defaultCompletions
 	}
 	if o.Receive == ReceiveShared {
 		def(&o.BufferSize, 16<<10)
