@@ -98,6 +98,7 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 	c.local = make(chan struct{})
 	c.closed = make(chan struct{})
 	c.watchDone = make(chan struct{})
+	c.peerGone = make(chan struct{})
 	if h := t.connHook; h != nil {
 		h(c)
 	}

@@ -383,10 +383,10 @@ func (c *conn) startTeardown() {
 	}
 }
 
-// drainShared makes sure c's completions are handled until deadline: it
-// polls the group if it can, else waits until whoever polls handles one
-// of c's. It reports whether it saw progress.
-func (c *conn) drainShared(deadline time.Time) bool {
+// drainShared makes sure c's completions are handled until deadline (or
+// stop): it polls the group if it can, else waits until whoever polls
+// handles one of c's. It reports whether it saw progress.
+func (c *conn) drainShared(deadline time.Time, stop <-chan struct{}) bool {
 	g := c.g
 	if g.pmu.TryLock() {
 		n := g.pollOnce()
@@ -404,6 +404,8 @@ func (c *conn) drainShared(deadline time.Time) bool {
 	select {
 	case <-c.tdWake:
 		return true
+	case <-stop:
+		return false
 	case <-tm.C:
 		return false
 	}
@@ -424,8 +426,11 @@ func (c *conn) teardownShared() {
 		local = true
 	default:
 	}
-	for local && c.pendingSends() && time.Now().Before(deadline) {
-		c.drainShared(deadline)
+	// Sends already posted, while the peer lives: a peer that closed
+	// first (its end gone before our watcher saw it) acknowledges nothing
+	// more, and rxe took longer than a 30 s grace to fail such sends.
+	for local && c.pendingSends() && time.Now().Before(deadline) && !c.gone() {
+		c.drainShared(deadline, c.peerGone)
 	}
 	// Under the group's lock: no completion of c's is being handled while
 	// its reassembly is reset and its receive side ends.
@@ -450,7 +455,7 @@ func (c *conn) teardownShared() {
 	c.rmu.Unlock()
 	g.letGo(nil)
 	for (c.recvOutstanding.Load() > 0 || c.pendingSends()) && time.Now().Before(deadline) {
-		if !c.drainShared(deadline) {
+		if !c.drainShared(deadline, nil) {
 			break
 		}
 	}

@@ -27,6 +27,7 @@ type life struct {
 	freeOnce  sync.Once
 	torndown  atomic.Bool
 	watchDone chan struct{} // closed when the watcher has returned
+	peerGone  chan struct{} // closed when the bootstrap connection ended
 
 	// With shared completions (conn.g), the teardown runs on a goroutine
 	// of its own: started by whichever of start and the close comes last.
@@ -46,6 +47,7 @@ func (c *conn) watch() {
 	defer close(c.watchDone)
 	var b [1]byte
 	_, err := c.boot.Read(b[:])
+	close(c.peerGone)
 	switch {
 	case c.sig.IsSet():
 	case err == nil:
@@ -54,6 +56,18 @@ func (c *conn) watch() {
 		c.fail(errors.New("rdma: connection closed by peer"))
 	default:
 		c.fail(fmt.Errorf("rdma: bootstrap connection lost: %w", err))
+	}
+}
+
+// gone reports whether the bootstrap connection ended: the peer closed or
+// died (or the local teardown closed it), and sends to it may never
+// complete.
+func (c *conn) gone() bool {
+	select {
+	case <-c.peerGone:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -135,7 +149,7 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	}
 	// Sends already posted: wait for their completions while the peer
 	// lives (a local close; a peer that closed takes nothing more).
-	for local && c.pendingSends() && time.Now().Before(deadline) {
+	for local && c.pendingSends() && time.Now().Before(deadline) && !c.gone() {
 		c.drainOnce(wcs, deadline)
 	}
 	// Receives that completed before the close are still delivered.
