@@ -434,11 +434,12 @@ func (c *conn) teardownShared() {
 	}
 	// Under the group's lock: no completion of c's is being handled while
 	// its reassembly is reset and its receive side ends.
+	if c.beforeERR != nil {
+		// Not under the CQ's lock: the test's peer may share the CQ.
+		c.beforeERR()
+	}
 	g.pmu.Lock()
 	for g.pollOnce() > 0 {
-	}
-	if c.beforeERR != nil {
-		c.beforeERR()
 	}
 	c.stopRecvs()
 	if err := c.qp.ToError(); err != nil {
