@@ -312,3 +312,25 @@ func TestSharedCompletionsTeardown(t *testing.T) {
 		})
 	}
 }
+
+// TestCompletionsDefault: a zero Completions is the shared layout with
+// shared receive queues, the per-connection one otherwise.
+func TestCompletionsDefault(t *testing.T) {
+	if *completionsFlag != "" {
+		t.Skip("-rdma.completions sets every transport's layout")
+	}
+	for _, tc := range []struct {
+		o    Options
+		want CompletionLayout
+	}{
+		{Options{}, DefaultCompletions},
+		{Options{Receive: ReceivePerConnection}, CompletionsPerConnection},
+		{Options{Receive: ReceiveShared}, CompletionsShared},
+		{Options{Receive: ReceiveShared, Completions: CompletionsPerConnection}, CompletionsPerConnection},
+		{Options{Completions: CompletionsShared}, CompletionsShared},
+	} {
+		if got := tc.o.withDefaults().Completions; got != tc.want {
+			t.Errorf("Options{Receive: %v, Completions: %v}: %v, want %v", tc.o.Receive, tc.o.Completions, got, tc.want)
+		}
+	}
+}

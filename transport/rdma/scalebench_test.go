@@ -179,7 +179,7 @@ func TestScaleTable(t *testing.T) {
 		rows = append(rows, row)
 		t.Log(row)
 	}
-	t.Logf("keepalive on: %v; -scale.opts=%s: Options %+v per side (a zero Completions is %v)", *scaleKeepalive, *scaleOpts, o, defaultCompletions)
+	t.Logf("keepalive on: %v; -scale.opts=%s: Options %+v per side (-rdma.completions=%q)", *scaleKeepalive, *scaleOpts, o, *completionsFlag)
 	t.Logf("| N | setup/conn | RSS client | RSS server | registered client | registered server | fds c/s | goroutines c/s | idle CPU c/s (%v) | echo p50 (extra conn) |", *scaleIdle)
 	t.Log("|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
