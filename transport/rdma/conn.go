@@ -109,12 +109,14 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 		// as the peer's credits: the most its window grows to) of this
 		// QP complete at once: its share of the group's CQ.
 		if c.g, err = t.joinHub(dev, sqDepth+c.recvs); err != nil {
+			c.destroy() // leaves the pool it joined
 			return nil, err
 		}
 		c.cq = c.g.cq
 		c.tdWake = make(chan struct{}, 1)
 	} else {
 		if c.ch, err = dev.ctx.NewCompChannel(); err != nil {
+			c.destroy() // leaves the pool it joined
 			return nil, err
 		}
 		if c.cq, err = dev.ctx.CreateCQ(sqDepth+c.recvs+8, c.ch); err != nil {

@@ -76,12 +76,23 @@ type cqGroup struct {
 // requests the connection has outstanding at once.
 func (t *Transport) joinHub(d *device, bound int) (*cqGroup, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	g, unused, err := t.joinHubLocked(d, bound)
+	t.mu.Unlock()
+	if unused != nil {
+		// Outside t.mu: its poller may be handling a completion that takes it.
+		unused.stop()
+	}
+	return g, err
+}
+
+// joinHubLocked is joinHub with t.mu held; a hub it created and could not
+// use is returned for the caller to stop.
+func (t *Transport) joinHubLocked(d *device, bound int) (_ *cqGroup, unused *cqHub, _ error) {
 	h := d.hub
 	if h == nil {
 		attr, err := d.ctx.QueryDevice()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		const slack = 8
 		per := qpsPerCQ
@@ -90,7 +101,7 @@ func (t *Transport) joinHub(d *device, bound int) (*cqGroup, error) {
 		}
 		ch, err := d.ctx.NewCompChannel()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		h = &cqHub{t: t, dev: d, ch: ch, perCQ: per, cqe: per*bound + slack,
 			byCQ: make(map[*verbs.CQ]*cqGroup), byQPN: make(map[uint32]*conn), done: make(chan struct{})}
@@ -107,13 +118,12 @@ func (t *Transport) joinHub(d *device, bound int) (*cqGroup, error) {
 	if g == nil {
 		cq, err := d.ctx.CreateCQ(h.cqe, h.ch)
 		if err != nil {
+			err = fmt.Errorf("creating a shared completion queue of %d entries: %w", h.cqe, err)
 			if h.refs == 0 {
 				d.hub = nil
-				// Outside t.mu: the poller may be handling a
-				// completion that takes it.
-				defer h.stop()
+				return nil, h, err
 			}
-			return nil, fmt.Errorf("creating a shared completion queue of %d entries: %w", h.cqe, err)
+			return nil, nil, err
 		}
 		g = &cqGroup{hub: h, cq: cq, wcs: make([]verbs.WorkCompletion, 32)}
 		h.groups = append(h.groups, g)
@@ -126,7 +136,7 @@ func (t *Transport) joinHub(d *device, bound int) (*cqGroup, error) {
 	}
 	g.qps++
 	h.refs++
-	return g, nil
+	return g, nil, nil
 }
 
 // add makes the group's handler route qpn's completions to c.
