@@ -62,6 +62,9 @@ func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{},
 	if c.drive(spin) {
 		return nil
 	}
+	if c.g != nil && c.g.watch(c, w, spin) {
+		return nil
+	}
 	select {
 	case <-w:
 	case <-stop:

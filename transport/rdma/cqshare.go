@@ -268,6 +268,36 @@ func (g *cqGroup) drive(c *conn, spin bool) bool {
 	return false
 }
 
+// watch is what a waiter of c does when another goroutine holds the shared
+// CQ (drive found it taken) while a reply is expected on c: for c's spin
+// budget it watches w and keeps trying the CQ, yielding the processor,
+// instead of sleeping at once — the holder (another connection's waiter,
+// perhaps the peer's in this process) is likely to deliver c's reply
+// soon, and a sleep costs a wake-up. It reports whether w fired or it
+// handled completions. Reads the clock every spinCheckEvery tries only.
+func (g *cqGroup) watch(c *conn, w chan struct{}, spin bool) bool {
+	if !spin || c.o.PollSpin <= 0 || !c.expect.Load() || c.bigSend.Load() {
+		return false
+	}
+	d := c.spinBudget()
+	start := time.Now()
+	for i := 1; !c.closing.Load(); i++ {
+		runtime.Gosched()
+		select {
+		case <-w:
+			return true
+		default:
+		}
+		if g.drive(c, false) {
+			return true
+		}
+		if i%spinCheckEvery == 0 && time.Since(start) >= d {
+			return false
+		}
+	}
+	return false
+}
+
 // spinFor polls for up to d while c is open, reading the clock every
 // spinCheckEvery polls only. Called with pmu held.
 func (g *cqGroup) spinFor(c *conn, d time.Duration) bool {

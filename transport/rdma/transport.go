@@ -93,11 +93,11 @@ type Options struct {
 	// polls the queue itself; shared, it handles every connection's
 	// completions it finds. The zero value is CompletionsShared with
 	// ReceiveShared (the layout for many connections) and
-	// DefaultCompletions otherwise: in one boot of the test bed the
-	// shared queue made the bare Conn ping-pong slower at 64 B, one
-	// caller, both ends in one process (60–70 µs against 44–46 µs p50),
-	// while RPC echo over rdma:// got faster (135–140 against 220–272 µs);
-	// docs/rdma.md, "Shared completion queues".
+	// DefaultCompletions otherwise: in one boot of the test bed, shared
+	// was faster at one caller (Conn ping-pong 64 B p50 40–41 against
+	// 46 µs, RPC echo 135–142 against 250–264 µs) but had a higher p50
+	// for the Conn ping-pong with 16 callers (459–480 against 183–215
+	// µs, its p99 lower); docs/rdma.md.
 	Completions CompletionLayout
 	// SharedCredits is the guaranteed window of a connection with
 	// ReceiveShared. Default 1.
