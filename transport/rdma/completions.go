@@ -62,6 +62,9 @@ func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{},
 	if c.drive(spin) {
 		return nil
 	}
+	if c.g != nil && c.g.watch(c, w, spin) {
+		return nil
+	}
 	select {
 	case <-w:
 	case <-stop:
@@ -74,6 +77,9 @@ func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{},
 // drive polls the completion queue if nobody else does and reports whether
 // it handled completions.
 func (c *conn) drive(spin bool) bool {
+	if c.g != nil {
+		return c.g.drive(c, spin)
+	}
 	if c.closing.Load() || !c.pmu.TryLock() {
 		return false
 	}
@@ -248,7 +254,7 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 		wc := &wcs[i]
 		if wc.Status != verbs.WCSuccess {
 			c.wcFailed(wc)
-			return reposts
+			return c.handledBefore(wcs[i+1:], reposts, sendsDone, lastSend)
 		}
 		if !isRecv(wc) {
 			// Sends complete in order: the last one of the batch frees
@@ -265,7 +271,7 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 			c.t.counters.protocolErrors.Add(1)
 			c.log.Warn("closing connection: peer broke the protocol", zap.Error(err))
 			c.fail(err)
-			return reposts
+			return c.handledBefore(wcs[i+1:], reposts, sendsDone, lastSend)
 		}
 	}
 	if len(reposts) > 0 {
@@ -277,6 +283,22 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 	if c.pool != nil {
 		c.pool.growIfWanted()
 	}
+	return reposts
+}
+
+// handledBefore finishes a batch that a failure cut short (the connection
+// is closing): the buffers and sends of the completions before it are
+// accounted for as usual, the rest as the teardown does (handleClosing).
+// Dropping them left the teardown waiting its whole grace period for
+// sends that had completed.
+func (c *conn) handledBefore(rest []verbs.WorkCompletion, reposts []int32, sendsDone bool, lastSend uint64) []int32 {
+	if len(reposts) > 0 {
+		c.repost(reposts)
+	}
+	if sendsDone {
+		c.sendCompleted(lastSend)
+	}
+	c.handleClosing(rest)
 	return reposts
 }
 

@@ -33,8 +33,9 @@ type conn struct {
 	boot net.Conn
 	peer hello
 
-	ch        *verbs.CompChannel
-	cq        *verbs.CQ
+	ch        *verbs.CompChannel // nil with g
+	cq        *verbs.CQ          // g's, with g
+	g         *cqGroup           // shared completions (CompletionsShared), or nil: its own
 	qp        *verbs.QP
 	recvMR    *verbs.MR   // (RecvBuffers + credit.Extra) buffers of BufferSize; nil with pool
 	pool      *srqPool    // the device's shared receive queue, or nil: receives of its own
@@ -97,17 +98,31 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 	c.local = make(chan struct{})
 	c.closed = make(chan struct{})
 	c.watchDone = make(chan struct{})
+	c.peerGone = make(chan struct{})
 	if h := t.connHook; h != nil {
 		h(c)
 	}
 	sqDepth := o.SendSlots + ctlHeadroom
 	var err error
-	if c.ch, err = dev.ctx.NewCompChannel(); err != nil {
-		return nil, err
-	}
-	if c.cq, err = dev.ctx.CreateCQ(sqDepth+c.recvs+8, c.ch); err != nil {
-		c.destroy()
-		return nil, err
+	if o.Completions == CompletionsShared {
+		// At most sqDepth sends and c.recvs receives (its own, or as many
+		// as the peer's credits: the most its window grows to) of this
+		// QP complete at once: its share of the group's CQ.
+		if c.g, err = t.joinHub(dev, sqDepth+c.recvs); err != nil {
+			c.destroy() // leaves the pool it joined
+			return nil, err
+		}
+		c.cq = c.g.cq
+		c.tdWake = make(chan struct{}, 1)
+	} else {
+		if c.ch, err = dev.ctx.NewCompChannel(); err != nil {
+			c.destroy() // leaves the pool it joined
+			return nil, err
+		}
+		if c.cq, err = dev.ctx.CreateCQ(sqDepth+c.recvs+8, c.ch); err != nil {
+			c.destroy()
+			return nil, err
+		}
 	}
 	qc := verbs.QPConfig{
 		SendCQ: c.cq, RecvCQ: c.cq,
@@ -124,6 +139,9 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 	}
 	c.maxInline = c.qp.MaxInline()
 	c.sqFree = sqDepth
+	if c.g != nil {
+		c.g.add(c.qp.Num(), c)
+	}
 	if c.pool != nil {
 		if err = c.qp.ToInit(port); err != nil {
 			c.destroy()
@@ -204,14 +222,21 @@ func (c *conn) start() {
 		// Lent from the start: given back once idle, like any lend.
 		c.t.giveBacks.add(c)
 	}
-	go c.poll()
 	go c.watch()
+	if c.g != nil {
+		c.started.Store(true)
+		c.startTeardown() // if it began closing already
+		return
+	}
+	go c.poll()
 }
 
 // destroy frees whatever newConn created, when the connection never started.
 func (c *conn) destroy() {
 	c.torndown.Store(true)
-	if c.pool != nil && c.qp != nil {
+	if c.g != nil {
+		c.destroyShared()
+	} else if c.pool != nil && c.qp != nil {
 		// A message may have landed before the handshake failed: its
 		// buffer is the pool's, put it back before the CQ goes.
 		_ = c.qp.ToError()
@@ -232,7 +257,7 @@ func (c *conn) destroy() {
 	if c.qp != nil {
 		closers = append(closers, c.qp)
 	}
-	if c.cq != nil {
+	if c.cq != nil && c.g == nil {
 		closers = append(closers, c.cq)
 	}
 	if c.ch != nil {
@@ -248,6 +273,9 @@ func (c *conn) destroy() {
 		if err := cl.Close(); err != nil {
 			c.log.Error("freeing verbs resources", zap.Error(err))
 		}
+	}
+	if c.g != nil {
+		c.t.leaveHub(c.g, true)
 	}
 	c.freeSendMemory()
 	c.uncharge()

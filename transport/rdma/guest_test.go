@@ -2,6 +2,8 @@ package rdma
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"net"
 	"os"
 	"testing"
@@ -28,7 +30,25 @@ func guestIP(t testing.TB) string {
 	return ip
 }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// completionsFlag runs the package's tests with another default completion
+// layout (Options.Completions zero): the suites written for the default
+// then cover the other one too.
+var completionsFlag = flag.String("rdma.completions", "", "default completion layout for these tests: shared or perconn (empty: DefaultCompletions)")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	switch *completionsFlag {
+	case "":
+	case "shared":
+		defaultCompletions = CompletionsShared
+	case "perconn":
+		defaultCompletions = CompletionsPerConnection
+	default:
+		fmt.Fprintf(os.Stderr, "-rdma.completions=%q: want shared or perconn\n", *completionsFlag)
+		os.Exit(2)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // The conformance suite with the default pools and with tiny ones (two
 // buffers, so credits run out all the time and fragments are small).

@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -27,6 +28,7 @@ type receiver struct {
 	detached     bool     // left the shared pool (teardown): reposts give commitments back
 	orphans      []int32  // shared buffers dropped from the queue at teardown, to post again
 	rdone        bool     // nothing more will be delivered
+	rstop        bool     // the QP is going to ERR: its own receive queue takes no more posts
 	rwake        notifier // a message delivered, or the end
 }
 
@@ -98,17 +100,14 @@ func (c *conn) repost(bufs []int32) {
 		var err error
 		if c.pool != nil {
 			err = c.pool.srq.PostRecv(wrs)
-		} else {
-			err = c.qp.PostRecv(wrs)
+		} else if err = c.postOwn(wrs); errors.Is(err, errRecvStopped) {
+			return
 		}
 		if err != nil {
 			if !c.sig.IsSet() {
 				c.fail(fmt.Errorf("re-posting receives: %w", err))
 			}
 			return
-		}
-		if c.pool == nil {
-			c.recvOutstanding.Add(int32(len(wrs)))
 		}
 		c.t.counters.recvsPosted.Add(uint64(len(wrs)))
 		c.rmu.Lock()
@@ -229,12 +228,43 @@ func (c *conn) postControl(buf int32) error {
 	if c.pool != nil {
 		return c.pool.post([]int32{buf})
 	}
-	if err := c.qp.PostRecv([]verbs.RecvWR{c.recvWR(buf)}); err != nil {
+	if err := c.postOwn([]verbs.RecvWR{c.recvWR(buf)}); errors.Is(err, errRecvStopped) {
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("re-posting a control receive: %w", err)
 	}
-	c.recvOutstanding.Add(1)
 	c.t.counters.recvsPosted.Add(1)
 	return nil
+}
+
+// errRecvStopped: the QP is going to ERR, a receive is not posted again.
+var errRecvStopped = errors.New("the receive queue is stopped")
+
+// postOwn posts receives on the connection's own receive queue, counted
+// as outstanding before they can complete, unless the teardown stopped it:
+// rxe flushes a receive queue when its QP enters ERR, not a receive posted
+// after that, which would never complete and hold the teardown for its
+// whole grace period (and, on a shared CQ, its place for good).
+func (c *conn) postOwn(wrs []verbs.RecvWR) error {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if c.rstop {
+		return errRecvStopped
+	}
+	c.recvOutstanding.Add(int32(len(wrs)))
+	if err := c.qp.PostRecv(wrs); err != nil {
+		c.recvOutstanding.Add(-int32(len(wrs)))
+		return err
+	}
+	return nil
+}
+
+// stopRecvs stops the connection's own receive queue, before its QP goes
+// to ERR.
+func (c *conn) stopRecvs() {
+	c.rmu.Lock()
+	c.rstop = true
+	c.rmu.Unlock()
 }
 
 // recvBytes is the memory of receive buffer buf, n bytes of it.

@@ -179,7 +179,7 @@ func TestScaleTable(t *testing.T) {
 		rows = append(rows, row)
 		t.Log(row)
 	}
-	t.Logf("keepalive on: %v; -scale.opts=%s: Options %+v per side", *scaleKeepalive, *scaleOpts, o)
+	t.Logf("keepalive on: %v; -scale.opts=%s: Options %+v per side (-rdma.completions=%q)", *scaleKeepalive, *scaleOpts, o, *completionsFlag)
 	t.Logf("| N | setup/conn | RSS client | RSS server | registered client | registered server | fds c/s | goroutines c/s | idle CPU c/s (%v) | echo p50 (extra conn) |", *scaleIdle)
 	t.Log("|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
@@ -188,7 +188,7 @@ func TestScaleTable(t *testing.T) {
 }
 
 func scaleRow(t *testing.T, n int, o Options) (string, error) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestScaleHelperServer$")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestScaleHelperServer$", "-rdma.completions="+*completionsFlag)
 	cmd.Env = append(os.Environ(), "RDMARPC_HELPER=scale", "RDMARPC_SCALE_OPTS="+*scaleOpts)
 	if !*scaleKeepalive {
 		cmd.Env = append(cmd.Env, "RDMARPC_SCALE_KEEPALIVE=off")

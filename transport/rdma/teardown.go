@@ -27,6 +27,14 @@ type life struct {
 	freeOnce  sync.Once
 	torndown  atomic.Bool
 	watchDone chan struct{} // closed when the watcher has returned
+	peerGone  chan struct{} // closed when the bootstrap connection ended
+
+	// With shared completions (conn.g), the teardown runs on a goroutine
+	// of its own: started by whichever of start and the close comes last.
+	started    atomic.Bool
+	tdStarted  atomic.Bool
+	tdWake     chan struct{} // some of its completions were handled while closing
+	destroying atomic.Bool   // destroy: a handshake failed, it never started
 
 	// beforeERR, set only by tests, runs in the teardown between its last
 	// poll and moving the QP to ERR: the window a late completion falls in.
@@ -39,6 +47,7 @@ func (c *conn) watch() {
 	defer close(c.watchDone)
 	var b [1]byte
 	_, err := c.boot.Read(b[:])
+	close(c.peerGone)
 	switch {
 	case c.sig.IsSet():
 	case err == nil:
@@ -50,12 +59,34 @@ func (c *conn) watch() {
 	}
 }
 
+// gone reports whether the bootstrap connection ended: the peer closed or
+// died (or the local teardown closed it), and sends to it may never
+// complete.
+func (c *conn) gone() bool {
+	select {
+	case <-c.peerGone:
+		return true
+	default:
+		return false
+	}
+}
+
 // fail starts closing the connection because of err.
 func (c *conn) fail(err error) {
 	if c.sig.Set(transport.Closed(err)) {
 		c.closing.Store(true)
-		c.ch.Wake()
+		c.wakeCloser()
 	}
+}
+
+// wakeCloser gets the teardown going: the connection's poller, or with
+// shared completions a goroutine of its own (once started).
+func (c *conn) wakeCloser() {
+	if c.g != nil {
+		c.startTeardown()
+		return
+	}
+	c.ch.Wake()
 }
 
 // closeErr is why the connection closed (nil while it is open).
@@ -66,7 +97,7 @@ func (c *conn) Close() error {
 	if c.sig.Set(fmt.Errorf("%w: closed locally", transport.ErrClosed)) {
 		close(c.local)
 		c.closing.Store(true)
-		c.ch.Wake()
+		c.wakeCloser()
 	}
 	<-c.closed
 	// After a peer's failure the teardown kept what had arrived for Recv;
@@ -118,7 +149,7 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	}
 	// Sends already posted: wait for their completions while the peer
 	// lives (a local close; a peer that closed takes nothing more).
-	for local && c.pendingSends() && time.Now().Before(deadline) {
+	for local && c.pendingSends() && time.Now().Before(deadline) && !c.gone() {
 		c.drainOnce(wcs, deadline)
 	}
 	// Receives that completed before the close are still delivered.
@@ -132,6 +163,7 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	if c.beforeERR != nil {
 		c.beforeERR()
 	}
+	c.stopRecvs()
 	if err := c.qp.ToError(); err != nil {
 		c.log.Debug("moving the queue pair to ERR", zap.Error(err))
 	}

@@ -77,8 +77,11 @@ func TestCloseDropsLateReceive(t *testing.T) {
 	}
 	server.Close()
 	// The late message was really found by the final drain (the window was
-	// exercised) and dropped there.
-	if n := logs.FilterMessage("dropping a message received while closing").Len(); n != 1 {
+	// exercised) and dropped there. On a shared CQ (both ends share it here)
+	// there is no final drain of the connection's own: whoever polls
+	// delivers the late message to the closing connection, whose teardown
+	// then drops it from the queue, or after ERR drops it on arrival.
+	if n := logs.FilterMessage("dropping a message received while closing").Len(); client.g == nil && n != 1 {
 		t.Errorf("%d late messages dropped in the teardown, want 1", n)
 	}
 	waitFor(t, "lent buffers back to zero", func() bool { return client.lentBufs.Load() == 0 })
