@@ -390,7 +390,7 @@ func (g *cqGroup) dispatch(wcs []verbs.WorkCompletion) {
 			// matter, they go back to the pool.
 			for k := range run {
 				if isRecv(&run[k]) {
-					c.postLost(&run[k])
+					c.takenLost(&run[k])
 				}
 			}
 		case c.closing.Load():
@@ -472,6 +472,7 @@ func (c *conn) teardownShared() {
 	for local && c.pendingSends() && time.Now().Before(deadline) && !c.gone() {
 		c.drainShared(deadline, c.peerGone)
 	}
+	expired := local && c.pendingSends() && !c.gone()
 	// Under the group's lock: no completion of c's is being handled while
 	// its reassembly is reset and its receive side ends.
 	if c.beforeERR != nil {
@@ -504,6 +505,9 @@ func (c *conn) teardownShared() {
 	// completion takes one from recvOutstanding either way: with a pool it
 	// only goes below zero); their flushes are the gap docs/rdma.md names.
 	drained := (c.pool != nil || c.recvOutstanding.Load() == 0) && !c.pendingSends()
+	if expired || !drained {
+		c.t.counters.closeGraceExpired.Add(1)
+	}
 	c.leavePool()
 	c.torndown.Store(true)
 	c.mu.Lock()
@@ -515,6 +519,7 @@ func (c *conn) teardownShared() {
 	if err := c.qp.Close(); err != nil {
 		c.log.Error("freeing verbs resources", zap.Error(err))
 	}
+	c.foldTaken()
 	c.t.leaveHub(g, drained)
 	if c.lentBufs.Load() == 0 {
 		c.freeMemory()

@@ -45,6 +45,13 @@ type srqPool struct {
 
 	stopEvents context.CancelFunc
 	eventsDone chan struct{}
+
+	// Every buffer is on the SRQ, or was taken from it by a QP: posted
+	// counts posts, taken the receive completions the connections handled
+	// (added up when each is torn down). When the pool is destroyed the
+	// difference must be every buffer; what is missing was lost
+	// (shared_recvs_lost).
+	posted, taken atomic.Int64
 }
 
 const (
@@ -266,11 +273,21 @@ func (p *srqPool) post(bufs []int32) error {
 			wrs = append(wrs, p.wr(bufs[0]))
 			bufs = bufs[1:]
 		}
-		if err := p.srq.PostRecv(wrs); err != nil {
+		if err := p.postRecv(wrs); err != nil {
 			return fmt.Errorf("posting shared receives: %w", err)
 		}
 		p.t.counters.recvsPosted.Add(uint64(len(wrs)))
 	}
+	return nil
+}
+
+// postRecv posts receive work requests of the pool's buffers on the SRQ
+// and counts them.
+func (p *srqPool) postRecv(wrs []verbs.RecvWR) error {
+	if err := p.srq.PostRecv(wrs); err != nil {
+		return err
+	}
+	p.posted.Add(int64(len(wrs)))
 	return nil
 }
 
@@ -283,6 +300,11 @@ func (p *srqPool) destroy() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.destroyed = true
+	if lost := int64(p.acct.Buffers()) - (p.posted.Load() - p.taken.Load()); lost != 0 {
+		p.t.counters.sharedRecvsLost.Add(uint64(max(lost, 0)))
+		p.t.o.Logger.Error("shared receive buffers unaccounted for when the pool closed",
+			zap.Int64("missing", lost), zap.Int("buffers", p.acct.Buffers()))
+	}
 	if err := p.srq.Close(); err != nil {
 		p.t.o.Logger.Error("closing the shared receive queue", zap.Error(err))
 	}
