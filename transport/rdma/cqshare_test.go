@@ -218,11 +218,12 @@ func TestSharedCompletionsTeardown(t *testing.T) {
 			before, devBefore := deviceCounters(t), resources(t)
 			o := Options{Completions: tc.comp, Receive: recv, BufferSize: 4096, RecvBuffers: 4, SendSlots: 4, CloseGrace: 30 * time.Second}
 			if tc.comp == CompletionsPerConnection {
-				// Here a Close whose peer is open at times waits for
-				// signaled sends that do not complete (not diagnosed;
-				// with a 30 s grace this subtest took 875 s in one run,
-				// the shared layout 11 s): the default grace keeps that
-				// from taking minutes. The assertions do not depend on it.
+				// Before shared receives were all accounted for at
+				// teardown, a Close whose peer was open here at times
+				// waited for signaled sends that did not complete (with
+				// a 30 s grace this subtest took 875 s in one run, 8 s
+				// after; not diagnosed further): the default grace keeps
+				// such a wait short. The assertions do not depend on it.
 				o.CloseGrace = 0
 			}
 			cli, srv := New(o), New(o)

@@ -174,6 +174,10 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	if c.beforeERR != nil {
 		c.beforeERR()
 	}
+	var lastWQE <-chan struct{}
+	if c.pool != nil {
+		lastWQE = c.pool.expectLastWQE(c.qp.Num())
+	}
 	c.stopRecvs()
 	if err := c.qp.ToError(); err != nil {
 		c.log.Debug("moving the queue pair to ERR", zap.Error(err))
@@ -202,6 +206,16 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	if expired || c.recvOutstanding.Load() > 0 || c.pendingSends() {
 		c.t.counters.closeGraceExpired.Add(1)
 	}
+	if c.pool != nil {
+		// A shared receive the QP took mid-message is flushed once the
+		// device's responder sees ERR (LAST_WQE_REACHED says it did):
+		// handle it before the QP and its CQ go, or its buffer is lost.
+		bound := c.pool.settleBound(deadline)
+		for !closedChan(lastWQE) && time.Now().Before(bound) {
+			c.drainOnce(wcs, minTime(bound, time.Now().Add(time.Millisecond)))
+		}
+		c.pool.lastWQEDone(c.qp.Num(), lastWQE)
+	}
 	c.leavePool()
 	c.torndown.Store(true)
 	c.mu.Lock()
@@ -209,9 +223,20 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	c.lendWake.broadcast()
 	c.mu.Unlock()
 	<-c.watchDone
-	for _, cl := range []interface{ Close() error }{c.qp, c.cq, c.ch} {
+	for i, cl := range []interface{ Close() error }{c.qp, c.cq, c.ch} {
 		if err := cl.Close(); err != nil {
 			c.log.Error("freeing verbs resources", zap.Error(err))
+		}
+		if i == 0 && c.pool != nil {
+			// What the QP completed before its destroy returned is on
+			// the CQ: shared buffers go back to the pool.
+			for {
+				n, err := c.cq.Poll(wcs)
+				if err != nil || n == 0 {
+					break
+				}
+				c.handleClosing(wcs[:n])
+			}
 		}
 	}
 	c.foldTaken()
@@ -219,6 +244,16 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 		c.freeMemory()
 	}
 	c.t.counters.connsClosed.Add(1)
+}
+
+// closedChan reports whether ch is closed (a nil ch never is).
+func closedChan(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // foldTaken adds the shared receives c's completions took from the pool's
@@ -305,8 +340,14 @@ func (c *conn) handleClosing(wcs []verbs.WorkCompletion) {
 			c.sendCompleted(wc.ID)
 		default:
 			c.recvOutstanding.Add(-1)
-			if _, err := c.received(wc, nil); err != nil {
+			bufs, err := c.received(wc, nil)
+			if err != nil {
 				c.log.Debug("dropping a message received while closing", zap.Error(err))
+			}
+			if c.pool != nil {
+				// A fragment copied out, a give-back: the pool's buffer
+				// goes back on its queue (dropping it lost it for good).
+				c.repost(bufs)
 			}
 		}
 	}
