@@ -248,7 +248,7 @@ func (c *conn) destroy() {
 			}
 			for i := range wcs[:n] {
 				if isRecv(&wcs[i]) {
-					c.postLost(&wcs[i])
+					c.takenLost(&wcs[i])
 				}
 			}
 		}

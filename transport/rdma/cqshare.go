@@ -139,11 +139,36 @@ func (t *Transport) joinHubLocked(d *device, bound int) (_ *cqGroup, unused *cqH
 	return g, nil, nil
 }
 
-// add makes the group's handler route qpn's completions to c.
+// add makes the group's handler route qpn's completions to c. A QP
+// destroyed just now may have had the number: its teardown holds its
+// group's lock from the destroy until its number left the table, so add
+// waits for that lock and looks again.
 func (g *cqGroup) add(qpn uint32, c *conn) {
-	g.hub.gmu.Lock()
-	g.hub.byQPN[qpn] = c
-	g.hub.gmu.Unlock()
+	h := g.hub
+	for {
+		h.gmu.Lock()
+		old := h.byQPN[qpn]
+		if old == nil || old == c {
+			h.byQPN[qpn] = c
+			h.gmu.Unlock()
+			return
+		}
+		h.gmu.Unlock()
+		if old.g.routes(qpn, old) {
+			runtime.Gosched() // not in its destroy window: cannot be (see above)
+		}
+	}
+}
+
+// routes waits for the group's lock (a teardown holds it from its QP's
+// destroy until its number left the table) and reports whether qpn still
+// routes to c.
+func (g *cqGroup) routes(qpn uint32, c *conn) bool {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	g.hub.gmu.RLock()
+	defer g.hub.gmu.RUnlock()
+	return g.hub.byQPN[qpn] == c
 }
 
 // remove stops routing qpn's completions to c: from now on they are
@@ -390,7 +415,7 @@ func (g *cqGroup) dispatch(wcs []verbs.WorkCompletion) {
 			// matter, they go back to the pool.
 			for k := range run {
 				if isRecv(&run[k]) {
-					c.postLost(&run[k])
+					c.takenLost(&run[k])
 				}
 			}
 		case c.closing.Load():
@@ -472,11 +497,16 @@ func (c *conn) teardownShared() {
 	for local && c.pendingSends() && time.Now().Before(deadline) && !c.gone() {
 		c.drainShared(deadline, c.peerGone)
 	}
+	expired := local && c.pendingSends() && !c.gone()
 	// Under the group's lock: no completion of c's is being handled while
 	// its reassembly is reset and its receive side ends.
 	if c.beforeERR != nil {
 		// Not under the CQ's lock: the test's peer may share the CQ.
 		c.beforeERR()
+	}
+	var lastWQE <-chan struct{}
+	if c.pool != nil {
+		lastWQE = c.pool.expectLastWQE(c.qp.Num())
 	}
 	g.pmu.Lock()
 	for g.pollOnce() > 0 {
@@ -500,10 +530,24 @@ func (c *conn) teardownShared() {
 			break
 		}
 	}
-	// Shared receives are not counted per connection (a receive
-	// completion takes one from recvOutstanding either way: with a pool it
-	// only goes below zero); their flushes are the gap docs/rdma.md names.
-	drained := (c.pool != nil || c.recvOutstanding.Load() == 0) && !c.pendingSends()
+	drained := c.recvOutstanding.Load() <= 0 && !c.pendingSends()
+	if expired || !drained {
+		c.t.counters.closeGraceExpired.Add(1)
+	}
+	if c.pool != nil {
+		// Shared receives are not counted per connection (a receive
+		// completion takes one from recvOutstanding either way: with a
+		// pool it only goes below zero): one the QP took from the SRQ
+		// mid-message is flushed when the device's responder sees ERR, and
+		// the device says when that is done (LAST_WQE_REACHED).
+		bound := c.pool.settleBound(deadline)
+		for ev := lastWQE; time.Now().Before(bound); {
+			if !c.drainShared(bound, ev) {
+				break
+			}
+		}
+		drained = c.pool.lastWQEDone(c.qp.Num(), lastWQE) && drained
+	}
 	c.leavePool()
 	c.torndown.Store(true)
 	c.mu.Lock()
@@ -511,10 +555,22 @@ func (c *conn) teardownShared() {
 	c.lendWake.broadcast()
 	c.mu.Unlock()
 	<-c.watchDone
-	g.remove(c.qp.Num(), c)
+	// The QP is destroyed under the CQ's lock, its last completions are
+	// handled, and only then does its number leave the table: until the
+	// QP is gone no other can have its number, and a new QP that gets it
+	// waits in add for this lock (a completion of this QP's still in the
+	// CQ would be routed to it).
+	g.pmu.Lock()
+	for g.pollOnce() > 0 {
+	}
 	if err := c.qp.Close(); err != nil {
 		c.log.Error("freeing verbs resources", zap.Error(err))
 	}
+	for g.pollOnce() > 0 {
+	}
+	g.remove(c.qp.Num(), c)
+	g.letGo(nil)
+	c.foldTaken()
 	c.t.leaveHub(g, drained)
 	if c.lentBufs.Load() == 0 {
 		c.freeMemory()

@@ -195,13 +195,37 @@ func exchange(t *testing.T, ctx context.Context, dialed, accepted []transport.Co
 // pair and round: none may arrive on another connection. A connection that
 // stays open throughout keeps working, and once all are closed nothing is
 // left: registered bytes, device objects, the counters match (goleak
-// checks the goroutines).
+// checks the goroutines). With shared receives (on shared completion
+// queues or a connection's own) every SRQ buffer is accounted for when
+// the pool closes: a receive a closing QP took mid-message (messages span
+// several buffers and packets here) is flushed and posted again before
+// the QP goes, none arrives as a stray.
 func TestSharedCompletionsTeardown(t *testing.T) {
 	ip := guestIP(t)
-	for _, recv := range []ReceiveLayout{ReceivePerConnection, ReceiveShared} {
-		t.Run(fmt.Sprint("receive=", recv), func(t *testing.T) {
+	for _, tc := range []struct {
+		comp CompletionLayout
+		recv ReceiveLayout
+	}{{CompletionsShared, ReceivePerConnection}, {CompletionsShared, ReceiveShared}, {CompletionsPerConnection, ReceiveShared}} {
+		recv := tc.recv
+		name := fmt.Sprint("receive=", recv)
+		if tc.comp == CompletionsPerConnection {
+			name = "completions=per-connection/" + name
+		}
+		t.Run(name, func(t *testing.T) {
+			if *completionsFlag != "" && tc.comp == CompletionsPerConnection {
+				t.Skip("-rdma.completions sets every transport's layout")
+			}
 			before, devBefore := deviceCounters(t), resources(t)
-			o := Options{Completions: CompletionsShared, Receive: recv, BufferSize: 4096, RecvBuffers: 4, SendSlots: 4, CloseGrace: 30 * time.Second}
+			o := Options{Completions: tc.comp, Receive: recv, BufferSize: 4096, RecvBuffers: 4, SendSlots: 4, CloseGrace: 30 * time.Second}
+			if tc.comp == CompletionsPerConnection {
+				// Before shared receives were all accounted for at
+				// teardown, a Close whose peer was open here at times
+				// waited for signaled sends that did not complete (with
+				// a 30 s grace this subtest took 875 s in one run, 8 s
+				// after; not diagnosed further): the default grace keeps
+				// such a wait short. The assertions do not depend on it.
+				o.CloseGrace = 0
+			}
 			cli, srv := New(o), New(o)
 			defer stallWatchdog(cli, 20*time.Second)()
 			defer stallWatchdog(srv, 20*time.Second)()
@@ -294,12 +318,20 @@ func TestSharedCompletionsTeardown(t *testing.T) {
 					t.Errorf("opened %d connections, closed %d", got["conns_opened"], got["conns_closed"])
 				}
 				for k, v := range got {
-					if strings.HasPrefix(k, "wc_error_") || k == "stray_completions" || k == "cq_places_leaked" || k == "protocol_errors" {
+					if strings.HasPrefix(k, "wc_error_") || k == "stray_completions" || k == "cq_places_leaked" || k == "protocol_errors" || k == "close_grace_expired" {
 						t.Logf("%s %d", k, v)
 					}
 				}
 				if got["cq_places_leaked"] != 0 {
 					t.Errorf("%d connections left a shared CQ with work requests unaccounted for", got["cq_places_leaked"])
+				}
+				if recv == ReceiveShared {
+					for _, k := range []string{"stray_completions", "shared_recvs_lost", "last_wqe_missed"} {
+						if got[k] != 0 {
+							t.Errorf("%s %d, want 0", k, got[k])
+						}
+					}
+					t.Logf("last_wqe_settled %d", got["last_wqe_settled"])
 				}
 			}
 			devAfter := resources(t)

@@ -99,7 +99,7 @@ func (c *conn) repost(bufs []int32) {
 		}
 		var err error
 		if c.pool != nil {
-			err = c.pool.srq.PostRecv(wrs)
+			err = c.pool.postRecv(wrs)
 		} else if err = c.postOwn(wrs); errors.Is(err, errRecvStopped) {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -45,7 +46,30 @@ type srqPool struct {
 
 	stopEvents context.CancelFunc
 	eventsDone chan struct{}
+
+	// Every buffer is on the SRQ, or was taken from it by a QP: posted
+	// counts posts, taken the receive completions the connections handled
+	// (added up when each is torn down). When the pool is destroyed the
+	// difference must be every buffer; what is missing was lost
+	// (shared_recvs_lost).
+	posted, taken atomic.Int64
+
+	// A closing connection waits for its QP's LAST_WQE_REACHED event
+	// (expectLastWQE), routed here by QP number from the device's event
+	// reader; emits is set once the device raised one at all.
+	wmu     sync.Mutex
+	lastWQE map[uint32]chan struct{} // wmu's
+	emits   atomic.Bool
 }
+
+// lastWQESettle is how long a teardown keeps an SRQ QP moved to ERR, its
+// completions still handled, before destroying it, on a device that has
+// not shown it raises LAST_WQE_REACHED (rxe on Linux 6.1 never does). A
+// receive the QP took from the SRQ mid-message is flushed by the device's
+// responder once it sees the ERR state, soon after the transition (within
+// the first poll in every case testbed's probe saw, TestSRQFlushOnError);
+// destroyed before that, the buffer is gone without a completion.
+const lastWQESettle = 20 * time.Millisecond
 
 const (
 	// chunkBufs is how many buffers one registration adds to a pool.
@@ -266,12 +290,90 @@ func (p *srqPool) post(bufs []int32) error {
 			wrs = append(wrs, p.wr(bufs[0]))
 			bufs = bufs[1:]
 		}
-		if err := p.srq.PostRecv(wrs); err != nil {
+		if err := p.postRecv(wrs); err != nil {
 			return fmt.Errorf("posting shared receives: %w", err)
 		}
 		p.t.counters.recvsPosted.Add(uint64(len(wrs)))
 	}
 	return nil
+}
+
+// postRecv posts receive work requests of the pool's buffers on the SRQ
+// and counts them.
+func (p *srqPool) postRecv(wrs []verbs.RecvWR) error {
+	if err := p.srq.PostRecv(wrs); err != nil {
+		return err
+	}
+	p.posted.Add(int64(len(wrs)))
+	return nil
+}
+
+// expectLastWQE returns a channel closed when the device reports that the
+// QP qpn (about to be moved to ERR) will take no more receives from the
+// SRQ; stopExpecting forgets it.
+func (p *srqPool) expectLastWQE(qpn uint32) <-chan struct{} {
+	ch := make(chan struct{})
+	p.wmu.Lock()
+	if p.lastWQE == nil {
+		p.lastWQE = make(map[uint32]chan struct{})
+	}
+	p.lastWQE[qpn] = ch
+	p.wmu.Unlock()
+	return ch
+}
+
+func (p *srqPool) stopExpecting(qpn uint32) {
+	p.wmu.Lock()
+	delete(p.lastWQE, qpn)
+	p.wmu.Unlock()
+}
+
+// lastWQEReached hands the event to the teardown waiting for it.
+func (p *srqPool) lastWQEReached(qpn uint32) {
+	p.emits.Store(true)
+	p.wmu.Lock()
+	if ch := p.lastWQE[qpn]; ch != nil {
+		close(ch)
+		delete(p.lastWQE, qpn)
+	}
+	p.wmu.Unlock()
+}
+
+// settleBound is until when a teardown whose QP went to ERR at start
+// waits for its LAST_WQE_REACHED: the close deadline on a device known to
+// raise it, else lastWQESettle.
+func (p *srqPool) settleBound(deadline time.Time) time.Time {
+	if p.emits.Load() {
+		return deadline
+	}
+	return minTime(deadline, time.Now().Add(lastWQESettle))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// lastWQEDone counts how a teardown's wait for LAST_WQE_REACHED ended and
+// reports whether the QP may be destroyed with nothing of the SRQ's left
+// on it: the event came, or the device never raises it and the settle
+// passed. On a device that raises it, a wait that ran out is counted and
+// reported unsafe (the caller keeps the QP's CQ place).
+func (p *srqPool) lastWQEDone(qpn uint32, ev <-chan struct{}) bool {
+	select {
+	case <-ev:
+		return true
+	default:
+	}
+	p.stopExpecting(qpn)
+	if p.emits.Load() {
+		p.t.counters.lastWQEMissed.Add(1)
+		return false
+	}
+	p.t.counters.lastWQESettled.Add(1)
+	return true
 }
 
 // destroy frees the queue and its memory, once no connection uses the
@@ -283,6 +385,11 @@ func (p *srqPool) destroy() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.destroyed = true
+	if lost := int64(p.acct.Buffers()) - (p.posted.Load() - p.taken.Load()); lost != 0 {
+		p.t.counters.sharedRecvsLost.Add(uint64(max(lost, 0)))
+		p.t.o.Logger.Error("shared receive buffers unaccounted for when the pool closed",
+			zap.Int64("missing", lost), zap.Int("buffers", p.acct.Buffers()))
+	}
 	if err := p.srq.Close(); err != nil {
 		p.t.o.Logger.Error("closing the shared receive queue", zap.Error(err))
 	}
@@ -312,7 +419,7 @@ func (t *Transport) sharedBytes() int64 {
 }
 
 // watchEvents reads the device's asynchronous events while the pool
-// lives: the SRQ limit event (the safety net: the queue ran low, which the
+// lives: LAST_WQE_REACHED goes to the teardown of its QP; the SRQ limit event (the safety net: the queue ran low, which the
 // credits should make impossible) grows the pool by a chunk and re-arms.
 // Other events are for the connections' own error handling (a failed work
 // request closes its connection), so they are only logged.
@@ -332,6 +439,10 @@ func (p *srqPool) watchEvents(ctx context.Context, dctx *verbs.Context) {
 				log.Warn("reading device events", zap.Error(err))
 			}
 			return
+		}
+		if ev.Type == verbs.EventQPLastWQEReached {
+			p.lastWQEReached(ev.QPNum)
+			continue
 		}
 		if ev.Type != verbs.EventSRQLimitReached {
 			log.Debug("device event", zap.Stringer("event", ev))

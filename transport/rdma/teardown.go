@@ -39,6 +39,12 @@ type life struct {
 	// beforeERR, set only by tests, runs in the teardown between its last
 	// poll and moving the QP to ERR: the window a late completion falls in.
 	beforeERR func()
+	// afterERR, set only by tests, runs in the per-connection teardown
+	// right after the QP went to ERR, before the final drain.
+	afterERR atomic.Pointer[func()]
+	// peerGoneHook, set only by tests, runs in the watcher once the
+	// bootstrap connection ended, before it fails the connection.
+	peerGoneHook atomic.Pointer[func()]
 }
 
 // watch waits for the bootstrap TCP connection to end: the peer closed, or
@@ -48,6 +54,9 @@ func (c *conn) watch() {
 	var b [1]byte
 	_, err := c.boot.Read(b[:])
 	close(c.peerGone)
+	if h := c.peerGoneHook.Load(); h != nil {
+		(*h)()
+	}
 	switch {
 	case c.sig.IsSet():
 	case err == nil:
@@ -152,6 +161,8 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	for local && c.pendingSends() && time.Now().Before(deadline) && !c.gone() {
 		c.drainOnce(wcs, deadline)
 	}
+	// Only the grace ends that wait with sends still pending and the peer there.
+	expired := local && c.pendingSends() && !c.gone()
 	// Receives that completed before the close are still delivered.
 	for {
 		n, err := c.cq.Poll(wcs)
@@ -163,9 +174,16 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	if c.beforeERR != nil {
 		c.beforeERR()
 	}
+	var lastWQE <-chan struct{}
+	if c.pool != nil {
+		lastWQE = c.pool.expectLastWQE(c.qp.Num())
+	}
 	c.stopRecvs()
 	if err := c.qp.ToError(); err != nil {
 		c.log.Debug("moving the queue pair to ERR", zap.Error(err))
+	}
+	if h := c.afterERR.Load(); h != nil {
+		(*h)()
 	}
 	c.boot.Close()
 	c.rmu.Lock()
@@ -185,6 +203,19 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 			break
 		}
 	}
+	if expired || c.recvOutstanding.Load() > 0 || c.pendingSends() {
+		c.t.counters.closeGraceExpired.Add(1)
+	}
+	if c.pool != nil {
+		// A shared receive the QP took mid-message is flushed once the
+		// device's responder sees ERR (LAST_WQE_REACHED says it did):
+		// handle it before the QP and its CQ go, or its buffer is lost.
+		bound := c.pool.settleBound(deadline)
+		for !closedChan(lastWQE) && time.Now().Before(bound) {
+			c.drainOnce(wcs, minTime(bound, time.Now().Add(time.Millisecond)))
+		}
+		c.pool.lastWQEDone(c.qp.Num(), lastWQE)
+	}
 	c.leavePool()
 	c.torndown.Store(true)
 	c.mu.Lock()
@@ -192,15 +223,55 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	c.lendWake.broadcast()
 	c.mu.Unlock()
 	<-c.watchDone
-	for _, cl := range []interface{ Close() error }{c.qp, c.cq, c.ch} {
+	for i, cl := range []interface{ Close() error }{c.qp, c.cq, c.ch} {
 		if err := cl.Close(); err != nil {
 			c.log.Error("freeing verbs resources", zap.Error(err))
 		}
+		if i == 0 && c.pool != nil {
+			// What the QP completed before its destroy returned is on
+			// the CQ: shared buffers go back to the pool.
+			for {
+				n, err := c.cq.Poll(wcs)
+				if err != nil || n == 0 {
+					break
+				}
+				c.handleClosing(wcs[:n])
+			}
+		}
 	}
+	c.foldTaken()
 	if c.lentBufs.Load() == 0 {
 		c.freeMemory()
 	}
 	c.t.counters.connsClosed.Add(1)
+}
+
+// closedChan reports whether ch is closed (a nil ch never is).
+func closedChan(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// foldTaken adds the shared receives c's completions took from the pool's
+// SRQ (recvOutstanding only goes below zero with a pool) to the pool's
+// count, once no completion of c's can come any more.
+func (c *conn) foldTaken() {
+	if c.pool != nil {
+		c.pool.taken.Add(-int64(c.recvOutstanding.Swap(0)))
+	}
+}
+
+// takenLost puts back a shared receive that a connection which never
+// started took (its handshake failed), and counts it taken.
+func (c *conn) takenLost(wc *verbs.WorkCompletion) {
+	if c.pool != nil {
+		c.pool.taken.Add(1)
+	}
+	c.postLost(wc)
 }
 
 // freeMemory deregisters the receive and send memory, once.
@@ -269,8 +340,14 @@ func (c *conn) handleClosing(wcs []verbs.WorkCompletion) {
 			c.sendCompleted(wc.ID)
 		default:
 			c.recvOutstanding.Add(-1)
-			if _, err := c.received(wc, nil); err != nil {
+			bufs, err := c.received(wc, nil)
+			if err != nil {
 				c.log.Debug("dropping a message received while closing", zap.Error(err))
+			}
+			if c.pool != nil {
+				// A fragment copied out, a give-back: the pool's buffer
+				// goes back on its queue (dropping it lost it for good).
+				c.repost(bufs)
 			}
 		}
 	}

@@ -3,6 +3,8 @@ package rdma
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,6 +126,91 @@ func TestPeerDeathReturnsQueued(t *testing.T) {
 	}
 	if _, err := server.Recv(ctx); err == nil {
 		t.Error("Recv after Close returned a message")
+	}
+	waitFor(t, "registered bytes back to zero", func() bool { return tr.Gauges()["registered_bytes"] == 0 })
+}
+
+// TestCloseReleaseAfterERR: a received message the user releases while its
+// connection is being torn down (here right after the QP went to ERR) is
+// not posted again on the connection's own receive queue: rxe flushes a
+// receive queue when its QP enters ERR, not a receive posted after, which
+// never completes, so the teardown waited out its whole close grace for
+// it (close_grace_expired counts such a teardown). Per-connection
+// receives and completions.
+func TestCloseReleaseAfterERR(t *testing.T) {
+	ip := guestIP(t)
+	tr := New(Options{Completions: CompletionsPerConnection, Receive: ReceivePerConnection,
+		BufferSize: 4096, RecvBuffers: 4, SendSlots: 4, CloseGrace: 10 * time.Second})
+	client, server, _ := pair(t, tr, ip)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := client.Send(ctx, []byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := server.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hookRan := false
+	release := func() { hookRan = true; b.Release() }
+	server.afterERR.Store(&release)
+	client.Close() // the peer goes: the server's teardown runs on its own
+	waitFor(t, "the server's teardown", func() bool { return server.torndown.Load() })
+	server.Close()
+	if !hookRan {
+		t.Fatal("the teardown did not run the hook")
+	}
+	if n := server.recvOutstanding.Load(); n != 0 {
+		t.Errorf("%d receives outstanding after the teardown", n)
+	}
+	if n := tr.Counters()["close_grace_expired"]; n != 0 {
+		t.Errorf("%d teardowns waited out their close grace", n)
+	}
+	waitFor(t, "registered bytes back to zero", func() bool { return tr.Gauges()["registered_bytes"] == 0 })
+}
+
+// TestCloseAfterPeerGone: a local Close whose peer closed first (its
+// bootstrap connection ended, its QP went to ERR) does not wait for its
+// posted sends, which nothing acknowledges any more: rxe took longer than
+// a 30 s grace to fail them. Here the Close comes after the client's
+// watcher saw the end and before it failed the connection, with a send
+// posted just then; the teardown moves the QP to ERR at once and the send
+// is flushed, not failed by retries nor waited for until the grace ran
+// out. Per-connection receives and completions.
+func TestCloseAfterPeerGone(t *testing.T) {
+	ip := guestIP(t)
+	tr := New(Options{Completions: CompletionsPerConnection, Receive: ReceivePerConnection,
+		BufferSize: 4096, RecvBuffers: 4, SendSlots: 4, CloseGrace: time.Minute})
+	client, server, _ := pair(t, tr, ip)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var hookErr error
+	closed := make(chan struct{})
+	hook := func() {
+		// The peer is gone: nothing acknowledges this send.
+		if hookErr = client.Send(ctx, []byte("unanswered")); hookErr != nil {
+			close(closed)
+			return
+		}
+		go func() {
+			client.Close()
+			close(closed)
+		}()
+		// The local Close wins: the watcher will not fail the connection.
+		for !client.sig.IsSet() {
+			runtime.Gosched()
+		}
+	}
+	client.peerGoneHook.Store(&hook)
+	server.Close()
+	<-closed
+	if hookErr != nil {
+		t.Fatal(hookErr)
+	}
+	for k, v := range tr.Counters() {
+		if (strings.HasPrefix(k, "wc_error_") || k == "close_grace_expired") && v != 0 {
+			t.Errorf("%s %d, want 0", k, v)
+		}
 	}
 	waitFor(t, "registered bytes back to zero", func() bool { return tr.Gauges()["registered_bytes"] == 0 })
 }

@@ -406,6 +406,10 @@ type counters struct {
 	refused                  atomic.Uint64
 	strayCompletions         atomic.Uint64 // a shared CQ's completion for a QP no longer attached
 	cqPlacesLeaked           atomic.Uint64 // a QP left a shared CQ with work requests unaccounted for
+	closeGraceExpired        atomic.Uint64 // a teardown stopped waiting for its work requests at the close grace
+	lastWQEMissed            atomic.Uint64 // an SRQ QP's LAST_WQE_REACHED did not come within the close grace
+	lastWQESettled           atomic.Uint64 // an SRQ QP was destroyed after a settle, the device raising no LAST_WQE_REACHED
+	sharedRecvsLost          atomic.Uint64 // shared receive buffers neither on the SRQ nor handled when it was destroyed
 
 	mu       sync.Mutex
 	wcErrors map[string]uint64 // failed work completions by status
@@ -422,25 +426,29 @@ func (c *counters) wcError(s verbs.WCStatus) {
 
 func (c *counters) snapshot() map[string]uint64 {
 	m := map[string]uint64{
-		"conns_opened":       c.connsOpened.Load(),
-		"conns_closed":       c.connsClosed.Load(),
-		"credit_waits":       c.creditWaits.Load(),
-		"slot_waits":         c.slotWaits.Load(),
-		"credit_only_sent":   c.creditOnlySent.Load(),
-		"sends_posted":       c.sendsPosted.Load(),
-		"recvs_posted":       c.recvsPosted.Load(),
-		"send_completions":   c.sendCompletions.Load(),
-		"recv_completions":   c.recvCompletions.Load(),
-		"messages_sent":      c.messagesSent.Load(),
-		"messages_received":  c.received.Load(),
-		"fragments_sent":     c.fragmentsSent.Load(),
-		"protocol_errors":    c.protocolErrors.Load(),
-		"credits_lent":       c.creditsLent.Load(),
-		"credits_given_back": c.creditsGivenBack.Load(),
-		"srq_limit_events":   c.srqLimitEvents.Load(),
-		"handshakes_refused": c.refused.Load(),
-		"stray_completions":  c.strayCompletions.Load(),
-		"cq_places_leaked":   c.cqPlacesLeaked.Load(),
+		"conns_opened":        c.connsOpened.Load(),
+		"conns_closed":        c.connsClosed.Load(),
+		"credit_waits":        c.creditWaits.Load(),
+		"slot_waits":          c.slotWaits.Load(),
+		"credit_only_sent":    c.creditOnlySent.Load(),
+		"sends_posted":        c.sendsPosted.Load(),
+		"recvs_posted":        c.recvsPosted.Load(),
+		"send_completions":    c.sendCompletions.Load(),
+		"recv_completions":    c.recvCompletions.Load(),
+		"messages_sent":       c.messagesSent.Load(),
+		"messages_received":   c.received.Load(),
+		"fragments_sent":      c.fragmentsSent.Load(),
+		"protocol_errors":     c.protocolErrors.Load(),
+		"credits_lent":        c.creditsLent.Load(),
+		"credits_given_back":  c.creditsGivenBack.Load(),
+		"srq_limit_events":    c.srqLimitEvents.Load(),
+		"handshakes_refused":  c.refused.Load(),
+		"stray_completions":   c.strayCompletions.Load(),
+		"cq_places_leaked":    c.cqPlacesLeaked.Load(),
+		"close_grace_expired": c.closeGraceExpired.Load(),
+		"last_wqe_missed":     c.lastWQEMissed.Load(),
+		"last_wqe_settled":    c.lastWQESettled.Load(),
+		"shared_recvs_lost":   c.sharedRecvsLost.Load(),
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
