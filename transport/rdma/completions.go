@@ -59,7 +59,7 @@ const streamSpin = 20 * time.Microsecond
 // it handled something, for the caller to look again. Otherwise it sleeps;
 // the goroutine that holds the queue, or the poller, handles what comes.
 func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{}, spin bool) error {
-	if c.drive(spin) {
+	if c.drive(w, spin) {
 		return nil
 	}
 	if c.g != nil && c.g.watch(c, w, spin) {
@@ -75,31 +75,63 @@ func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{},
 }
 
 // drive polls the completion queue if nobody else does and reports whether
-// it handled completions.
-func (c *conn) drive(spin bool) bool {
+// it handled completions. While it may spin it keeps the queue until w
+// fires (or the spin ends), not only until it handled something: the
+// completion of its own send comes before the reply it waits for, and
+// letting go in between re-armed the queue, so the reply raised an event
+// and woke the poller for nothing (two events per round trip on each side,
+// not one).
+func (c *conn) drive(w chan struct{}, spin bool) bool {
 	if c.g != nil {
-		return c.g.drive(c, spin)
+		return c.g.drive(c, w, spin)
 	}
 	if c.closing.Load() || !c.pmu.TryLock() {
 		return false
 	}
-	if c.pollOnce() > 0 {
-		c.letGo()
-		return true
-	}
-	budget := time.Duration(0)
-	switch {
-	case spin && c.spinWorthIt():
-		budget = c.spinBudget()
-	case c.asm.buf != nil && c.o.PollSpin > 0:
-		budget = streamSpin // between the fragments of a message
-	}
-	if budget > 0 && c.spinFor(budget) {
-		c.letGo()
-		return true
+	handled := false
+	for !c.closing.Load() {
+		if c.pollOnce() > 0 {
+			handled = true
+			if fired(w) {
+				break
+			}
+		}
+		d := c.spinNow(spin)
+		if d <= 0 || !c.spinFor(d) {
+			break
+		}
+		handled = true
+		if fired(w) {
+			break
+		}
 	}
 	c.letGo()
-	return false
+	return handled
+}
+
+// spinNow is how long the holder of the completion queue polls on for a
+// waiter (spin: one that may spin for a reply): about the round trip
+// while a reply is expected, streamSpin between the fragments of a
+// message, else not at all. Called with the queue's pmu held.
+func (c *conn) spinNow(spin bool) time.Duration {
+	switch {
+	case spin && c.spinWorthIt():
+		return c.spinBudget()
+	case c.asm.buf != nil && c.o.PollSpin > 0:
+		return streamSpin // between the fragments of a message
+	}
+	return 0
+}
+
+// fired reports whether w was signalled, taking the signal: the waiter
+// looks at its condition again instead of sleeping.
+func fired(w chan struct{}) bool {
+	select {
+	case <-w:
+		return true
+	default:
+		return false
+	}
 }
 
 // spinFor polls for up to d, yielding the processor between polls, and
