@@ -34,10 +34,11 @@ type completions struct {
 	// The round trip this connection observes, for how long a waiter
 	// polls: a message sent, the next one received.
 	epoch   time.Time
-	sentAt  atomic.Int64 // since epoch, when the last message left
-	expect  atomic.Bool  // a message left and none has arrived since
-	bigSend atomic.Bool  // the last message left in fragments: do not spin for its reply
-	rtt     atomic.Int64 // moving average of the round trip, ns
+	sentAt  atomic.Int64  // since epoch, when the last message left; 0: not timed
+	sends   atomic.Uint32 // messages sent, for timing one round trip in rttEvery
+	expect  atomic.Bool   // a message left and none has arrived since
+	bigSend atomic.Bool   // the last message left in fragments: do not spin for its reply
+	rtt     atomic.Int64  // moving average of the round trip, ns
 }
 
 // spinCheckEvery is how many polls of an empty queue pass between two
@@ -206,20 +207,34 @@ func (c *conn) spinBudget() time.Duration {
 	return min(2*rtt, c.o.PollSpin)
 }
 
-// noteSent records that a whole message left (fragmented or not).
+// rttEvery: one round trip in this many is timed once the average is
+// known. A clock read costs microseconds under emulation, and the one at
+// the receive was on the message's path, on both sides of every round trip.
+const rttEvery = 8
+
+// noteSent records that a whole message left (fragmented or not), and when,
+// if this round trip is timed.
 func (c *conn) noteSent(fragmented bool) {
-	c.sentAt.Store(int64(time.Since(c.epoch)))
+	at := int64(0)
+	if c.sends.Add(1)%rttEvery == 0 || c.rtt.Load() == 0 {
+		at = max(1, int64(time.Since(c.epoch)))
+	}
+	c.sentAt.Store(at)
 	c.bigSend.Store(fragmented)
 	c.expect.Store(true)
 }
 
 // noteReceived records that a whole message arrived: the first after a
-// send closes a round trip, which moves the average (by 1/8).
+// timed send closes a round trip, which moves the average (by 1/8).
 func (c *conn) noteReceived() {
 	if !c.expect.Swap(false) {
 		return
 	}
-	rtt := int64(time.Since(c.epoch)) - c.sentAt.Load()
+	at := c.sentAt.Load()
+	if at == 0 {
+		return
+	}
+	rtt := int64(time.Since(c.epoch)) - at
 	if rtt <= 0 {
 		return
 	}
