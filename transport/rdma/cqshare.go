@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -276,41 +275,28 @@ func (g *cqGroup) drive(c *conn, w chan struct{}, spin bool) bool {
 // instead of sleeping at once — the holder (another connection's waiter,
 // perhaps the peer's in this process) is likely to deliver c's reply
 // soon, and a sleep costs a wake-up. It reports whether w fired or it
-// handled completions. Reads the clock every spinCheckEvery tries only.
+// handled completions. It yields at every try (the holder may need this
+// processor) and times itself as spinClock does.
 func (g *cqGroup) watch(c *conn, w chan struct{}, spin bool) bool {
 	if !spin || c.o.PollSpin <= 0 || !c.expect.Load() || c.bigSend.Load() {
 		return false
 	}
-	d := c.spinBudget()
-	start := time.Now()
-	for i := 1; !c.closing.Load(); i++ {
-		runtime.Gosched()
-		select {
-		case <-w:
+	sc := spinClock{d: c.spinBudget(), yield: 1}
+	for !c.closing.Load() && !sc.next() {
+		if fired(w) || g.drive(c, w, false) {
 			return true
-		default:
-		}
-		if g.drive(c, w, false) {
-			return true
-		}
-		if i%spinCheckEvery == 0 && time.Since(start) >= d {
-			return false
 		}
 	}
 	return false
 }
 
-// spinFor polls for up to d while c is open, reading the clock every
-// spinCheckEvery polls only. Called with pmu held.
+// spinFor polls for up to about d while c is open (spinClock). Called
+// with pmu held.
 func (g *cqGroup) spinFor(c *conn, d time.Duration) bool {
-	start := time.Now()
-	for i := 1; c == nil || !c.closing.Load(); i++ {
-		runtime.Gosched()
+	sc := newSpinClock(d)
+	for (c == nil || !c.closing.Load()) && !sc.next() {
 		if g.pollOnce() > 0 {
 			return true
-		}
-		if i%spinCheckEvery == 0 && time.Since(start) >= d {
-			return false
 		}
 	}
 	return false
