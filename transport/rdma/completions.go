@@ -128,7 +128,10 @@ func (c *conn) drive(w chan struct{}, spin bool) bool {
 		return false
 	}
 	handled := false
-	for !c.closing.Load() {
+	for range driveRounds {
+		if c.closing.Load() {
+			break
+		}
 		if c.pollOnce() > 0 {
 			handled = true
 			if fired(w) {
@@ -147,6 +150,13 @@ func (c *conn) drive(w chan struct{}, spin bool) bool {
 	c.letGo()
 	return handled
 }
+
+// driveRounds bounds how many times a waiter spins on after handling
+// completions that did not wake it (its send's completion, a credit
+// grant; on a shared CQ, other connections' traffic) before it lets go:
+// a goroutine that takes pmu with Lock (a teardown) gets its turn, and a
+// waiter whose reply does not come stops serving as everyone's poller.
+const driveRounds = 4
 
 // spinNow is how long the holder of the completion queue polls on for a
 // waiter (spin: one that may spin for a reply): about the round trip

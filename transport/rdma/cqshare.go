@@ -249,7 +249,10 @@ func (g *cqGroup) drive(c *conn, w chan struct{}, spin bool) bool {
 		return false
 	}
 	handled := false
-	for !c.closing.Load() {
+	for range driveRounds {
+		if c.closing.Load() {
+			break
+		}
 		if g.pollOnce() > 0 {
 			handled = true
 			if fired(w) {
