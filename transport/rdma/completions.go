@@ -46,44 +46,6 @@ type completions struct {
 // emulation).
 const spinCheckEvery = 16
 
-// spinYieldEvery is how many polls of an empty queue a spin makes per
-// runtime.Gosched. A yield is no cheap pause: it wakes an idle P's thread
-// to look for work (futex, netpoll, a clock read for the timers), which in
-// the test bed's profile cost more than the polls; yielding every few
-// polls still lets a goroutine waiting for this P run within microseconds.
-const spinYieldEvery = 4
-
-// spinClock bounds a spin to about d, reading the clock every
-// spinCheckEvery polls only, the first time after spinCheckEvery polls: a
-// spin for a reply mostly ends sooner, so it reads the clock not at all
-// (the first read was a third of the spin's cost). A spin lasts d plus up
-// to spinCheckEvery polls.
-type spinClock struct {
-	d     time.Duration
-	yield int // polls per runtime.Gosched
-	polls int
-	start time.Time
-}
-
-func newSpinClock(d time.Duration) spinClock { return spinClock{d: d, yield: spinYieldEvery} }
-
-// next counts one poll, yields the processor every s.yield of them, and
-// reports whether the spin's time is up.
-func (s *spinClock) next() bool {
-	s.polls++
-	if s.polls%s.yield == 0 {
-		runtime.Gosched()
-	}
-	if s.polls%spinCheckEvery != 0 {
-		return false
-	}
-	if s.start.IsZero() {
-		s.start = time.Now()
-		return false
-	}
-	return time.Since(s.start) >= s.d
-}
-
 // streamSpin is how long the goroutine that holds the completion queue
 // keeps polling after it handled completions while no reply is awaited —
 // a stream of fragments, credit returns, send completions — so that each
@@ -183,14 +145,17 @@ func fired(w chan struct{}) bool {
 	}
 }
 
-// spinFor polls for up to about d (spinClock), yielding the processor
-// every few polls, and reports whether it handled completions. Called with
-// pmu held.
+// spinFor polls for up to d, yielding the processor between polls, and
+// reports whether it handled completions. Called with pmu held.
 func (c *conn) spinFor(d time.Duration) bool {
-	sc := newSpinClock(d)
-	for !c.closing.Load() && !sc.next() {
+	start := time.Now()
+	for i := 1; !c.closing.Load(); i++ {
+		runtime.Gosched()
 		if c.pollOnce() > 0 {
 			return true
+		}
+		if i%spinCheckEvery == 0 && time.Since(start) >= d {
+			return false
 		}
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -278,28 +279,41 @@ func (g *cqGroup) drive(c *conn, w chan struct{}, spin bool) bool {
 // instead of sleeping at once — the holder (another connection's waiter,
 // perhaps the peer's in this process) is likely to deliver c's reply
 // soon, and a sleep costs a wake-up. It reports whether w fired or it
-// handled completions. It yields at every try (the holder may need this
-// processor) and times itself as spinClock does.
+// handled completions. Reads the clock every spinCheckEvery tries only.
 func (g *cqGroup) watch(c *conn, w chan struct{}, spin bool) bool {
 	if !spin || c.o.PollSpin <= 0 || !c.expect.Load() || c.bigSend.Load() {
 		return false
 	}
-	sc := spinClock{d: c.spinBudget(), yield: 1}
-	for !c.closing.Load() && !sc.next() {
-		if fired(w) || g.drive(c, w, false) {
+	d := c.spinBudget()
+	start := time.Now()
+	for i := 1; !c.closing.Load(); i++ {
+		runtime.Gosched()
+		select {
+		case <-w:
 			return true
+		default:
+		}
+		if g.drive(c, w, false) {
+			return true
+		}
+		if i%spinCheckEvery == 0 && time.Since(start) >= d {
+			return false
 		}
 	}
 	return false
 }
 
-// spinFor polls for up to about d while c is open (spinClock). Called
-// with pmu held.
+// spinFor polls for up to d while c is open, reading the clock every
+// spinCheckEvery polls only. Called with pmu held.
 func (g *cqGroup) spinFor(c *conn, d time.Duration) bool {
-	sc := newSpinClock(d)
-	for (c == nil || !c.closing.Load()) && !sc.next() {
+	start := time.Now()
+	for i := 1; c == nil || !c.closing.Load(); i++ {
+		runtime.Gosched()
 		if g.pollOnce() > 0 {
 			return true
+		}
+		if i%spinCheckEvery == 0 && time.Since(start) >= d {
+			return false
 		}
 	}
 	return false
