@@ -80,8 +80,8 @@ func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{},
 // fires (or the spin ends), not only until it handled something: the
 // completion of its own send comes before the reply it waits for, and
 // letting go in between re-armed the queue, so the reply raised an event
-// and woke the poller for nothing (two events per round trip on each side,
-// not one).
+// and woke the poller, which, when it took the queue in the gap, spun and
+// handed the reply over with a wake-up.
 func (c *conn) drive(w chan struct{}, spin bool) bool {
 	if c.g != nil {
 		return c.g.drive(c, w, spin)
