@@ -34,10 +34,11 @@ type completions struct {
 	// The round trip this connection observes, for how long a waiter
 	// polls: a message sent, the next one received.
 	epoch   time.Time
-	sentAt  atomic.Int64 // since epoch, when the last message left
-	expect  atomic.Bool  // a message left and none has arrived since
-	bigSend atomic.Bool  // the last message left in fragments: do not spin for its reply
-	rtt     atomic.Int64 // moving average of the round trip, ns
+	sentAt  atomic.Int64  // since epoch, when the last message left; 0: not timed
+	sends   atomic.Uint32 // messages sent, for timing one round trip in rttEvery
+	expect  atomic.Bool   // a message left and none has arrived since
+	bigSend atomic.Bool   // the last message left in fragments: do not spin for its reply
+	rtt     atomic.Int64  // moving average of the round trip, ns
 }
 
 // spinCheckEvery is how many polls of an empty queue pass between two
@@ -59,7 +60,7 @@ const streamSpin = 20 * time.Microsecond
 // it handled something, for the caller to look again. Otherwise it sleeps;
 // the goroutine that holds the queue, or the poller, handles what comes.
 func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{}, spin bool) error {
-	if c.drive(spin) {
+	if c.drive(w, spin) {
 		return nil
 	}
 	if c.g != nil && c.g.watch(c, w, spin) {
@@ -75,31 +76,73 @@ func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{},
 }
 
 // drive polls the completion queue if nobody else does and reports whether
-// it handled completions.
-func (c *conn) drive(spin bool) bool {
+// it handled completions. While it may spin it keeps the queue until w
+// fires (or the spin ends), not only until it handled something: the
+// completion of its own send comes before the reply it waits for, and
+// letting go in between re-armed the queue, so the reply raised an event
+// and woke the poller, which, when it took the queue in the gap, spun and
+// handed the reply over with a wake-up.
+func (c *conn) drive(w chan struct{}, spin bool) bool {
 	if c.g != nil {
-		return c.g.drive(c, spin)
+		return c.g.drive(c, w, spin)
 	}
 	if c.closing.Load() || !c.pmu.TryLock() {
 		return false
 	}
-	if c.pollOnce() > 0 {
-		c.letGo()
-		return true
-	}
-	budget := time.Duration(0)
-	switch {
-	case spin && c.spinWorthIt():
-		budget = c.spinBudget()
-	case c.asm.buf != nil && c.o.PollSpin > 0:
-		budget = streamSpin // between the fragments of a message
-	}
-	if budget > 0 && c.spinFor(budget) {
-		c.letGo()
-		return true
+	handled := false
+	for range driveRounds {
+		if c.closing.Load() {
+			break
+		}
+		if c.pollOnce() > 0 {
+			handled = true
+			if fired(w) {
+				break
+			}
+		}
+		d := c.spinNow(spin)
+		if d <= 0 || !c.spinFor(d) {
+			break
+		}
+		handled = true
+		if fired(w) {
+			break
+		}
 	}
 	c.letGo()
-	return false
+	return handled
+}
+
+// driveRounds bounds how many times a waiter spins on after handling
+// completions that did not wake it (its send's completion, a credit
+// grant; on a shared CQ, other connections' traffic) before it lets go:
+// a goroutine that takes pmu with Lock (a teardown) gets its turn, and a
+// waiter whose reply does not come stops serving as everyone's poller.
+const driveRounds = 4
+
+// spinNow is how long the holder of the completion queue polls on for a
+// waiter (spin: one that may spin for a reply): about the round trip
+// while a reply is expected, streamSpin between the fragments of a
+// message, else not at all. Called with the queue's pmu held.
+func (c *conn) spinNow(spin bool) time.Duration {
+	switch {
+	case spin && c.spinWorthIt():
+		return c.spinBudget()
+	case c.asm.buf != nil && c.o.PollSpin > 0:
+		return streamSpin // between the fragments of a message
+	}
+	return 0
+}
+
+// fired reports whether w was signalled, taking the signal: the waiter
+// looks at its condition again instead of sleeping.
+func fired(w chan struct{}) bool {
+	select {
+	case <-w:
+		return true
+	default:
+		return false
+	}
 }
 
 // spinFor polls for up to d, yielding the processor between polls, and
@@ -174,20 +217,34 @@ func (c *conn) spinBudget() time.Duration {
 	return min(2*rtt, c.o.PollSpin)
 }
 
-// noteSent records that a whole message left (fragmented or not).
+// rttEvery: one round trip in this many is timed once the average is
+// known. A clock read costs microseconds under emulation, and the one at
+// the receive was on the message's path, on both sides of every round trip.
+const rttEvery = 8
+
+// noteSent records that a whole message left (fragmented or not), and when,
+// if this round trip is timed.
 func (c *conn) noteSent(fragmented bool) {
-	c.sentAt.Store(int64(time.Since(c.epoch)))
+	at := int64(0)
+	if c.sends.Add(1)%rttEvery == 0 || c.rtt.Load() == 0 {
+		at = max(1, int64(time.Since(c.epoch)))
+	}
+	c.sentAt.Store(at)
 	c.bigSend.Store(fragmented)
 	c.expect.Store(true)
 }
 
 // noteReceived records that a whole message arrived: the first after a
-// send closes a round trip, which moves the average (by 1/8).
+// timed send closes a round trip, which moves the average (by 1/8).
 func (c *conn) noteReceived() {
 	if !c.expect.Swap(false) {
 		return
 	}
-	rtt := int64(time.Since(c.epoch)) - c.sentAt.Load()
+	at := c.sentAt.Load()
+	if at == 0 {
+		return
+	}
+	rtt := int64(time.Since(c.epoch)) - at
 	if rtt <= 0 {
 		return
 	}

@@ -269,28 +269,33 @@ func (h *cqHub) poll() {
 
 // drive is conn.drive over a shared completion queue: c's waiter polls the
 // group if nobody else does, handling every connection's completions, and
-// spins by c's rule.
-func (g *cqGroup) drive(c *conn, spin bool) bool {
+// spins by c's rule until w fires.
+func (g *cqGroup) drive(c *conn, w chan struct{}, spin bool) bool {
 	if c.closing.Load() || !g.pmu.TryLock() {
 		return false
 	}
-	if g.pollOnce() > 0 {
-		g.letGo(c)
-		return true
-	}
-	budget := time.Duration(0)
-	switch {
-	case spin && c.spinWorthIt():
-		budget = c.spinBudget()
-	case c.asm.buf != nil && c.o.PollSpin > 0:
-		budget = streamSpin
-	}
-	if budget > 0 && g.spinFor(c, budget) {
-		g.letGo(c)
-		return true
+	handled := false
+	for range driveRounds {
+		if c.closing.Load() {
+			break
+		}
+		if g.pollOnce() > 0 {
+			handled = true
+			if fired(w) {
+				break
+			}
+		}
+		d := c.spinNow(spin)
+		if d <= 0 || !g.spinFor(c, d) {
+			break
+		}
+		handled = true
+		if fired(w) {
+			break
+		}
 	}
 	g.letGo(c)
-	return false
+	return handled
 }
 
 // watch is what a waiter of c does when another goroutine holds the shared
@@ -313,7 +318,7 @@ func (g *cqGroup) watch(c *conn, w chan struct{}, spin bool) bool {
 			return true
 		default:
 		}
-		if g.drive(c, false) {
+		if g.drive(c, w, false) {
 			return true
 		}
 		if i%spinCheckEvery == 0 && time.Since(start) >= d {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,7 @@ func run(args []string, stdout io.Writer) error {
 	beforeFiles := fs.String("before", "", "CSV `files` (comma-separated, ladder's or rpcbench's) from a baseline build in the same boot, compared rung by rung")
 	pollSpin := fs.Duration("poll-spin", 0, "the conn rung's rdma.Options.PollSpin (0: the default; negative: never spin)")
 	only := fs.Bool("table-only", false, "run nothing: print the table of the --merge files")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the rungs' runs to this `file` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,6 +47,17 @@ func run(args []string, stdout io.Writer) error {
 	cc, err := ints(*concs)
 	if err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var rs []result
 	if !*only {
