@@ -7,6 +7,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/keepalive"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport/pipe"
@@ -203,5 +204,42 @@ func TestTurnDeliversStreams(t *testing.T) {
 	}
 	if err := st.RecvMsg(new(testpb.EchoResponse)); err == nil {
 		t.Fatal("RecvMsg after CloseSend: a message, want the end")
+	}
+}
+
+// TestKeepaliveWhileCallerReads: keepalive's pongs reach the caller that
+// holds the read turn while its handler keeps the server silent: twenty
+// rounds later the connection is alive and the call succeeds.
+func TestKeepaliveWhileCallerReads(t *testing.T) {
+	g := newGate()
+	s := startServer(t, pipe.New(pipe.Options{}), g,
+		rpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Nanosecond, PermitWithoutStream: true}))
+	ka := rpc.Keepalive{Time: 20 * time.Millisecond, Timeout: 20 * time.Millisecond}
+	cc, c := s.dial(t, rpc.WithKeepalive(ka))
+	ctx := testCtx(t)
+	if _, err := c.Echo(ctx, &testpb.EchoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 1)
+	go func() {
+		_, err := c.Block(ctx, &testpb.BlockRequest{})
+		errs <- err
+	}()
+	turnIs(t, cc, "caller", 0)
+	frames := rpc.FramesReceived(cc)
+	waitUntil(t, "twenty pongs", func() bool {
+		select {
+		case err := <-errs:
+			t.Fatalf("the call ended while the server was alive: %v", err)
+		default:
+		}
+		return rpc.FramesReceived(cc) >= frames+20
+	})
+	if h, _ := rpc.ReadTurn(cc); h != "caller" {
+		t.Fatalf("the turn is the %s's while the call is in flight, want the caller's", h)
+	}
+	g.open()
+	if err := <-errs; err != nil {
+		t.Fatalf("Block: %v", err)
 	}
 }

@@ -43,3 +43,10 @@ func (cc *ClientConn) forLinks(f func(*clientLink)) {
 		f(l)
 	}
 }
+
+// FramesReceived is how many frames cc's links received.
+func FramesReceived(cc *ClientConn) uint64 {
+	var n uint64
+	cc.forLinks(func(l *clientLink) { n += l.frames.Load() })
+	return n
+}
