@@ -61,22 +61,24 @@ func TestCallerReadsItsResponse(t *testing.T) {
 
 // TestGiveUpWithTurn: a caller that holds the read turn and gives up (its
 // context canceled, or its deadline passed) while it waits in Recv passes
-// the turn on, to the caller waiting in line or, with none, back to the
-// reader goroutine; no frame is lost: the next caller gets its response,
-// and the late response of the call given up is dropped by whoever reads.
+// the turn on, to the caller waiting in line when that is the only other
+// call, else back to the reader goroutine (which then reads for the calls
+// in line); no frame is lost: the callers in line get their responses, and
+// the late response of the call given up is dropped by whoever reads.
 func TestGiveUpWithTurn(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		waiter bool // a second caller waits in line
+		name    string
+		waiters int // callers waiting in line
 		// deadline: the first call ends by a deadline, not a cancel. Its
 		// states before it passes are not checked (a slow machine may pass
 		// it before they are seen); it holds the turn there in all but
 		// such runs.
 		deadline time.Duration
 	}{
-		{name: "canceled", waiter: true},
+		{name: "canceled", waiters: 1},
 		{name: "canceled, nobody in line"},
-		{name: "deadline", waiter: true, deadline: time.Second},
+		{name: "canceled, two in line", waiters: 2},
+		{name: "deadline", waiters: 1, deadline: time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := newGate()
@@ -101,16 +103,18 @@ func TestGiveUpWithTurn(t *testing.T) {
 			if c.deadline == 0 {
 				turnIs(t, cc, "caller", 0)
 			}
-			second := make(chan error, 1)
-			if c.waiter {
+			others := make(chan error, c.waiters)
+			for i := range c.waiters {
 				go func() {
 					_, err := tc.Block(ctx, &testpb.BlockRequest{})
-					second <- err
+					others <- err
 				}()
 				if c.deadline == 0 {
-					turnIs(t, cc, "caller", 1)
-					waitUntil(t, "both handlers to start", func() bool { return g.started.Load() == 2 })
+					turnIs(t, cc, "caller", i+1)
 				}
+			}
+			if c.deadline == 0 {
+				waitUntil(t, "the handlers to start", func() bool { return g.started.Load() == int64(1+c.waiters) })
 			}
 			if c.deadline == 0 {
 				cancel()
@@ -118,17 +122,18 @@ func TestGiveUpWithTurn(t *testing.T) {
 			if err := <-first; status.Code(err) != want {
 				t.Fatalf("the call given up: %v, want %v", err, want)
 			}
-			if c.waiter {
-				if c.deadline == 0 {
-					turnIs(t, cc, "caller", 0) // the waiter's now
+			switch {
+			case c.deadline > 0:
+			case c.waiters == 1:
+				turnIs(t, cc, "caller", 0) // the waiter's now
+			default:
+				turnIs(t, cc, "reader", c.waiters)
+			}
+			g.open()
+			for range c.waiters {
+				if err := <-others; err != nil {
+					t.Fatalf("a caller in line: %v", err)
 				}
-				g.open()
-				if err := <-second; err != nil {
-					t.Fatalf("the caller the turn went to: %v", err)
-				}
-			} else {
-				turnIs(t, cc, "reader", 0)
-				g.open()
 			}
 			turnIs(t, cc, "reader", 0)
 			for i := range 3 {
