@@ -25,9 +25,10 @@ import (
 // it to step aside (turnCtx); the reader then gives the turn to the oldest
 // waiting caller and parks until the turn comes back.
 //
-// Only a call alone in flight takes the turn from the reader goroutine,
-// and a caller hands it on only to a call then alone in flight: with more
-// calls on the link, the reader goroutine reads for all of them, as before.
+// Only a call alone in flight takes the turn, from the reader goroutine or
+// free, and a caller hands it on only to a call then alone in flight: with
+// more calls on the link, the reader goroutine reads for all of them, as
+// before.
 // Passing the turn from caller to caller costs a wake-up of the next one
 // while nobody reads, and measured over rdma:// at 16 callers (one guest
 // boot, bench/results/clientread) that cost more calls/s and CPU per call
@@ -229,12 +230,15 @@ func (l *clientLink) wantTurn(id uint64, p *pendingCall) turnState {
 		return turnOutcome // delivered already, or failAll delivers it
 	}
 	switch l.turn.holder {
-	case turnNone:
-		l.turn.holder = turnCaller
-		return turnHeld
-	case turnReader:
+	case turnNone, turnReader:
 		if len(l.pending) > 1 {
-			return turnOutcome // the reader goroutine reads for every call
+			// The reader goroutine reads for every call (a free turn
+			// is its: it was woken to take it).
+			return turnOutcome
+		}
+		if l.turn.holder == turnNone {
+			l.turn.holder = turnCaller
+			return turnHeld
 		}
 		l.turn.ctx.ask()
 	}
