@@ -25,10 +25,10 @@ import (
 // it to step aside (turnCtx); the reader then gives the turn to the oldest
 // waiting caller and parks until the turn comes back.
 //
-// Only a call alone in flight takes the turn, from the reader goroutine or
-// free, and a caller hands it on only to a call then alone in flight: with
-// more calls on the link, the reader goroutine reads for all of them, as
-// before.
+// Only a call alone in flight, after a call alone too, takes the turn,
+// from the reader goroutine or free, and a caller hands it on only to a
+// call then alone in flight: with more calls on the link, the reader
+// goroutine reads for all of them, as before.
 // Passing the turn from caller to caller costs a wake-up of the next one
 // while nobody reads, and measured over rdma:// at 16 callers (one guest
 // boot, bench/results/clientread) that cost more calls/s and CPU per call
@@ -38,8 +38,14 @@ import (
 type readTurn struct {
 	holder  turnHolder
 	waiters []*pendingCall // callers waiting for the turn, oldest first
-	wake    chan struct{}  // capacity 1: the turn is free, for the parked reader goroutine
-	ctx     turnCtx        // the reader goroutine's Recv context
+	// lastAlone: the last call that wanted the turn was alone in flight.
+	// A call takes the turn only when it and the one before were alone:
+	// under load, calls are alone now and then (all the others answered,
+	// their callers not yet back), and each such turn taken then passed
+	// back cost more wake-ups than the hand-off it saved.
+	lastAlone bool
+	wake      chan struct{} // capacity 1: the turn is free, for the parked reader goroutine
+	ctx       turnCtx       // the reader goroutine's Recv context
 }
 
 type turnHolder uint8
@@ -229,9 +235,12 @@ func (l *clientLink) wantTurn(id uint64, p *pendingCall) turnState {
 	if _, ok := l.pending[id]; !ok || l.ctx.Err() != nil {
 		return turnOutcome // delivered already, or failAll delivers it
 	}
+	alone := len(l.pending) == 1
+	steady := alone && l.turn.lastAlone
+	l.turn.lastAlone = alone
 	switch l.turn.holder {
 	case turnNone, turnReader:
-		if len(l.pending) > 1 {
+		if !steady {
 			// The reader goroutine reads for every call (a free turn
 			// is its: it was woken to take it).
 			return turnOutcome

@@ -186,6 +186,9 @@ func TestTurnDeliversStreams(t *testing.T) {
 		}
 	}
 	ping(0)
+	if _, err := c.Echo(ctx, &testpb.EchoRequest{}); err != nil { // a call alone before
+		t.Fatal(err)
+	}
 	errs := make(chan error, 1)
 	go func() {
 		_, err := c.Block(ctx, &testpb.BlockRequest{})
