@@ -183,6 +183,7 @@ type clientLink struct {
 type pendingCall struct {
 	done    chan result // capacity 1: the reader never blocks on it
 	waiting bool        // in line for the read turn; under clientLink.mu
+	mayRead bool        // the call may take the read turn (mayReadLocked)
 }
 
 // result is a call's outcome, or (turn) the read turn handed to it.
@@ -224,6 +225,7 @@ func (l *clientLink) register() (uint64, *pendingCall, error) {
 	l.nextID++
 	p := pendingPool.Get().(*pendingCall)
 	l.pending[l.nextID] = p
+	l.mayReadLocked(p)
 	return l.nextID, p, nil
 }
 

@@ -38,11 +38,13 @@ import (
 type readTurn struct {
 	holder  turnHolder
 	waiters []*pendingCall // callers waiting for the turn, oldest first
-	// lastAlone: the last call that wanted the turn was alone in flight.
-	// A call takes the turn only when it and the one before were alone:
-	// under load, calls are alone now and then (all the others answered,
-	// their callers not yet back), and each such turn taken then passed
-	// back cost more wake-ups than the hand-off it saved.
+	// lastAlone: the last call registered was alone in flight. A call
+	// may take the turn (pendingCall.mayRead) only when it and the one
+	// before were alone: under load, calls are alone now and then (all
+	// the others answered, their callers not yet back), and a turn taken
+	// then only goes back to the reader goroutine. Decided in register,
+	// under the lock it takes anyway: a call that may not read takes no
+	// lock for the turn.
 	lastAlone bool
 	wake      chan struct{} // capacity 1: the turn is free, for the parked reader goroutine
 	ctx       turnCtx       // the reader goroutine's Recv context
@@ -217,6 +219,14 @@ func (l *clientLink) passTurn(mine bool) {
 	l.mu.Unlock()
 }
 
+// mayReadLocked decides, in register (l.mu held), whether call p, just added
+// to pending, may take the turn.
+func (l *clientLink) mayReadLocked(p *pendingCall) {
+	alone := len(l.pending) == 1
+	p.mayRead = alone && l.turn.lastAlone
+	l.turn.lastAlone = alone
+}
+
 // turnState is where a caller stands with the turn.
 type turnState uint8
 
@@ -230,17 +240,17 @@ const (
 // if it is free, or waits in line for it, asking the reader goroutine to
 // step aside if that holds it.
 func (l *clientLink) wantTurn(id uint64, p *pendingCall) turnState {
+	if !p.mayRead {
+		return turnOutcome // the reader goroutine reads for every call
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.pending[id]; !ok || l.ctx.Err() != nil {
 		return turnOutcome // delivered already, or failAll delivers it
 	}
-	alone := len(l.pending) == 1
-	steady := alone && l.turn.lastAlone
-	l.turn.lastAlone = alone
 	switch l.turn.holder {
 	case turnNone, turnReader:
-		if !steady {
+		if len(l.pending) > 1 {
 			// The reader goroutine reads for every call (a free turn
 			// is its: it was woken to take it).
 			return turnOutcome

@@ -61,14 +61,14 @@ func TestCallerReadsItsResponse(t *testing.T) {
 
 // TestGiveUpWithTurn: a caller that holds the read turn and gives up (its
 // context canceled, or its deadline passed) while it waits in Recv passes
-// the turn on, to the caller waiting in line when that is the only other
-// call, else back to the reader goroutine (which then reads for the calls
-// in line); no frame is lost: the callers in line get their responses, and
-// the late response of the call given up is dropped by whoever reads.
+// the turn back to the reader goroutine; calls made meanwhile (not alone in
+// flight) do not wait for the turn. No frame is lost: the other calls get
+// their responses, and the late response of the call given up is dropped
+// by whoever reads.
 func TestGiveUpWithTurn(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		waiters int // callers waiting in line
+		waiters int // other calls made while the first holds the turn
 		// deadline: the first call ends by a deadline, not a cancel. Its
 		// states before it passes are not checked (a slow machine may pass
 		// it before they are seen); it holds the turn there in all but
@@ -76,8 +76,8 @@ func TestGiveUpWithTurn(t *testing.T) {
 		deadline time.Duration
 	}{
 		{name: "canceled", waiters: 1},
-		{name: "canceled, nobody in line"},
-		{name: "canceled, two in line", waiters: 2},
+		{name: "canceled, alone"},
+		{name: "canceled, two more calls", waiters: 2},
 		{name: "deadline", waiters: 1, deadline: time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -104,30 +104,22 @@ func TestGiveUpWithTurn(t *testing.T) {
 				turnIs(t, cc, "caller", 0)
 			}
 			others := make(chan error, c.waiters)
-			for i := range c.waiters {
+			for range c.waiters {
 				go func() {
 					_, err := tc.Block(ctx, &testpb.BlockRequest{})
 					others <- err
 				}()
-				if c.deadline == 0 {
-					turnIs(t, cc, "caller", i+1)
-				}
 			}
 			if c.deadline == 0 {
 				waitUntil(t, "the handlers to start", func() bool { return g.started.Load() == int64(1+c.waiters) })
-			}
-			if c.deadline == 0 {
+				turnIs(t, cc, "caller", 0) // the others wait for their outcome, not the turn
 				cancel()
 			}
 			if err := <-first; status.Code(err) != want {
 				t.Fatalf("the call given up: %v, want %v", err, want)
 			}
-			switch {
-			case c.deadline > 0:
-			case c.waiters == 1:
-				turnIs(t, cc, "caller", 0) // the waiter's now
-			default:
-				turnIs(t, cc, "reader", c.waiters)
+			if c.deadline == 0 {
+				turnIs(t, cc, "reader", 0)
 			}
 			g.open()
 			for range c.waiters {
