@@ -25,16 +25,16 @@ import (
 // it to step aside (turnCtx); the reader then gives the turn to the oldest
 // waiting caller and parks until the turn comes back.
 //
-// Only a call alone in flight, after a call alone too, takes the turn,
-// from the reader goroutine or free, and a caller hands it on only to a
+// Only a call alone in flight, after a call alone too, may take the turn
+// (from the reader goroutine, or free), and a caller hands it on only to a
 // call then alone in flight: with more calls on the link, the reader
-// goroutine reads for all of them, as before.
-// Passing the turn from caller to caller costs a wake-up of the next one
-// while nobody reads, and measured over rdma:// at 16 callers (one guest
-// boot, bench/results/clientread) that cost more calls/s and CPU per call
-// than the hand-offs it saved. Whoever holds the turn
-// when the link fails passes it to the reader goroutine, which alone ends
-// the link (failAll), so a turn is never handed to nobody.
+// goroutine reads for all of them, as before. Measured over rdma:// at 16
+// callers (bench/results/clientread, one guest boot each), turns passed
+// from caller to caller, and a lock of clientLink.mu per call for the turn,
+// cost more calls/s and CPU per call than the hand-offs they saved.
+// Whoever holds the turn when the link fails passes it to the reader
+// goroutine, which alone ends the link (failAll), so a turn is never
+// handed to nobody.
 type readTurn struct {
 	holder  turnHolder
 	waiters []*pendingCall // callers waiting for the turn, oldest first
