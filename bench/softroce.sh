@@ -37,7 +37,7 @@ if [ -n "${BASELINE:-}" ]; then
   (cd "$OUT/baseline" && CGO_ENABLED=1 go build -o "$OUT/rpcbench-before" ./bench/cmd/rpcbench &&
     CGO_ENABLED=1 go build -o "$OUT/ladder-before" ./transport/rdma/internal/ladder)
   rm -rf "$OUT/baseline"
-  BEFORE=/out/ladder-before.csv,/out/rdma-before.csv
+  BEFORE=/out/ladder-before.csv,/out/rdma-before.csv,/out/tcp-before.csv
 fi
 {
   echo '# written by bench/softroce.sh'
@@ -59,6 +59,9 @@ fi
     printf './rpcbench-before --listen rdma://$RDMARPC_TEST_IP:0 --csv /out/rdma-before.csv'
     printf ' %q' "${FLAGS[@]}"
     echo ' > /out/rpcbench-before.txt 2>&1 || rc=1'
+    printf './rpcbench-before --listen tcp://$RDMARPC_TEST_IP:0 --csv /out/tcp-before.csv'
+    printf ' %q' "${FLAGS[@]}"
+    echo ' > /out/rpcbench-tcp-before.txt 2>&1 || rc=1'
     printf './ladder-before --dev rxe0 --rungs conn --csv /out/ladder-before.csv'
     printf ' %q' "${LADDER_FLAGS[@]}"
     echo ' > /out/ladder-before.txt 2>&1 || rc=1'

@@ -148,7 +148,8 @@ var errRefused = errors.New("rpc: call refused")
 var errNotSent = errors.New("rpc: call not sent")
 
 // clientLink is one transport connection of a ClientConn and the calls in
-// flight on it. Its reader goroutine routes responses to their calls.
+// flight on it. Whoever holds its read turn (clientturn.go), a waiting
+// caller or its reader goroutine, routes responses to their calls.
 type clientLink struct {
 	*link
 	cc *ClientConn
@@ -169,17 +170,27 @@ type clientLink struct {
 
 	slotFreed   chan struct{} // closed at the next response, for refused calls
 	slotWaiters atomic.Int64
+	turn        readTurn // who reads; under mu
+
+	// handoffs counts responses delivered to a caller by another
+	// goroutine (the reader goroutine, or a caller holding the turn),
+	// for tests.
+	handoffs atomic.Uint64
 
 	stats *connStats // nil without stats handlers
 }
 
 type pendingCall struct {
-	done chan result // capacity 1: the reader never blocks on it
+	done    chan result // capacity 1: the reader never blocks on it
+	waiting bool        // in line for the read turn; under clientLink.mu
+	mayRead bool        // the call may take the read turn (mayReadLocked)
 }
 
+// result is a call's outcome, or (turn) the read turn handed to it.
 type result struct {
 	frame transport.Buffer // the RESPONSE frame, when err is nil
 	err   error
+	turn  bool
 }
 
 var pendingPool = sync.Pool{New: func() any { return &pendingCall{done: make(chan result, 1)} }}
@@ -201,6 +212,7 @@ func newClientLink(cc *ClientConn, tc transport.Conn) *clientLink {
 		streams: make(map[uint64]*clientStream),
 	}
 	l.flow.init(cc.opts.connWindow, cc.opts.maxRecvSize)
+	l.turn.init()
 	return l
 }
 
@@ -213,6 +225,7 @@ func (l *clientLink) register() (uint64, *pendingCall, error) {
 	l.nextID++
 	p := pendingPool.Get().(*pendingCall)
 	l.pending[l.nextID] = p
+	l.mayReadLocked(p)
 	return l.nextID, p, nil
 }
 
@@ -284,22 +297,11 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 		return transportStatus(err).Err()
 	}
 
-	var r result
-	select {
-	case r = <-p.done:
-	case <-ctx.Done():
-		if l.unregister(id) {
-			// A deadline needs no cancel frame: the server rebuilt it
-			// and its handler sees DeadlineExceeded on its own.
-			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				l.queueCancel(id)
-			}
-			putPending(p)
-			return status.FromContextError(ctx.Err()).Err()
-		}
-		r = <-p.done // the outcome raced the cancellation: use it
-	}
+	r, err := l.await(ctx, id, p)
 	putPending(p)
+	if err != nil {
+		return err
+	}
 	if r.err != nil {
 		return r.err
 	}
@@ -384,19 +386,9 @@ func responseStatus(r wire.Response) *status.Status {
 	return status.FromParts(codes.Code(r.Code), r.Message, details)
 }
 
-// readLoop reads frames until the connection fails, routing each response
-// to its call. When it ends, every call still pending fails.
-func (l *clientLink) readLoop() {
-	defer l.cc.wg.Done()
-	l.readFrames(l.dispatch)
-	l.cc.forget(l, true)
-	l.wait()
-	l.failAll(l.closeStatus())
-	l.stats.end()
-}
-
-// dispatch handles one frame; it reports false when the link is closing.
-func (l *clientLink) dispatch(b transport.Buffer) bool {
+// dispatch handles one frame, read by self's caller (nil: the reader
+// goroutine); it reports false when the link is closing.
+func (l *clientLink) dispatch(b transport.Buffer, self *pendingCall) bool {
 	h, body, err := wire.ParseHeader(b.Bytes())
 	if err != nil {
 		b.Release()
@@ -407,9 +399,15 @@ func (l *clientLink) dispatch(b transport.Buffer) bool {
 		l.mu.Lock()
 		p, ok := l.pending[h.CallID]
 		delete(l.pending, h.CallID)
+		if ok && p.waiting {
+			l.turn.leaveLine(p)
+		}
 		retire := l.idleDraining()
 		l.mu.Unlock()
 		if ok {
+			if p != self {
+				l.handoffs.Add(1)
+			}
 			p.done <- result{frame: b}
 		} else {
 			b.Release() // the caller gave up; the server did not know yet
@@ -467,6 +465,7 @@ func (l *clientLink) failAll(st *status.Status) {
 	l.draining = true
 	calls := l.pending
 	l.pending = map[uint64]*pendingCall{}
+	l.turn.clearLine()
 	streams := make([]*clientStream, 0, len(l.streams))
 	for _, cs := range l.streams {
 		streams = append(streams, cs)

@@ -10,3 +10,43 @@ func IdleWorkers(s *Server) int {
 	defer s.workers.mu.Unlock()
 	return len(s.workers.idle)
 }
+
+// ResponseHandoffs is how many responses cc's links delivered to their
+// caller from another goroutine (the reader goroutine, or another caller
+// holding the read turn).
+func ResponseHandoffs(cc *ClientConn) uint64 {
+	var n uint64
+	cc.forLinks(func(l *clientLink) { n += l.handoffs.Load() })
+	return n
+}
+
+// ReadTurn says who holds the read turn of cc's link and how many callers
+// wait for it: "reader", "caller", "free", or "" without a link.
+func ReadTurn(cc *ClientConn) (holder string, waiting int) {
+	cc.forLinks(func(l *clientLink) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		holder = [...]string{turnReader: "reader", turnNone: "free", turnCaller: "caller"}[l.turn.holder]
+		waiting = len(l.turn.waiters)
+	})
+	return holder, waiting
+}
+
+func (cc *ClientConn) forLinks(f func(*clientLink)) {
+	cc.mu.Lock()
+	var links []*clientLink
+	for l := range cc.all {
+		links = append(links, l)
+	}
+	cc.mu.Unlock()
+	for _, l := range links {
+		f(l)
+	}
+}
+
+// FramesReceived is how many frames cc's links received.
+func FramesReceived(cc *ClientConn) uint64 {
+	var n uint64
+	cc.forLinks(func(l *clientLink) { n += l.frames.Load() })
+	return n
+}

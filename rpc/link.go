@@ -103,31 +103,27 @@ func newLink(tc transport.Conn, log *zap.Logger, ka Keepalive, watch sendWatch) 
 	return l
 }
 
-// readFrames hands every frame received to dispatch until the connection
-// fails or dispatch reports false; the link is closed when it returns.
-func (l *link) readFrames(dispatch func(transport.Buffer) bool) {
-	for {
-		b, ok := l.recvFrame()
-		if !ok || !dispatch(b) {
-			return
-		}
-	}
-}
-
-// recvFrame receives the next frame; false (and the link closed) when the
-// connection failed.
-func (l *link) recvFrame() (transport.Buffer, bool) {
-	b, err := l.tc.Recv(l.ctx)
+// recvFrame receives the next frame. It fails with ctx's error when it
+// gave up for ctx, taking no frame, with the link still open; with
+// errLinkClosed (and the link closed) when the connection failed.
+func (l *link) recvFrame(ctx context.Context) (transport.Buffer, error) {
+	b, err := l.tc.Recv(ctx)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) && l.ctx.Err() == nil {
+			return transport.Buffer{}, cerr
+		}
 		if l.ctx.Err() == nil {
 			l.close(transportStatus(err))
 		}
-		return transport.Buffer{}, false
+		return transport.Buffer{}, errLinkClosed
 	}
 	l.frames.Add(1)
 	l.lastFrame.Store(time.Now().UnixNano())
-	return b, true
+	return b, nil
 }
+
+// errLinkClosed: the connection failed or was closed.
+var errLinkClosed = errors.New("rpc: connection closed")
 
 // queueControl sends an encoded control frame from the flusher.
 // It reports false, queueing nothing, when limit frames already wait.

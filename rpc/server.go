@@ -361,8 +361,8 @@ func (l *serverLink) serve() {
 // true. With no worker idle the call goes to workers.run, as before.
 func (l *serverLink) readTurn() bool {
 	for {
-		b, ok := l.recvFrame()
-		if !ok || !l.dispatch(b) {
+		b, err := l.recvFrame(l.ctx)
+		if err != nil || !l.dispatch(b) {
 			l.finish()
 			return false
 		}

@@ -64,6 +64,13 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 			c.rmu.Unlock()
 			return transport.Buffer{}, c.closeErr()
 		}
+		// Before polling: a woken waiter whose ctx ended meanwhile gives
+		// up rather than spin for a reply (an RPC reader asked to step
+		// aside for the caller, when the caller's send roused it).
+		if err := ctx.Err(); err != nil {
+			c.rmu.Unlock()
+			return transport.Buffer{}, err
+		}
 		w := c.rwake.wait()
 		c.rmu.Unlock()
 		err := c.await(ctx, w, c.local, true)

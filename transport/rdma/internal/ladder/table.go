@@ -130,8 +130,9 @@ func printBeforeAfter(w io.Writer, rs, before []result, sizes, concs []int) {
 		return
 	}
 	fmt.Fprintln(w, "\nBefore (baseline build) and after (this build), same boot:")
-	fmt.Fprintf(w, "%-12s %6s %4s %11s %11s %7s %11s %11s %7s %9s %9s %8s %8s\n",
-		"rung", "size", "conc", "p50 before", "p50 after", "after/", "calls/s bef", "calls/s aft", "after/", "×busy bef", "×busy aft", "csw bef", "csw aft")
+	fmt.Fprintf(w, "%-12s %6s %4s %11s %11s %7s %11s %11s %7s %9s %9s %8s %8s %8s %8s %8s %8s %8s %8s\n",
+		"rung", "size", "conc", "p50 before", "p50 after", "after/", "calls/s bef", "calls/s aft", "after/", "×busy bef", "×busy aft", "csw bef", "csw aft",
+		"wake bef", "wake aft", "allc bef", "allc aft", "cpuµs bef", "cpuµs aft")
 	for _, size := range sizes {
 		for _, conc := range concs {
 			busy, hasBusy := find(rs, "verbs-busy", size, conc)
@@ -148,9 +149,10 @@ func printBeforeAfter(w io.Writer, rs, before []result, sizes, concs []int) {
 					xb = fmt.Sprintf("%.2f", float64(b.P50)/float64(busy.P50))
 					xa = fmt.Sprintf("%.2f", float64(a.P50)/float64(busy.P50))
 				}
-				fmt.Fprintf(w, "%-12s %6d %4d %11.1f %11.1f %7.2f %11.0f %11.0f %7.2f %9s %9s %8.2f %8.2f\n",
+				fmt.Fprintf(w, "%-12s %6d %4d %11.1f %11.1f %7.2f %11.0f %11.0f %7.2f %9s %9s %8.2f %8.2f %8.2f %8.2f %8.1f %8.1f %8.1f %8.1f\n",
 					b.Rung, size, conc, us(b.P50), us(a.P50), float64(a.P50)/float64(b.P50),
-					b.callsPerSec(), a.callsPerSec(), a.callsPerSec()/b.callsPerSec(), xb, xa, b.Cost.CSW, a.Cost.CSW)
+					b.callsPerSec(), a.callsPerSec(), a.callsPerSec()/b.callsPerSec(), xb, xa, b.Cost.CSW, a.Cost.CSW,
+					b.Cost.Wakeups, a.Cost.Wakeups, b.Cost.Mallocs, a.Cost.Mallocs, us(b.Cost.CPU), us(a.Cost.CPU))
 			}
 		}
 	}
