@@ -61,8 +61,12 @@ type Conn interface {
 	// Recv returns the next message. The caller owns the returned buffer
 	// and must Release it; transports may withhold flow-control credit
 	// while messages are held, so release promptly. Recv gives up when ctx
-	// is done; once the connection is closed it returns an error wrapping
-	// ErrClosed (after every message that had arrived was returned).
+	// is done, returning ctx.Err(); a ctx's Done channel may deliver a
+	// value rather than be closed (the RPC client asks its reader's Recv
+	// to step aside so, allocating nothing), so Recv receives from Done at
+	// most once and then returns. Once the connection is closed it returns
+	// an error wrapping ErrClosed (after every message that had arrived
+	// was returned).
 	Recv(ctx context.Context) (Buffer, error)
 
 	// Close tears the connection down. Pending and later calls on both

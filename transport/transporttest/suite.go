@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,6 +61,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ConcurrentReceivers", s.testConcurrentReceivers},
 		{"Backpressure", s.testBackpressure},
 		{"RecvContext", s.testRecvContext},
+		{"RecvSignalContext", s.testRecvSignalContext},
 		{"SendContext", s.testSendContext},
 		{"CloseLocal", s.testCloseLocal},
 		{"ClosePeer", s.testClosePeer},
@@ -501,6 +504,107 @@ func (s *suite) testRecvContext(t *testing.T) {
 	}
 	if msg, err := recvCopy(ctx, server); err != nil || string(msg) != "still here" {
 		t.Fatalf("after abandoned Recvs: %q, %v", msg, err)
+	}
+}
+
+// signalCtx is a context whose Done channel delivers one value per signal
+// instead of being closed, as the RPC client's reader is asked to step
+// aside (rpc/clientturn.go): Err reports Canceled while signalled.
+type signalCtx struct {
+	context.Context // for Deadline and Value: never done itself
+	done            chan struct{}
+	signalled       atomic.Bool
+}
+
+func (c *signalCtx) Done() <-chan struct{} { return c.done }
+func (c *signalCtx) Err() error {
+	if c.signalled.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// testRecvSignalContext: a Recv gives up when its ctx's Done delivers a
+// value, not only when it is closed, and giving up so loses nothing:
+// messages arriving while Recvs are signalled, before or while they wait,
+// all come out once, in order.
+func (s *suite) testRecvSignalContext(t *testing.T) {
+	client, server := s.pair(t)
+	ctx := s.ctx(t)
+	const n = 64
+	sent := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if err := client.Send(ctx, []byte{byte(i)}); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	sc := &signalCtx{Context: context.Background(), done: make(chan struct{}, 1)}
+	gaveUp := 0
+	for next := 0; next < n; {
+		signalled := make(chan struct{})
+		go func() {
+			defer close(signalled)
+			sc.signalled.Store(true)
+			sc.done <- struct{}{}
+		}()
+		b, err := server.Recv(sc)
+		<-signalled
+		switch {
+		case err == nil:
+			if got := b.Bytes(); len(got) != 1 || int(got[0]) != next {
+				t.Fatalf("message %d: got %v", next, got)
+			}
+			b.Release()
+			next++
+		case errors.Is(err, context.Canceled):
+			gaveUp++
+		default:
+			t.Fatalf("Recv(signalled ctx) = %v, want a message or context.Canceled", err)
+		}
+		// Take the signal back, whether or not Recv consumed it.
+		sc.signalled.Store(false)
+		select {
+		case <-sc.done:
+		default:
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d Recvs gave up, %d messages", gaveUp, n)
+	// With nothing to receive, a Recv signalled before it starts, and one
+	// signalled while it waits, give up. (Either order must pass; the
+	// yields make the second the likely one.)
+	for _, before := range []bool{true, false} {
+		sc.signalled.Store(false)
+		select {
+		case <-sc.done:
+		default:
+		}
+		if before {
+			sc.signalled.Store(true)
+			sc.done <- struct{}{}
+		}
+		gave := make(chan error, 1)
+		go func() {
+			_, err := server.Recv(sc)
+			gave <- err
+		}()
+		if !before {
+			for range 10 {
+				runtime.Gosched()
+			}
+			sc.signalled.Store(true)
+			sc.done <- struct{}{}
+		}
+		what := fmt.Sprintf("Recv(ctx signalled, before it started: %v)", before)
+		if err := s.waitErr(t, what, gave); !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s = %v, want context.Canceled", what, err)
+		}
 	}
 }
 
