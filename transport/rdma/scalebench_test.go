@@ -29,6 +29,7 @@ var (
 	scaleN         = flag.String("scale.n", "", "connection counts for TestScaleTable (comma-separated); empty: skip")
 	scaleKeepalive = flag.Bool("scale.keepalive", true, "TestScaleTable: keepalive on (the default 30 s) or off, both sides")
 	scaleIdle      = flag.Duration("scale.idle", 10*time.Second, "TestScaleTable: the idle interval whose CPU is measured (longer than the keepalive's 30 s to see its pings)")
+	scaleEchoes    = flag.Int("scale.echoes", 200, "TestScaleTable: echoes timed on the extra connection (after 20 of warm-up)")
 	scaleOpts      = flag.String("scale.opts", "small", "TestScaleTable: Options of both sides: small (scaleOptions), default (Options{}), perconn (Options{Receive: ReceivePerConnection}) or shared (Options{Receive: ReceiveShared})")
 )
 
@@ -278,20 +279,21 @@ func scaleRow(t *testing.T, n int, o Options) (string, error) {
 		return "", fmt.Errorf("the extra connection: %w", err)
 	}
 	defer extra.Close()
-	ec := testpb.NewTestClient(extra)
-	req := &testpb.EchoRequest{Payload: make([]byte, 64)}
-	var rtts []time.Duration
-	for i := range 220 {
-		t0 := time.Now()
-		if _, err := ec.Echo(ctx, req); err != nil {
-			return "", fmt.Errorf("echo: %w", err)
-		}
-		if i >= 20 { // warm-up
-			rtts = append(rtts, time.Since(t0))
-		}
+	var gc0, gc1 runtime.MemStats
+	runtime.ReadMemStats(&gc0)
+	p50, err := echoP50(ctx, extra, *scaleEchoes)
+	if err != nil {
+		return "", err
 	}
-	slices.Sort(rtts)
-	p50 := rtts[len(rtts)/2]
+	runtime.ReadMemStats(&gc1)
+	// The same echoes on one of the N connections: whether a cost is the
+	// extra connection's (a new QP on a full CQ) or the process's.
+	old, err := echoP50(ctx, ccs[n/2], *scaleEchoes)
+	if err != nil {
+		return "", err
+	}
+	t.Logf("N=%d: echo p50 on connection %d of the N: %v; client GCs during the extra connection's %d echoes: %d",
+		n, n/2, old.Round(time.Microsecond), *scaleEchoes, gc1.NumGC-gc0.NumGC)
 
 	ticks := func(a, b procStats) string {
 		return fmt.Sprintf("%.1f%%", float64(b.cpuTicks-a.cpuTicks)/100/scaleIdle.Seconds()*100) // 100 ticks/s
@@ -301,4 +303,23 @@ func scaleRow(t *testing.T, n int, o Options) (string, error) {
 		n, float64(setup.Microseconds())/1000/float64(n), mib(c1.rssKiB), mib(s1.rssKiB),
 		float64(c1.registered)/(1<<20), float64(s1.registered)/(1<<20),
 		c1.fds, s1.fds, c1.goroutines, s1.goroutines, ticks(c0, c1), ticks(s0, s1), p50.Round(time.Microsecond)), nil
+}
+
+// echoP50 is the p50 round trip of n 64-byte echoes on cc, after 20 of
+// warm-up.
+func echoP50(ctx context.Context, cc *rpc.ClientConn, n int) (time.Duration, error) {
+	ec := testpb.NewTestClient(cc)
+	req := &testpb.EchoRequest{Payload: make([]byte, 64)}
+	rtts := make([]time.Duration, 0, n)
+	for i := range n + 20 {
+		t0 := time.Now()
+		if _, err := ec.Echo(ctx, req); err != nil {
+			return 0, fmt.Errorf("echo: %w", err)
+		}
+		if i >= 20 { // warm-up
+			rtts = append(rtts, time.Since(t0))
+		}
+	}
+	slices.Sort(rtts)
+	return rtts[len(rtts)/2], nil
 }
