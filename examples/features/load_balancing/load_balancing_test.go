@@ -5,10 +5,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/rdmarpc/rdmarpc/examples/echo/echopb"
 	"github.com/rdmarpc/rdmarpc/examples/features/internal/cli"
+	"github.com/rdmarpc/rdmarpc/rpc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -49,12 +52,58 @@ func TestLoadBalancing(t *testing.T) {
 			t.Fatalf("pick_first: answers from %s and %s, want one server", pf[0], f)
 		}
 	}
+	// The example's round_robin calls may all come before the second
+	// connection is up (round_robin picks among the ready ones, as
+	// gRPC-go's does), so its output shows only that both policies ran;
+	// TestRoundRobinAlternates checks the turns.
 	rr := answers(t, out.String(), "--- calling Echo.Say with round_robin ---")
-	seen := map[string]int{}
-	for _, f := range rr {
-		seen[f]++
+	if len(rr) != 10 {
+		t.Fatalf("round_robin: %d answers, want 10", len(rr))
 	}
-	if len(rr) != 10 || len(seen) != 2 {
-		t.Fatalf("round_robin: %d answers from %v, want 10 from both servers", len(rr), seen)
+	for _, f := range rr {
+		if "tcp://"+f != addrs[0] && "tcp://"+f != addrs[1] {
+			t.Fatalf("round_robin: an answer from %s, not one of %v", f, addrs)
+		}
+	}
+}
+
+// TestRoundRobinAlternates: once round_robin has both backends ready, the
+// calls take turns between them.
+func TestRoundRobinAlternates(t *testing.T) {
+	addrs := cli.StartServer(t, Server, 2, "--addr", "tcp://127.0.0.1:0,tcp://127.0.0.1:0")
+	target, err := cli.StaticTarget(addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := rpc.NewClient(target, rpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := echopb.NewEchoClient(cc)
+	from := func() string {
+		r, err := c.Say(context.Background(), &echopb.SayRequest{Message: "hi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, f, _ := strings.Cut(r.Message, "(from ")
+		return strings.TrimSuffix(f, ")")
+	}
+	// Call until the second backend answers: its connection is up then.
+	// Each call returns at once, so this waits only for that connection.
+	first, start := from(), time.Now()
+	last := from()
+	for last == first {
+		if time.Since(start) > time.Minute {
+			t.Fatalf("round_robin: only %s answered for a minute", first)
+		}
+		last = from()
+	}
+	for i := range 10 {
+		f := from()
+		if f == last {
+			t.Fatalf("call %d after both answered: %s twice in a row, want turns", i, f)
+		}
+		last = f
 	}
 }
