@@ -25,6 +25,7 @@ type workers struct {
 	max     int
 	started int
 	closed  bool
+	handed  uint64 // readings handed to an idle worker (read), for tests
 	wg      sync.WaitGroup
 }
 
@@ -130,6 +131,7 @@ func (w *workers) read(l *serverLink) bool {
 	w.idle[n-1] = nil
 	w.idle = w.idle[:n-1]
 	w.started--
+	w.handed++
 	w.mu.Unlock()
 	wk.jobs <- job{l: l}
 	return true
