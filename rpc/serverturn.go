@@ -31,10 +31,11 @@ type unreadTurn struct {
 	arrived func() // u.handOn, made once: OnArrival per call allocates nothing
 }
 
+// The phases of a run (state&3); state 0, before the first run, is none.
 const (
-	unreadOff     = iota // the reader reads
-	unreadRunning        // the reader runs a call; nobody reads
-	unreadHanded         // something arrived meanwhile: the reading was handed on
+	unreadOff     = 1 + iota // the reader reads
+	unreadRunning            // the reader runs a call; nobody reads
+	unreadHanded             // something arrived meanwhile: the reading was handed on
 )
 
 func (u *unreadTurn) init(l *serverLink) {
