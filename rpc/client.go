@@ -212,7 +212,7 @@ func newClientLink(cc *ClientConn, tc transport.Conn) *clientLink {
 		streams: make(map[uint64]*clientStream),
 	}
 	l.flow.init(cc.opts.connWindow, cc.opts.maxRecvSize)
-	l.turn.init()
+	l.turn.init(tc)
 	return l
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/transport"
 )
 
 // The read turn: exactly one goroutine at a time receives a client link's
@@ -48,6 +49,18 @@ type readTurn struct {
 	lastAlone bool
 	wake      chan struct{} // capacity 1: the turn is free, for the parked reader goroutine
 	ctx       turnCtx       // the reader goroutine's Recv context
+	// idle: the turn is free and the reader goroutine was not woken to
+	// take it; the transport's arrival callback (arrived) wakes it for
+	// the next message, unless a caller takes the free turn first. A lone
+	// call's caller leaves the turn so, on a transport that reports
+	// arrivals: consecutive lone calls then pass the turn without waking
+	// the reader goroutine twice per call (step aside, turn back).
+	idle     bool
+	arrivals transport.Arrivals // nil: the transport does not report arrivals
+	arrived  func()             // wakes the reader goroutine; made once, OnArrival allocates nothing
+	// stepAsides counts the turns the reader goroutine gave a caller
+	// from Recv (two wake-ups each: asked, and the turn back), for tests.
+	stepAsides atomic.Uint64
 }
 
 type turnHolder uint8
@@ -97,9 +110,34 @@ func (c *turnCtx) clear() {
 	}
 }
 
-func (t *readTurn) init() {
+func (t *readTurn) init(tc transport.Conn) {
 	t.wake = make(chan struct{}, 1)
 	t.ctx.done = make(chan struct{}, 1)
+	t.arrivals, _ = tc.(transport.Arrivals)
+	t.arrived = t.wakeReader
+}
+
+// wakeReader wakes the reader goroutine parked for the free turn. It never
+// blocks: it is the transport's arrival callback too.
+func (t *readTurn) wakeReader() {
+	select {
+	case t.wake <- struct{}{}:
+	default: // woken already
+	}
+}
+
+// unidleLocked ends the idle wait: the reader goroutine is woken to take
+// the free turn (wake), or a caller takes it (no wake). Called with
+// clientLink.mu held.
+func (t *readTurn) unidleLocked(wake bool) {
+	if !t.idle {
+		return
+	}
+	t.idle = false
+	t.arrivals.OnArrival(nil)
+	if wake {
+		t.wakeReader()
+	}
 }
 
 // leaveLine takes p out of the waiters. Called with l.mu held.
@@ -167,6 +205,7 @@ func (l *clientLink) stepAside() bool {
 	if len(l.turn.waiters) == 0 || l.ctx.Err() != nil {
 		return false
 	}
+	l.turn.stepAsides.Add(1)
 	l.turn.holder = turnCaller
 	l.handTurnLocked()
 	return true
@@ -182,11 +221,18 @@ func (l *clientLink) handTurnLocked() {
 }
 
 // awaitTurn parks the reader goroutine until the turn is free, and takes it.
+// A turn left idle is taken when the link closes too: Recv then ends it.
 func (l *clientLink) awaitTurn() {
+	closed := l.ctx.Done()
 	for {
-		<-l.turn.wake
+		select {
+		case <-l.turn.wake:
+		case <-closed:
+			closed = nil
+		}
 		l.mu.Lock()
 		if l.turn.holder == turnNone {
+			l.turn.unidleLocked(false)
 			l.turn.holder = turnReader
 			l.mu.Unlock()
 			return
@@ -207,14 +253,18 @@ func (l *clientLink) passTurn(mine bool) {
 	if mine {
 		others--
 	}
-	if len(l.turn.waiters) == 1 && others == 1 && l.ctx.Err() == nil {
+	switch {
+	case len(l.turn.waiters) == 1 && others == 1 && l.ctx.Err() == nil:
 		l.handTurnLocked()
-	} else {
+	case !mine && others == 0 && len(l.turn.waiters) == 0 && len(l.streams) == 0 && l.ctx.Err() == nil &&
+		l.turn.arrivals != nil && l.turn.arrivals.OnArrival(l.turn.arrived):
+		// Nothing else in flight: the next lone call takes the free
+		// turn; anything else that comes wakes the reader goroutine.
 		l.turn.holder = turnNone
-		select {
-		case l.turn.wake <- struct{}{}:
-		default: // woken already
-		}
+		l.turn.idle = true
+	default:
+		l.turn.holder = turnNone
+		l.turn.wakeReader()
 	}
 	l.mu.Unlock()
 }
@@ -225,6 +275,9 @@ func (l *clientLink) mayReadLocked(p *pendingCall) {
 	alone := len(l.pending) == 1
 	p.mayRead = alone && l.turn.lastAlone
 	l.turn.lastAlone = alone
+	if !p.mayRead {
+		l.turn.unidleLocked(true) // the reader goroutine reads for it
+	}
 }
 
 // turnState is where a caller stands with the turn.
@@ -252,10 +305,12 @@ func (l *clientLink) wantTurn(id uint64, p *pendingCall) turnState {
 	case turnNone, turnReader:
 		if len(l.pending) > 1 {
 			// The reader goroutine reads for every call (a free turn
-			// is its: it was woken to take it).
+			// is its: it was woken to take it, or is now).
+			l.turn.unidleLocked(true)
 			return turnOutcome
 		}
 		if l.turn.holder == turnNone {
+			l.turn.unidleLocked(false)
 			l.turn.holder = turnCaller
 			return turnHeld
 		}

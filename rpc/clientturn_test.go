@@ -25,8 +25,9 @@ func turnIs(t *testing.T, cc *rpc.ClientConn, holder string, waiting int) {
 
 // TestCallerReadsItsResponse: a unary caller whose request has left takes
 // the read turn from the reader goroutine and reads its own response: no
-// goroutine hands it over. Once it returns, the reader goroutine reads
-// again. Before, the reader goroutine received every response and handed
+// goroutine hands it over. Once it returns, the turn is left idle (the
+// next lone call takes it; a frame arriving wakes the reader goroutine).
+// Before, the reader goroutine received every response and handed
 // it to the caller (a hand-off counted here).
 func TestCallerReadsItsResponse(t *testing.T) {
 	g := newGate()
@@ -53,7 +54,9 @@ func TestCallerReadsItsResponse(t *testing.T) {
 	if n := rpc.ResponseHandoffs(cc) - before; n != 0 {
 		t.Errorf("%d responses handed to the caller by another goroutine, want 0: the caller reads its own", n)
 	}
-	turnIs(t, cc, "reader", 0)
+	// Nothing else in flight: the turn is left free, the reader goroutine
+	// parked until a frame arrives (the pipe reports arrivals).
+	turnIs(t, cc, "idle", 0)
 	if _, err := c.Echo(ctx, &testpb.EchoRequest{}); err != nil {
 		t.Fatalf("Echo after the turn came back: %v", err)
 	}
@@ -127,7 +130,13 @@ func TestGiveUpWithTurn(t *testing.T) {
 					t.Fatalf("a caller in line: %v", err)
 				}
 			}
-			turnIs(t, cc, "reader", 0)
+			// The reader goroutine reads, or, if the other call came
+			// after the first gave up (alone, so it read its own), the
+			// turn is idle.
+			waitUntil(t, "the read turn to be the reader's or idle", func() bool {
+				h, w := rpc.ReadTurn(cc)
+				return (h == "reader" || h == "idle") && w == 0
+			})
 			for i := range 3 {
 				resp, err := tc.Echo(ctx, &testpb.EchoRequest{Payload: []byte{byte(i)}})
 				if err != nil || len(resp.Payload) != 1 || resp.Payload[0] != byte(i) {
@@ -241,5 +250,70 @@ func TestKeepaliveWhileCallerReads(t *testing.T) {
 	g.open()
 	if err := <-errs; err != nil {
 		t.Fatalf("Block: %v", err)
+	}
+}
+
+// TestLoneCallsLeaveReaderParked: consecutive calls alone in flight pass the
+// read turn from one to the next with the reader goroutine parked (the pipe
+// reports arrivals): it does not step aside from Recv for them, which is two
+// goroutine wake-ups per call, and the server's reader runs each call
+// without handing the reading to a worker. A frame that arrives between
+// calls (the server's GOAWAY) is still read: the turn's arrival callback
+// wakes the reader goroutine. Before, every lone call made the reader
+// goroutine step aside, and the server handed its reading on per call.
+// The pipe delivers at once, so a response can beat its caller to the turn
+// (or the next request beat the server's reader to reading on) now and
+// then: the counts are bounded, not zero.
+func TestLoneCallsLeaveReaderParked(t *testing.T) {
+	s := startServer(t, pipe.New(pipe.Options{}), newGate())
+	cc, c := s.dial(t)
+	ctx := testCtx(t)
+	echo := func(i int) {
+		t.Helper()
+		resp, err := c.Echo(ctx, &testpb.EchoRequest{Payload: []byte{byte(i)}})
+		if err != nil || len(resp.Payload) != 1 || resp.Payload[0] != byte(i) {
+			t.Fatalf("Echo %d: %v, %v", i, resp, err)
+		}
+	}
+	// The first calls make the turn, and the server's reader, "alone"
+	// twice over.
+	for i := 0; ; i++ {
+		echo(i)
+		if h, _ := rpc.ReadTurn(cc); h == "idle" && i >= 2 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the read turn is never left idle after a lone call")
+		}
+	}
+	asides, handed := rpc.StepAsides(cc), rpc.ReadHandoffs(s.srv)
+	const calls, most = 40, 10
+	for i := range calls {
+		echo(i)
+	}
+	if n := rpc.StepAsides(cc) - asides; n > most {
+		t.Errorf("the reader goroutine stepped aside %d times for %d lone calls, want at most %d", n, calls, most)
+	}
+	if n := rpc.ReadHandoffs(s.srv) - handed; n > most {
+		t.Errorf("the server's reader handed the reading on %d times for %d lone calls, want at most %d", n, calls, most)
+	}
+	// A frame nobody waits for wakes the parked reader goroutine: the
+	// server's GOAWAY is read, the idle link closes, and GracefulStop,
+	// which waits for that, returns.
+	for {
+		if h, _ := rpc.ReadTurn(cc); h == "idle" {
+			break
+		}
+		echo(0)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		s.srv.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		t.Fatal("GracefulStop did not return: the client did not read the GOAWAY")
 	}
 }

@@ -11,6 +11,14 @@ func IdleWorkers(s *Server) int {
 	return len(s.workers.idle)
 }
 
+// ReadHandoffs is how many times a reader of s handed the reading of its
+// connection to an idle worker.
+func ReadHandoffs(s *Server) uint64 {
+	s.workers.mu.Lock()
+	defer s.workers.mu.Unlock()
+	return s.workers.handed
+}
+
 // ResponseHandoffs is how many responses cc's links delivered to their
 // caller from another goroutine (the reader goroutine, or another caller
 // holding the read turn).
@@ -21,12 +29,16 @@ func ResponseHandoffs(cc *ClientConn) uint64 {
 }
 
 // ReadTurn says who holds the read turn of cc's link and how many callers
-// wait for it: "reader", "caller", "free", or "" without a link.
+// wait for it: "reader", "caller", "free", "idle" (free, the reader
+// goroutine parked until a frame arrives), or "" without a link.
 func ReadTurn(cc *ClientConn) (holder string, waiting int) {
 	cc.forLinks(func(l *clientLink) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		holder = [...]string{turnReader: "reader", turnNone: "free", turnCaller: "caller"}[l.turn.holder]
+		if l.turn.idle {
+			holder = "idle"
+		}
 		waiting = len(l.turn.waiters)
 	})
 	return holder, waiting
@@ -48,5 +60,13 @@ func (cc *ClientConn) forLinks(f func(*clientLink)) {
 func FramesReceived(cc *ClientConn) uint64 {
 	var n uint64
 	cc.forLinks(func(l *clientLink) { n += l.frames.Load() })
+	return n
+}
+
+// StepAsides is how many times the reader goroutines of cc's links gave
+// the read turn to a caller from Recv.
+func StepAsides(cc *ClientConn) uint64 {
+	var n uint64
+	cc.forLinks(func(l *clientLink) { n += l.turn.stepAsides.Load() })
 	return n
 }

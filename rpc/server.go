@@ -292,6 +292,9 @@ type serverLink struct {
 	lastPing    time.Time                // the reader's, for the enforcement policy
 	pingStrikes int                      // the reader's
 	inline      *callStream              // the reader's: admitted by this dispatch, for readTurn to run
+	inlineAlone bool                     // the reader's: inline is alone on the link, and so was the call before
+	lastAlone   bool                     // the reader's: the last call admitted was alone
+	unread      unreadTurn               // the reading while the reader runs a call without handing it on
 	timers      connTimers
 	wg          sync.WaitGroup // handler goroutines
 	stats       *connStats     // nil without stats handlers
@@ -319,6 +322,7 @@ type callStream struct {
 	elem    *list.Element // in the queue, nil once started
 	started bool          // running: cancelRunning ends it with the link
 	decoded bool          // the handler's dec has run
+	unread  uint64        // non-zero: runs on the reader, the link unread meanwhile: unreadTurn's run number
 }
 
 // queueEntryCost is what a queued request costs on top of its frame: the
@@ -340,6 +344,7 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 		streams:   make(map[uint64]*serverStream),
 	}
 	l.flow.init(s.opts.connWindow, s.opts.maxRecvSize)
+	l.unread.init(l)
 	return l
 }
 
@@ -347,6 +352,12 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 // reading on to run a call, a worker (adopt).
 func (l *serverLink) serve() {
 	l.startConnTimers()
+	l.readOn()
+}
+
+// readOn reads l (readTurn) and, if it handed the reading on to run a
+// call, becomes a worker (adopt).
+func (l *serverLink) readOn() {
 	if l.readTurn() {
 		l.s.workers.adopt()
 	}
@@ -359,6 +370,9 @@ func (l *serverLink) serve() {
 // goroutine to wake up, and the worker's wake-up happens while it runs
 // (brpc runs the last message it read in place too). Then it reports
 // true. With no worker idle the call goes to workers.run, as before.
+// A call alone on the connection, after one alone too, runs here without
+// handing the reading on first, unless something arrives meanwhile
+// (unreadTurn); the reader then reads on.
 func (l *serverLink) readTurn() bool {
 	for {
 		b, err := l.recvFrame(l.ctx)
@@ -368,6 +382,14 @@ func (l *serverLink) readTurn() bool {
 		}
 		if st := l.inline; st != nil {
 			l.inline = nil
+			if l.inlineAlone {
+				if ran, reading := l.unread.run(st); ran {
+					if reading {
+						continue
+					}
+					return true
+				}
+			}
 			if l.s.workers.read(l) {
 				l.runStreams(st)
 				return true
@@ -513,8 +535,14 @@ func (l *serverLink) admit(st *callStream) bool {
 		l.running++
 		l.calls[st.id] = st
 		l.startLocked(st)
+		// Alone: no other call, nor stream, on the link (a call leaves
+		// calls before its response is sent, so the call before this one
+		// has, however soon this one came).
+		alone := len(l.calls) == 1 && len(l.streams) == 0
 		l.mu.Unlock()
 		l.wg.Add(1)
+		l.inlineAlone = alone && l.lastAlone
+		l.lastAlone = alone
 		if st.frame.Len() < largeRequest {
 			l.inline = st // readTurn runs it, after this dispatch
 		} else {
@@ -649,6 +677,9 @@ func (l *serverLink) serveStream(st *callStream) {
 	l.callEnded()
 	st.end(context.Canceled)
 	err = l.respond(st.id, sc, resp, err)
+	if st.unread != 0 {
+		l.unread.answered(st.unread) // the reader reads on: the next request may be here already
+	}
 	if sc.stats != nil {
 		sc.stats.end(err, nil)
 	}

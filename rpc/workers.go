@@ -14,7 +14,9 @@ import (
 // (MaxConcurrentCalls) bound the calls either way. When a worker is idle,
 // the reader runs the call itself and the worker takes over the reading
 // (serverLink.readTurn): a reading worker counts as a reader, not as one
-// of the max, until it hands the reading on in turn.
+// of the max, until it hands the reading on in turn. A call alone on its
+// connection skips that hand-off when the transport reports arrivals
+// (unreadTurn): the reading then goes to a worker only if a frame comes.
 //
 // The idle workers are a stack: the one that finished last runs the next
 // call, while its stack is still in the cache, as the runtime reuses the
@@ -25,6 +27,7 @@ type workers struct {
 	max     int
 	started int
 	closed  bool
+	handed  uint64 // readings handed to an idle worker (read), for tests
 	wg      sync.WaitGroup
 }
 
@@ -130,6 +133,7 @@ func (w *workers) read(l *serverLink) bool {
 	w.idle[n-1] = nil
 	w.idle = w.idle[:n-1]
 	w.started--
+	w.handed++
 	w.mu.Unlock()
 	wk.jobs <- job{l: l}
 	return true

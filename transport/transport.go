@@ -131,6 +131,23 @@ type Activity interface {
 	BytesReceived() uint64
 }
 
+// Arrivals is implemented by connections that can tell their reader of a
+// message that came while nobody waited in Recv. It lets the RPC layer leave
+// a connection unread for a while (a server running the call it just read,
+// a client between calls) without handing the reading to a goroutine that
+// waits in Recv: a hand-off is a goroutine wake-up per call, and here one
+// happens only when a message does come.
+type Arrivals interface {
+	// OnArrival arranges for f to be called once, at the next message
+	// delivered or when the connection ends, unless a message is queued
+	// already or it has ended: then it reports false and f is never
+	// called. f runs on the transport's goroutine, maybe with its locks
+	// held: it must not block or call into the connection. A later call
+	// replaces f; OnArrival(nil) cancels it, and once that returns the
+	// old f is not running and will not run.
+	OnArrival(f func()) bool
+}
+
 // Logged is implemented by listeners that log what they refuse (a failed
 // handshake, an oversized first frame, a temporary accept error). The RPC
 // server hands its own logger to the listener it serves, so those lines

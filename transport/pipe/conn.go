@@ -26,6 +26,7 @@ type queue struct {
 	bytes   int
 	stalled bool
 	changed chan struct{} // closed and replaced at every change
+	arrival func()        // the receiving end's OnArrival
 }
 
 func newQueue(max int) *queue { return &queue{max: max, changed: make(chan struct{})} }
@@ -34,6 +35,15 @@ func newQueue(max int) *queue { return &queue{max: max, changed: make(chan struc
 func (q *queue) notify() {
 	close(q.changed)
 	q.changed = make(chan struct{})
+}
+
+// arrived calls the receiving end's OnArrival callback: a message came, or
+// the pipe closed. Called with q.mu held.
+func (q *queue) arrived() {
+	if f := q.arrival; f != nil {
+		q.arrival = nil
+		f()
+	}
 }
 
 // Conn is one end of an in-memory connection.
@@ -117,6 +127,7 @@ func (c *Conn) enqueue(ctx context.Context, msg []byte) error {
 			q.bytes += len(msg)
 			c.peer.received.Add(uint64(len(msg)))
 			q.notify()
+			q.arrived()
 			q.mu.Unlock()
 			return nil
 		}
@@ -202,7 +213,25 @@ func (c *Conn) Close() error {
 	}
 	q.mu.Unlock()
 	c.closed.Set(transport.ErrClosed)
+	for _, q := range []*queue{c.in, c.out} { // both ends' readers
+		q.mu.Lock()
+		q.arrived()
+		q.mu.Unlock()
+	}
 	return nil
+}
+
+// OnArrival implements transport.Arrivals.
+func (c *Conn) OnArrival(f func()) bool {
+	q := c.in
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if f != nil && (len(q.msgs) > 0 || c.closed.IsSet()) {
+		q.arrival = nil
+		return false
+	}
+	q.arrival = f
+	return true
 }
 
 // Done is closed once either end has closed.
@@ -217,4 +246,5 @@ func (c *Conn) RemoteAddr() net.Addr { return c.remote }
 var (
 	_ transport.Conn     = (*Conn)(nil)
 	_ transport.Activity = (*Conn)(nil)
+	_ transport.Arrivals = (*Conn)(nil)
 )

@@ -524,7 +524,7 @@ func (c *conn) teardownShared() {
 	c.rmu.Lock()
 	c.rdone = true
 	c.asm.reset()
-	c.rwake.broadcast()
+	c.wakeReadersLocked()
 	if local {
 		c.lentBufs.Add(-int32(c.dropQueueLocked()))
 	}

@@ -85,7 +85,10 @@ func TestRPC(t *testing.T) {
 		LeakOptions: []goleak.Option{goleak.IgnoreAnyFunction("github.com/rdmarpc/rdmarpc/transport/rdma.watchStalls")}})
 }
 
-var _ transport.Activity = (*conn)(nil)
+var (
+	_ transport.Activity = (*conn)(nil)
+	_ transport.Arrivals = (*conn)(nil)
+)
 
 // BytesReceived counts every fragment's payload as it completes: after a
 // fragmented message and a whole one arrive, it has grown by at least both.

@@ -30,6 +30,7 @@ type receiver struct {
 	rdone        bool     // nothing more will be delivered
 	rstop        bool     // the QP is going to ERR: its own receive queue takes no more posts
 	rwake        notifier // a message delivered, or the end
+	arrival      func()   // OnArrival's: called once at the next delivery or the end
 }
 
 func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
@@ -86,7 +87,31 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 // deliver queues a received message for Recv. Called with rmu held.
 func (c *conn) deliverLocked(b transport.Buffer) {
 	c.queue = append(c.queue, b)
+	c.wakeReadersLocked()
+}
+
+// wakeReadersLocked wakes the Recvs waiting, and the OnArrival callback:
+// a message was delivered, or nothing more will be. Called with rmu held.
+func (c *conn) wakeReadersLocked() {
 	c.rwake.broadcast()
+	if f := c.arrival; f != nil {
+		c.arrival = nil
+		f()
+	}
+}
+
+// OnArrival implements transport.Arrivals: f runs on whichever goroutine
+// delivers the next message (a Recv polling for its own, the poller),
+// with rmu held.
+func (c *conn) OnArrival(f func()) bool {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if f != nil && (len(c.queue) > 0 || c.rdone) {
+		c.arrival = nil
+		return false
+	}
+	c.arrival = f
+	return true
 }
 
 // repost posts data receive buffers again and owes the peer their credits.

@@ -189,7 +189,7 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 	c.rmu.Lock()
 	c.rdone = true
 	c.asm.reset()
-	c.rwake.broadcast()
+	c.wakeReadersLocked()
 	if local {
 		// Nobody will Recv these: forget them. (Not torn down yet: the
 		// check below frees the memory when nothing else is lent.)

@@ -70,6 +70,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ListenerAccept", s.testListenerAccept},
 		{"ManyConns", s.testManyConns},
 		{"Activity", s.testActivity},
+		{"Arrivals", s.testArrivals},
 		{"Logged", s.testLogged},
 	}
 	for _, tc := range tests {
@@ -883,6 +884,74 @@ func (s *suite) testActivity(t *testing.T) {
 			}
 			last = got
 		}
+	}
+}
+
+// testArrivals: a connection that implements transport.Arrivals calls the
+// callback once for the next message that arrives while nobody is in Recv,
+// refuses (false) while a message is queued, forgets a cancelled callback,
+// and calls it when the peer closes. Transports without it skip.
+func (s *suite) testArrivals(t *testing.T) {
+	client, server := s.pair(t)
+	ctx := s.ctx(t)
+	arr, ok := server.(transport.Arrivals)
+	if !ok {
+		t.Skipf("%T does not implement transport.Arrivals", server)
+	}
+	calls := make(chan int, 8)
+	n := 0
+	f := func() { n++; calls <- n }
+	if !arr.OnArrival(f) {
+		t.Fatal("OnArrival with nothing queued reported false")
+	}
+	for i := range 2 {
+		if err := client.Send(ctx, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-calls:
+	case <-ctx.Done():
+		t.Fatal("a message arrived and the callback was not called")
+	}
+	// Queued: the reader would find it in Recv, so no callback is taken.
+	deadline := time.Now().Add(s.cfg.Timeout)
+	for arr.OnArrival(f) {
+		// The second message may not be delivered yet: cancel and retry.
+		arr.OnArrival(nil)
+		if time.Now().After(deadline) {
+			t.Fatal("OnArrival with a message queued kept reporting true")
+		}
+		runtime.Gosched()
+	}
+	for i := range 2 {
+		if b, err := recvCopy(ctx, server); err != nil || len(b) != 1 || b[0] != byte(i) {
+			t.Fatalf("Recv %d: %v, %v", i, b, err)
+		}
+	}
+	// A cancelled callback is not called for the next message.
+	if !arr.OnArrival(f) {
+		t.Fatal("OnArrival after the queue emptied reported false")
+	}
+	arr.OnArrival(nil)
+	if err := client.Send(ctx, []byte{2}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := recvCopy(ctx, server); err != nil || len(b) != 1 {
+		t.Fatalf("Recv: %v, %v", b, err)
+	}
+	// The end is an arrival too.
+	if !arr.OnArrival(f) {
+		t.Fatal("OnArrival on an empty open connection reported false")
+	}
+	client.Close()
+	select {
+	case <-calls:
+	case <-ctx.Done():
+		t.Fatal("the peer closed and the callback was not called")
+	}
+	if got := len(calls); got != 0 || n != 2 {
+		t.Fatalf("the callback ran %d times, want 2 (once per arrival it was set for)", n)
 	}
 }
 
