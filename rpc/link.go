@@ -362,11 +362,19 @@ func (l *link) flushControl() error {
 }
 
 // sendControl sends one control frame. A peer that cannot take even a
-// control frame within the keepalive timeout is as good as dead.
+// control frame within the keepalive timeout is as good as dead. No
+// control frame is a call waiting for its answer (a PING's PONG only has to
+// come within Timeout): it goes as a background send where the transport
+// has one, which spares both ends the spin for a quick reply.
 func (l *link) sendControl(frame []byte) error {
 	ctx, cancel := context.WithTimeout(l.ctx, l.ka.Timeout)
 	defer cancel()
-	err := l.tc.Send(ctx, frame)
+	var err error
+	if bs, ok := l.tc.(transport.BackgroundSender); ok {
+		err = bs.SendBackground(ctx, frame)
+	} else {
+		err = l.tc.Send(ctx, frame)
+	}
 	if err != nil && l.ctx.Err() == nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			st := status.Newf(codes.Unavailable, "peer %s took no control frame for %v", l.tc.RemoteAddr(), l.ka.Timeout)

@@ -131,6 +131,16 @@ type Activity interface {
 	BytesReceived() uint64
 }
 
+// BackgroundSender is implemented by connections whose Send prepares for a
+// reply (rdma:// wakes the receiving goroutine to poll for it for about a
+// round trip). SendBackground sends msg as Send does, without that: for
+// messages nobody waits on an answer to soon — an RPC connection's control
+// frames, keepalive's PING and PONG among them — where the preparation is
+// only CPU spent at both ends (an idle connection's keepalive round).
+type BackgroundSender interface {
+	SendBackground(ctx context.Context, msg []byte) error
+}
+
 // Logged is implemented by listeners that log what they refuse (a failed
 // handshake, an oversized first frame, a temporary accept error). The RPC
 // server hands its own logger to the listener it serves, so those lines

@@ -60,7 +60,21 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 		return err
 	}
 	defer c.giveTurn()
-	return c.sendMessage(ctx, msg)
+	return c.sendMessage(ctx, msg, true)
+}
+
+// SendBackground is Send for a message no reply is awaited to soon
+// (transport.BackgroundSender): the receiver is not roused to spin for one
+// and the round trip is not timed.
+func (c *conn) SendBackground(ctx context.Context, msg []byte) error {
+	if err := c.checkSend(ctx, len(msg)); err != nil {
+		return err
+	}
+	if err := c.takeTurn(ctx); err != nil {
+		return err
+	}
+	defer c.giveTurn()
+	return c.sendMessage(ctx, msg, false)
 }
 
 // takeTurn waits for the right to send a message.
@@ -106,7 +120,8 @@ func (c *conn) giveTurn() { <-c.turn }
 // sendMessage sends msg, fragmented when larger than one peer buffer. When
 // ctx ends between fragments the message is abandoned: the next message
 // starts with an abort, and the peer drops what it received of this one.
-func (c *conn) sendMessage(ctx context.Context, msg []byte) error {
+// With awaited, a reply is expected: the receiver is roused to poll for it.
+func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error {
 	b := int(c.peer.bufSize)
 	n := fragments(len(msg), b)
 	for i := range n {
@@ -142,8 +157,10 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte) error {
 			return err
 		}
 	}
-	c.noteSent(n > 1)
-	c.rouseReceiver(n > 1)
+	if awaited {
+		c.noteSent(n > 1)
+		c.rouseReceiver(n > 1)
+	}
 	if n > 1 {
 		c.t.counters.fragmentsSent.Add(uint64(n))
 	}

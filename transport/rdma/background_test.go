@@ -1,0 +1,56 @@
+package rdma
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rdmarpc/rdmarpc/transport"
+)
+
+var _ transport.BackgroundSender = (*conn)(nil)
+
+// TestSendBackground: a background send is delivered like any other, but
+// leaves the sender expecting no reply (its receiver is not roused to spin
+// for one, the round trip is not timed); Send does expect one.
+func TestSendBackground(t *testing.T) {
+	ip := guestIP(t)
+	tr := New(Options{})
+	client, server, _ := pair(t, tr, ip)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, bg := range []bool{true, false, true} {
+		msg := []byte{byte(i), 'p', 'i', 'n', 'g'}
+		var err error
+		if bg {
+			err = client.SendBackground(ctx, msg)
+		} else {
+			err = client.Send(ctx, msg)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := client.expect.Load(); got != !bg {
+			t.Errorf("message %d (background %v): the sender expects a reply: %v", i, bg, got)
+		}
+		b, err := server.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b.Bytes()) != string(msg) {
+			t.Errorf("message %d: got %q, want %q", i, b.Bytes(), msg)
+		}
+		b.Release()
+		// The reply (to the Send) clears the expectation before the next.
+		if err := server.SendBackground(ctx, []byte("pong")); err != nil {
+			t.Fatal(err)
+		}
+		if b, err = client.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.Release()
+		if client.expect.Load() {
+			t.Errorf("message %d: still expecting a reply after one arrived", i)
+		}
+	}
+}
