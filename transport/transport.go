@@ -131,12 +131,14 @@ type Activity interface {
 	BytesReceived() uint64
 }
 
-// BackgroundSender is implemented by connections whose Send prepares for a
-// reply (rdma:// wakes the receiving goroutine to poll for it for about a
-// round trip). SendBackground sends msg as Send does, without that: for
-// messages nobody waits on an answer to soon — an RPC connection's control
-// frames, keepalive's PING and PONG among them — where the preparation is
-// only CPU spent at both ends (an idle connection's keepalive round).
+// BackgroundSender is implemented by connections that can send a message
+// more cheaply when nobody waits on its answer soon and a Close right after
+// may drop it: keepalive's PING and PONG (a connection being closed needs
+// neither), which are all an idle RPC connection sends. rdma:// then does
+// not rouse the receiving goroutine to poll for a reply, and asks for no
+// completion of a small message (one completion event less at each end).
+// SendBackground is Send otherwise; unlike Send, a message whose
+// SendBackground returned before Close may be lost by Close.
 type BackgroundSender interface {
 	SendBackground(ctx context.Context, msg []byte) error
 }

@@ -10,13 +10,25 @@ import (
 
 var _ transport.BackgroundSender = (*conn)(nil)
 
+// lastSignaled reports whether c's newest send asked for a completion
+// (completions do not change the count of unsignaled sends since).
+func lastSignaled(c *conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unsignaled == 0
+}
+
 // TestSendBackground: a background send is delivered like any other, but
 // leaves the sender expecting no reply (its receiver is not roused to spin
-// for one, the round trip is not timed); Send does expect one.
+// for one, the round trip is not timed) and, sent inline, asks for no
+// completion; Send does both.
 func TestSendBackground(t *testing.T) {
 	ip := guestIP(t)
 	tr := New(Options{})
 	client, server, _ := pair(t, tr, ip)
+	if client.maxInline < 8 {
+		t.Skipf("the device sends at most %d bytes inline", client.maxInline)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i, bg := range []bool{true, false, true} {
@@ -32,6 +44,9 @@ func TestSendBackground(t *testing.T) {
 		}
 		if got := client.expect.Load(); got != !bg {
 			t.Errorf("message %d (background %v): the sender expects a reply: %v", i, bg, got)
+		}
+		if got := lastSignaled(client); got != !bg {
+			t.Errorf("message %d (background %v): signaled %v", i, bg, got)
 		}
 		b, err := server.Recv(ctx)
 		if err != nil {
@@ -53,4 +68,21 @@ func TestSendBackground(t *testing.T) {
 			t.Errorf("message %d: still expecting a reply after one arrived", i)
 		}
 	}
+	// Too large to go inline: it holds a slot, so it asks for its
+	// completion even in the background.
+	big := make([]byte, client.maxInline+1)
+	if err := client.SendBackground(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	if !lastSignaled(client) {
+		t.Errorf("a background send of %d bytes (inline at most %d) asked for no completion", len(big), client.maxInline)
+	}
+	b, err := server.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() != len(big) {
+		t.Errorf("got %d bytes, want %d", b.Len(), len(big))
+	}
+	b.Release()
 }

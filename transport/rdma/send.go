@@ -63,9 +63,13 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 	return c.sendMessage(ctx, msg, true)
 }
 
-// SendBackground is Send for a message no reply is awaited to soon
-// (transport.BackgroundSender): the receiver is not roused to spin for one
-// and the round trip is not timed.
+// SendBackground is Send for a message no reply is awaited to soon, which
+// Close may drop (transport.BackgroundSender): the receiver is not roused to
+// spin for one, the round trip is not timed, and a message sent inline asks
+// for no completion unless signalLocked's other rules want one (its
+// send-queue entry comes back with a later send's completion; it holds no
+// slot). An idle connection's keepalive round then costs no send
+// completion, and its event, at either end.
 func (c *conn) SendBackground(ctx context.Context, msg []byte) error {
 	if err := c.checkSend(ctx, len(msg)); err != nil {
 		return err
@@ -153,7 +157,10 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error 
 			binary.BigEndian.PutUint32(mem, uint32(len(msg)))
 		}
 		copy(mem[head:], part)
-		if err := c.post(slot, k, head+len(part), i == n-1); err != nil {
+		// The end of a message asks for its completion (signalLocked),
+		// but that of a small background one: it goes inline.
+		last := i == n-1 && (awaited || n > 1 || len(part) > c.maxInline)
+		if err := c.post(slot, k, head+len(part), last); err != nil {
 			return err
 		}
 	}
