@@ -20,8 +20,8 @@ func lastSignaled(c *conn) bool {
 
 // TestSendBackground: a background send is delivered like any other, but
 // leaves the sender expecting no reply (its receiver is not roused to spin
-// for one, the round trip is not timed) and, sent inline, asks for no
-// completion; Send does both.
+// for one, the round trip is not timed) and, sent inline after sends that
+// all asked for a completion, asks for none; Send does both.
 func TestSendBackground(t *testing.T) {
 	ip := guestIP(t)
 	tr := New(Options{})
@@ -67,6 +67,19 @@ func TestSendBackground(t *testing.T) {
 		if client.expect.Load() {
 			t.Errorf("message %d: still expecting a reply after one arrived", i)
 		}
+	}
+	// The last send asked for no completion: the next asks for one, or a
+	// slot an earlier unsignaled send holds could wait on it forever.
+	if err := client.SendBackground(ctx, []byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	if !lastSignaled(client) {
+		t.Error("two background sends in a row asked for no completion")
+	}
+	if b, err := server.Recv(ctx); err != nil {
+		t.Fatal(err)
+	} else {
+		b.Release()
 	}
 	// Too large to go inline: it holds a slot, so it asks for its
 	// completion even in the background.

@@ -65,11 +65,10 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 
 // SendBackground is Send for a message no reply is awaited to soon, which
 // Close may drop (transport.BackgroundSender): the receiver is not roused to
-// spin for one, the round trip is not timed, and a message sent inline asks
-// for no completion unless signalLocked's other rules want one (its
-// send-queue entry comes back with a later send's completion; it holds no
-// slot). An idle connection's keepalive round then costs no send
-// completion, and its event, at either end.
+// spin for one, the round trip is not timed, and a message sent inline
+// after sends that all asked for a completion asks for none (see post). An
+// idle connection's keepalive round then costs no send completion, and its
+// event, at either end.
 func (c *conn) SendBackground(ctx context.Context, msg []byte) error {
 	if err := c.checkSend(ctx, len(msg)); err != nil {
 		return err
@@ -110,7 +109,7 @@ func (c *conn) takeTurn(ctx context.Context) error {
 			<-c.turn
 			return err
 		}
-		if err := c.post(-1, kindAbort, 0, false); err != nil {
+		if err := c.post(-1, kindAbort, 0, false, false); err != nil {
 			<-c.turn
 			return err
 		}
@@ -157,10 +156,7 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error 
 			binary.BigEndian.PutUint32(mem, uint32(len(msg)))
 		}
 		copy(mem[head:], part)
-		// The end of a message asks for its completion (signalLocked),
-		// but that of a small background one: it goes inline.
-		last := i == n-1 && (awaited || n > 1 || len(part) > c.maxInline)
-		if err := c.post(slot, k, head+len(part), last); err != nil {
+		if err := c.post(slot, k, head+len(part), i == n-1, !awaited); err != nil {
 			return err
 		}
 	}
@@ -241,8 +237,8 @@ func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 }
 
 // post sends a reserved data message of n bytes from slot, with the credits
-// owed piggybacked.
-func (c *conn) post(slot int32, k kind, n int, last bool) error {
+// owed piggybacked. quiet is a background send (SendBackground).
+func (c *conn) post(slot int32, k kind, n int, last, quiet bool) error {
 	c.mu.Lock()
 	c.rmu.Lock()
 	imm := c.outImmLocked(k) // the credits owed, and lent (lend.go)
@@ -251,7 +247,14 @@ func (c *conn) post(slot int32, k kind, n int, last bool) error {
 	// come back (signalLocked); at the end of a message nobody else waits
 	// to follow, so an idle connection has nothing unreaped and Close
 	// knows when all is sent.
-	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last), Imm: imm, HasImm: true}
+	//
+	// A background send may end its message without one when it goes
+	// inline (it holds no slot) and every send before it asked for one
+	// (no slot waits on a completion it would have to bring): it keeps a
+	// send-queue entry until a later send's completion, and the rules of
+	// signalLocked still bound those.
+	quiet = quiet && n <= c.maxInline && c.unsignaled == 0
+	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last && !quiet), Imm: imm, HasImm: true}
 	ringSlot := slot
 	if slot >= 0 {
 		wr.MR, wr.Offset, _ = c.mem.locate(slot)
@@ -462,7 +465,7 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	c.unlend()
-	if err := c.post(slot, kindMessage, n, true); err != nil {
+	if err := c.post(slot, kindMessage, n, true, false); err != nil {
 		return err
 	}
 	c.noteSent(false)
