@@ -251,7 +251,9 @@ func TestScaleTable(t *testing.T) {
 	t.Logf("| N | side | %s |", strings.Join(head, " | "))
 	t.Logf("|---|---|%s", strings.Repeat("---|", len(costNames)))
 	for _, r := range costRows {
-		t.Log(r)
+		for _, side := range strings.Split(r, "\n") {
+			t.Log(side)
+		}
 	}
 }
 
@@ -369,6 +371,7 @@ func scaleRow(t *testing.T, n int, o Options) (row, costs string, _ error) {
 		n, float64(setup.Microseconds())/1000/float64(n), mib(c1.rssKiB), mib(s1.rssKiB),
 		float64(c1.registered)/(1<<20), float64(s1.registered)/(1<<20),
 		c1.fds, s1.fds, c1.goroutines, s1.goroutines, ticks(c0, c1), ticks(s0, s1), p50.Round(time.Microsecond))
-	costs = fmt.Sprintf("| %d | client | %s |\n| %d | server | %s |", n, perConn(c0, c1, n), n, perConn(s0, s1, n))
+	costs = fmt.Sprintf("| %d | client | %s |", n, perConn(c0, c1, n))
+	costs += "\n" + fmt.Sprintf("| %d | server | %s |", n, perConn(s0, s1, n))
 	return row, costs, nil
 }
