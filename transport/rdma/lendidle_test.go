@@ -29,9 +29,10 @@ func TestNoLendToIdlePeer(t *testing.T) {
 	const messages = 3
 	for i := range messages {
 		if i > 0 {
-			// Idle between messages for three times the give-back delay:
-			// the margin a loaded machine's late completion handling eats
-			// into, not a measure of speed.
+			// Idle between messages for longer than the give-back delay.
+			// The sleep is a lower bound, and the last message's use of
+			// the window was recorded before Recv returned it, so the two
+			// uses are at least that far apart however slow the machine.
 			time.Sleep(3 * giveBackIdle)
 		}
 		if err := client.Send(ctx, []byte("ping")); err != nil {
