@@ -330,12 +330,12 @@ func (l *link) flushControl() error {
 	l.goAwayOwed = nil
 	l.ctlMu.Unlock()
 	if pong {
-		if err := l.sendControl(wire.AppendPing(nil, true, uint64(time.Now().UnixNano()))); err != nil {
+		if err := l.sendKeepalive(wire.AppendPing(nil, true, uint64(time.Now().UnixNano()))); err != nil {
 			return err
 		}
 	}
 	if ping {
-		if err := l.sendControl(wire.AppendPing(nil, false, uint64(time.Now().UnixNano()))); err != nil {
+		if err := l.sendKeepalive(wire.AppendPing(nil, false, uint64(time.Now().UnixNano()))); err != nil {
 			return err
 		}
 	}
@@ -364,9 +364,25 @@ func (l *link) flushControl() error {
 // sendControl sends one control frame. A peer that cannot take even a
 // control frame within the keepalive timeout is as good as dead.
 func (l *link) sendControl(frame []byte) error {
+	return l.sendControlVia(l.tc.Send, frame)
+}
+
+// sendKeepalive sends a PING or PONG as a background send where the
+// transport has one (transport.BackgroundSender): nobody waits on its
+// answer soon (a PONG has Timeout to come) and a closing connection needs
+// neither, so rdma:// spares both ends the reader's spin for a quick reply
+// and the send's completion.
+func (l *link) sendKeepalive(frame []byte) error {
+	if bs, ok := l.tc.(transport.BackgroundSender); ok {
+		return l.sendControlVia(bs.SendBackground, frame)
+	}
+	return l.sendControl(frame)
+}
+
+func (l *link) sendControlVia(send func(context.Context, []byte) error, frame []byte) error {
 	ctx, cancel := context.WithTimeout(l.ctx, l.ka.Timeout)
 	defer cancel()
-	err := l.tc.Send(ctx, frame)
+	err := send(ctx, frame)
 	if err != nil && l.ctx.Err() == nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			st := status.Newf(codes.Unavailable, "peer %s took no control frame for %v", l.tc.RemoteAddr(), l.ka.Timeout)

@@ -148,6 +148,18 @@ type Arrivals interface {
 	OnArrival(f func()) bool
 }
 
+// BackgroundSender is implemented by connections that can send a message
+// more cheaply when nobody waits on its answer soon and a Close right after
+// may drop it: keepalive's PING and PONG (a connection being closed needs
+// neither), which are all an idle RPC connection sends. rdma:// then does
+// not rouse the receiving goroutine to poll for a reply, and asks for no
+// completion of a small message (one completion event less at each end).
+// SendBackground is Send otherwise; unlike Send, a message whose
+// SendBackground returned before Close may be lost by Close.
+type BackgroundSender interface {
+	SendBackground(ctx context.Context, msg []byte) error
+}
+
 // Logged is implemented by listeners that log what they refuse (a failed
 // handshake, an oversized first frame, a temporary accept error). The RPC
 // server hands its own logger to the listener it serves, so those lines

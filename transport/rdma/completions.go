@@ -169,6 +169,7 @@ func (c *conn) letGo() {
 	c.pl.Lock()
 	if !c.armed && !c.closing.Load() {
 		c.armed = true
+		c.t.counters.cqArms.Add(1)
 		if err := c.cq.ReqNotify(false); err != nil {
 			c.fail(fmt.Errorf("arming the completion queue: %w", err))
 		} else {
@@ -288,6 +289,7 @@ func (c *conn) poll() {
 			c.fail(fmt.Errorf("waiting for completions: %w", err))
 			break
 		}
+		c.t.counters.cqEvents.Add(1)
 		c.pl.Lock()
 		c.armed = false // the event is read
 		mine := c.pmu.TryLock()

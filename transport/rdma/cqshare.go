@@ -255,6 +255,7 @@ func (h *cqHub) poll() {
 		if g == nil {
 			continue
 		}
+		h.t.counters.cqEvents.Add(1)
 		g.pl.Lock()
 		g.armed = false // the event is read
 		mine := g.pmu.TryLock()
@@ -369,6 +370,7 @@ func (g *cqGroup) letGo(c *conn) {
 	g.pl.Lock()
 	if !g.armed && !g.hub.stopping.Load() {
 		g.armed = true
+		g.hub.t.counters.cqArms.Add(1)
 		if err := g.cq.ReqNotify(false); err != nil {
 			g.hub.t.o.Logger.Error("arming a shared completion queue", zap.Error(err))
 		} else {

@@ -54,9 +54,26 @@ func (c *conn) outImmLocked(k kind) uint32 {
 // up to as many again, at most RecvBuffers in all, from the pool's spare
 // buffers. The lend rides on the next message that returns credits.
 // Called with rmu held.
+//
+// At the guaranteed window it lends only to a busy peer: one that used the
+// window up before, within giveBackIdle. A peer that sends a message now
+// and then (an idle RPC connection's keepalive PING and PONG, one each per
+// 30 s) uses a window of 1 up with each, and a lend then cost two messages
+// more each way for nothing: the lend's credit-only return, and 500 ms
+// later the give-back and its return. A burst after an idle spell is lent
+// to from its second use of the window on. Lending less is always safe:
+// the peer goes on with what it holds.
 func (c *conn) lendLocked() {
 	if c.pool == nil || !c.lends || !c.led.Exhausted() || c.led.LendOwed() > 0 {
 		return
+	}
+	if c.led.Lent() == 0 {
+		now := time.Since(c.epoch)
+		prev := c.exhaustedAt
+		c.exhaustedAt = now
+		if prev == 0 || now-prev >= giveBackIdle {
+			return
+		}
 	}
 	want := min(c.led.Recvs(), c.o.RecvBuffers-c.led.Recvs(), credit.MaxLend)
 	if want <= 0 {

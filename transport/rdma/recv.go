@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -25,12 +26,13 @@ type receiver struct {
 	unposted     []int32            // released receive buffers waiting to be posted in a batch
 	spare        []int32            // a slice for taking unposted ones, reused
 	releaseBatch int
-	detached     bool     // left the shared pool (teardown): reposts give commitments back
-	orphans      []int32  // shared buffers dropped from the queue at teardown, to post again
-	rdone        bool     // nothing more will be delivered
-	rstop        bool     // the QP is going to ERR: its own receive queue takes no more posts
-	rwake        notifier // a message delivered, or the end
-	arrival      func()   // OnArrival's: called once at the next delivery or the end
+	detached     bool          // left the shared pool (teardown): reposts give commitments back
+	orphans      []int32       // shared buffers dropped from the queue at teardown, to post again
+	rdone        bool          // nothing more will be delivered
+	rstop        bool          // the QP is going to ERR: its own receive queue takes no more posts
+	rwake        notifier      // a message delivered, or the end
+	arrival      func()        // OnArrival's: called once at the next delivery or the end
+	exhaustedAt  time.Duration // since epoch, when the peer last used the guaranteed window up (lendLocked)
 }
 
 func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {

@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,23 +64,78 @@ func scaleKeepaliveParams(on bool) rpc.Keepalive {
 // once per side (24 KiB per connection before the arena).
 var scaleOptions = Options{Receive: ReceivePerConnection, BufferSize: 4096, RecvBuffers: 2, SendSlots: 2}
 
-// procStats is what one process holds.
+// procStats is what one process holds, and running totals of what it did
+// (the idle window's share of them, per connection, is what one keepalive
+// round costs).
 type procStats struct {
 	rssKiB     int64
 	registered uint64
 	fds        int
 	goroutines int
 	cpuTicks   int64 // user + system, in clock ticks
+	costs      [len(costNames)]uint64
 }
 
+// costNames are the running totals the idle table shows per connection:
+// transport counters (messages sent, credit-only messages among them, send
+// and receive completions, completion queues armed, completion events
+// read), then the process's cgo calls, heap allocations, estimated
+// goroutine wake-ups and context switches.
+var costNames = [...]string{"messages_sent", "credit_only_sent", "send_completions", "recv_completions", "cq_arms", "cq_events", "cgo", "allocs", "wakeups", "csw"}
+
 func (s procStats) String() string {
-	return fmt.Sprintf("%d %d %d %d %d", s.rssKiB, s.registered, s.fds, s.goroutines, s.cpuTicks)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %d %d %d %d", s.rssKiB, s.registered, s.fds, s.goroutines, s.cpuTicks)
+	for _, v := range s.costs {
+		fmt.Fprintf(&b, " %d", v)
+	}
+	return b.String()
 }
 
 func parseStats(line string) (procStats, error) {
 	var s procStats
-	_, err := fmt.Sscanf(line, "%d %d %d %d %d", &s.rssKiB, &s.registered, &s.fds, &s.goroutines, &s.cpuTicks)
+	f := strings.Fields(line)
+	if len(f) != 5+len(s.costs) {
+		return s, fmt.Errorf("stats line %q: want %d fields", line, 5+len(s.costs))
+	}
+	_, err := fmt.Sscanf(strings.Join(f[:5], " "), "%d %d %d %d %d", &s.rssKiB, &s.registered, &s.fds, &s.goroutines, &s.cpuTicks)
+	for i := range s.costs {
+		if err == nil {
+			s.costs[i], err = strconv.ParseUint(f[5+i], 10, 64)
+		}
+	}
 	return s, err
+}
+
+// readCosts fills s.costs from tr's counters and the runtime.
+func (s *procStats) readCosts(tr *Transport) {
+	c := tr.Counters()
+	for i, n := range costNames[:6] {
+		s.costs[i] = c[n]
+	}
+	m := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/sched/latencies:seconds"}}
+	metrics.Read(m)
+	var lat uint64
+	if m[1].Value.Kind() == metrics.KindFloat64Histogram {
+		for _, n := range m[1].Value.Float64Histogram().Counts {
+			lat += n
+		}
+	}
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	// The runtime records the scheduling latency of one goroutine
+	// transition in 8: times 8, the wake-ups (as bench/costs.go).
+	s.costs[6], s.costs[7], s.costs[8], s.costs[9] = uint64(runtime.NumCgoCall()), m[0].Value.Uint64(), 8*lat, uint64(ru.Nvcsw+ru.Nivcsw)
+}
+
+// perConn is the idle window's costs (b minus a) per connection, as table
+// cells.
+func perConn(a, b procStats, n int) string {
+	var cells []string
+	for i := range a.costs {
+		cells = append(cells, fmt.Sprintf("%.2f", float64(b.costs[i]-a.costs[i])/float64(n)))
+	}
+	return strings.Join(cells, " | ")
 }
 
 // selfStats reads this process's numbers from /proc.
@@ -113,6 +170,7 @@ func selfStats(tr *Transport) (procStats, error) {
 	s.fds = len(fds)
 	s.goroutines = runtime.NumGoroutine()
 	s.registered = tr.Gauges()["registered_bytes"]
+	s.readCosts(tr)
 	return s, nil
 }
 
@@ -165,19 +223,19 @@ func TestScaleTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []string
+	var rows, costRows []string
 	for _, f := range strings.Split(*scaleN, ",") {
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 {
 			t.Fatalf("-scale.n: %q is not a count", f)
 		}
-		row, err := scaleRow(t, n, o)
+		row, costRow, err := scaleRow(t, n, o)
 		if err != nil {
 			t.Logf("N=%d: %v", n, err)
 			rows = append(rows, fmt.Sprintf("| %d | failed: %v |", n, err))
 			break
 		}
-		rows = append(rows, row)
+		rows, costRows = append(rows, row), append(costRows, costRow)
 		t.Log(row)
 	}
 	t.Logf("keepalive on: %v; -scale.opts=%s: Options %+v per side (-rdma.completions=%q)", *scaleKeepalive, *scaleOpts, o, *completionsFlag)
@@ -186,9 +244,21 @@ func TestScaleTable(t *testing.T) {
 	for _, r := range rows {
 		t.Log(r)
 	}
+	t.Logf("Per connection over the idle interval (%v), client / server:", *scaleIdle)
+	var head []string
+	for _, n := range costNames {
+		head = append(head, n)
+	}
+	t.Logf("| N | side | %s |", strings.Join(head, " | "))
+	t.Logf("|---|---|%s", strings.Repeat("---|", len(costNames)))
+	for _, r := range costRows {
+		for _, side := range strings.Split(r, "\n") {
+			t.Log(side)
+		}
+	}
 }
 
-func scaleRow(t *testing.T, n int, o Options) (string, error) {
+func scaleRow(t *testing.T, n int, o Options) (row, costs string, _ error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestScaleHelperServer$", "-rdma.completions="+*completionsFlag)
 	cmd.Env = append(os.Environ(), "RDMARPC_HELPER=scale", "RDMARPC_SCALE_OPTS="+*scaleOpts)
 	if !*scaleKeepalive {
@@ -197,19 +267,19 @@ func scaleRow(t *testing.T, n int, o Options) (string, error) {
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if err := cmd.Start(); err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer func() { stdin.Close(); _ = cmd.Wait() }()
 	lines := bufio.NewScanner(stdout)
 	if !lines.Scan() {
-		return "", fmt.Errorf("the helper printed no address")
+		return "", "", fmt.Errorf("the helper printed no address")
 	}
 	target := "rdma://" + lines.Text()
 	serverStats := func() (procStats, error) {
@@ -253,44 +323,44 @@ func scaleRow(t *testing.T, n int, o Options) (string, error) {
 	setup := time.Since(start)
 	close(errs)
 	if err := <-errs; err != nil {
-		return "", err
+		return "", "", err
 	}
 
 	c0, err := selfStats(tr)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	s0, err := serverStats()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	time.Sleep(*scaleIdle) // the idle interval measured
 	c1, err := selfStats(tr)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	s1, err := serverStats()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 
 	extra, err := rpc.Dial(ctx, target, rpc.WithTransport(tr), rpc.WithKeepalive(scaleKeepaliveParams(*scaleKeepalive)))
 	if err != nil {
-		return "", fmt.Errorf("the extra connection: %w", err)
+		return "", "", fmt.Errorf("the extra connection: %w", err)
 	}
 	defer extra.Close()
 	var gc0, gc1 runtime.MemStats
 	runtime.ReadMemStats(&gc0)
 	p50, err := echoP50(ctx, extra, *scaleEchoes)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	runtime.ReadMemStats(&gc1)
 	// The same echoes on one of the N connections: whether a cost is the
 	// extra connection's (a new QP on a full CQ) or the process's.
 	old, err := echoP50(ctx, ccs[n/2], *scaleEchoes)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	t.Logf("N=%d: echo p50 on connection %d of the N: %v; client GCs during the extra connection's %d echoes: %d",
 		n, n/2, old.Round(time.Microsecond), *scaleEchoes, gc1.NumGC-gc0.NumGC)
@@ -299,10 +369,13 @@ func scaleRow(t *testing.T, n int, o Options) (string, error) {
 		return fmt.Sprintf("%.1f%%", float64(b.cpuTicks-a.cpuTicks)/100/scaleIdle.Seconds()*100) // 100 ticks/s
 	}
 	mib := func(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
-	return fmt.Sprintf("| %d | %.1f ms | %s | %s | %.1f MiB | %.1f MiB | %d / %d | %d / %d | %s / %s | %v |",
+	row = fmt.Sprintf("| %d | %.1f ms | %s | %s | %.1f MiB | %.1f MiB | %d / %d | %d / %d | %s / %s | %v |",
 		n, float64(setup.Microseconds())/1000/float64(n), mib(c1.rssKiB), mib(s1.rssKiB),
 		float64(c1.registered)/(1<<20), float64(s1.registered)/(1<<20),
-		c1.fds, s1.fds, c1.goroutines, s1.goroutines, ticks(c0, c1), ticks(s0, s1), p50.Round(time.Microsecond)), nil
+		c1.fds, s1.fds, c1.goroutines, s1.goroutines, ticks(c0, c1), ticks(s0, s1), p50.Round(time.Microsecond))
+	costs = fmt.Sprintf("| %d | client | %s |", n, perConn(c0, c1, n))
+	costs += "\n" + fmt.Sprintf("| %d | server | %s |", n, perConn(s0, s1, n))
+	return row, costs, nil
 }
 
 // echoP50 is the p50 round trip of n 64-byte echoes on cc, after 20 of

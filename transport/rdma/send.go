@@ -60,7 +60,24 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 		return err
 	}
 	defer c.giveTurn()
-	return c.sendMessage(ctx, msg)
+	return c.sendMessage(ctx, msg, true)
+}
+
+// SendBackground is Send for a message no reply is awaited to soon, which
+// Close may drop (transport.BackgroundSender): the receiver is not roused to
+// spin for one, the round trip is not timed, and a message sent inline
+// after sends that all asked for a completion asks for none (see post). An
+// idle connection's keepalive round then costs no send completion, and its
+// event, at either end.
+func (c *conn) SendBackground(ctx context.Context, msg []byte) error {
+	if err := c.checkSend(ctx, len(msg)); err != nil {
+		return err
+	}
+	if err := c.takeTurn(ctx); err != nil {
+		return err
+	}
+	defer c.giveTurn()
+	return c.sendMessage(ctx, msg, false)
 }
 
 // takeTurn waits for the right to send a message.
@@ -92,7 +109,7 @@ func (c *conn) takeTurn(ctx context.Context) error {
 			<-c.turn
 			return err
 		}
-		if err := c.post(-1, kindAbort, 0, false); err != nil {
+		if err := c.post(-1, kindAbort, 0, false, false); err != nil {
 			<-c.turn
 			return err
 		}
@@ -106,7 +123,8 @@ func (c *conn) giveTurn() { <-c.turn }
 // sendMessage sends msg, fragmented when larger than one peer buffer. When
 // ctx ends between fragments the message is abandoned: the next message
 // starts with an abort, and the peer drops what it received of this one.
-func (c *conn) sendMessage(ctx context.Context, msg []byte) error {
+// With awaited, a reply is expected: the receiver is roused to poll for it.
+func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error {
 	b := int(c.peer.bufSize)
 	n := fragments(len(msg), b)
 	for i := range n {
@@ -138,12 +156,14 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte) error {
 			binary.BigEndian.PutUint32(mem, uint32(len(msg)))
 		}
 		copy(mem[head:], part)
-		if err := c.post(slot, k, head+len(part), i == n-1); err != nil {
+		if err := c.post(slot, k, head+len(part), i == n-1, !awaited); err != nil {
 			return err
 		}
 	}
-	c.noteSent(n > 1)
-	c.rouseReceiver(n > 1)
+	if awaited {
+		c.noteSent(n > 1)
+		c.rouseReceiver(n > 1)
+	}
 	if n > 1 {
 		c.t.counters.fragmentsSent.Add(uint64(n))
 	}
@@ -217,8 +237,8 @@ func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 }
 
 // post sends a reserved data message of n bytes from slot, with the credits
-// owed piggybacked.
-func (c *conn) post(slot int32, k kind, n int, last bool) error {
+// owed piggybacked. quiet is a background send (SendBackground).
+func (c *conn) post(slot int32, k kind, n int, last, quiet bool) error {
 	c.mu.Lock()
 	c.rmu.Lock()
 	imm := c.outImmLocked(k) // the credits owed, and lent (lend.go)
@@ -227,7 +247,14 @@ func (c *conn) post(slot int32, k kind, n int, last bool) error {
 	// come back (signalLocked); at the end of a message nobody else waits
 	// to follow, so an idle connection has nothing unreaped and Close
 	// knows when all is sent.
-	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last), Imm: imm, HasImm: true}
+	//
+	// A background send may end its message without one when it goes
+	// inline (it holds no slot) and every send before it asked for one
+	// (no slot waits on a completion it would have to bring): it keeps a
+	// send-queue entry until a later send's completion, and the rules of
+	// signalLocked still bound those.
+	quiet = quiet && n <= c.maxInline && c.unsignaled == 0
+	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last && !quiet), Imm: imm, HasImm: true}
 	ringSlot := slot
 	if slot >= 0 {
 		wr.MR, wr.Offset, _ = c.mem.locate(slot)
@@ -438,7 +465,7 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 	c.handOffLendLocked(c.o.SendSlots)
 	c.mu.Unlock()
 	c.unlend()
-	if err := c.post(slot, kindMessage, n, true); err != nil {
+	if err := c.post(slot, kindMessage, n, true, false); err != nil {
 		return err
 	}
 	c.noteSent(false)

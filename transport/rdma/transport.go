@@ -397,6 +397,8 @@ type counters struct {
 	sendsPosted, recvsPosted atomic.Uint64
 	sendCompletions          atomic.Uint64
 	recvCompletions          atomic.Uint64
+	cqArms                   atomic.Uint64 // completion queues armed (req_notify)
+	cqEvents                 atomic.Uint64 // completion events read by a poller goroutine
 	messagesSent, received   atomic.Uint64
 	fragmentsSent            atomic.Uint64
 	protocolErrors           atomic.Uint64
@@ -435,6 +437,8 @@ func (c *counters) snapshot() map[string]uint64 {
 		"recvs_posted":        c.recvsPosted.Load(),
 		"send_completions":    c.sendCompletions.Load(),
 		"recv_completions":    c.recvCompletions.Load(),
+		"cq_arms":             c.cqArms.Load(),
+		"cq_events":           c.cqEvents.Load(),
 		"messages_sent":       c.messagesSent.Load(),
 		"messages_received":   c.received.Load(),
 		"fragments_sent":      c.fragmentsSent.Load(),

@@ -66,6 +66,9 @@ func (l *Ledger) Threshold() int { return l.threshold }
 // Recvs returns the peer's window: the guaranteed one plus what is lent.
 func (l *Ledger) Recvs() int { return l.recvs }
 
+// Lent returns the credits of the peer's window beyond the guaranteed one.
+func (l *Ledger) Lent() int { return l.recvs - l.base }
+
 // Lend grows the peer's window by n credits, committed from the pool by the
 // caller, and owes the peer the news (TakeLend). Lend only when Exhausted,
 // nothing lent is still untold, and n is at most the window: then the
