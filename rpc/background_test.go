@@ -2,14 +2,17 @@ package rpc_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rdmarpc/rdmarpc/rpc"
+	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/keepalive"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
+	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/pipe"
 )
@@ -98,5 +101,44 @@ func TestKeepaliveSendsInBackground(t *testing.T) {
 		if p, q := x.n.send[ping].Load(), x.n.send[pong].Load(); p != 0 || q != 0 {
 			t.Errorf("the %s sent %d PINGs and %d PONGs with Send, want them all in the background", x.side, p, q)
 		}
+	}
+}
+
+// stuckPings is a transport whose dialed connections take no keepalive
+// PING: its send waits until its context ends, as over rdma:// when the
+// peer returns no credit.
+type stuckPings struct{ transport.Transport }
+
+type stuckPingConn struct{ transport.Conn }
+
+func (s stuckPings) Dial(ctx context.Context, addr string) (transport.Conn, error) {
+	c, err := s.Transport.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return stuckPingConn{c}, nil
+}
+
+func (c stuckPingConn) SendBackground(ctx context.Context, msg []byte) error {
+	if kindOf(msg) == int(wire.KindPing) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return c.Conn.Send(ctx, msg)
+}
+
+// TestKeepaliveUnsentPing: a peer that does not take the keepalive's PING
+// within Timeout is closed as keepalive's, and the calls on it say so
+// (TestSharedRPC/KeepaliveDeadServer over shared receive queues got
+// "took no control frame" when the silent server lent no credit for the
+// PING).
+func TestKeepaliveUnsentPing(t *testing.T) {
+	g := newGate()
+	defer g.open()
+	s := startServer(t, stuckPings{pipe.New(pipe.Options{})}, g)
+	_, c := s.dial(t, rpc.WithKeepalive(rpc.Keepalive{Time: 10 * time.Millisecond, Timeout: 100 * time.Millisecond}))
+	_, err := c.Block(testCtx(t), &testpb.BlockRequest{})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "keepalive") {
+		t.Fatalf("a call on a connection whose PING is never taken: %v, want Unavailable naming keepalive", err)
 	}
 }

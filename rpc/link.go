@@ -364,7 +364,7 @@ func (l *link) flushControl() error {
 // sendControl sends one control frame. A peer that cannot take even a
 // control frame within the keepalive timeout is as good as dead.
 func (l *link) sendControl(frame []byte) error {
-	return l.sendControlVia(l.tc.Send, frame)
+	return l.sendControlVia(l.tc.Send, frame, "control frame")
 }
 
 // sendKeepalive sends a PING or PONG as a background send where the
@@ -372,20 +372,24 @@ func (l *link) sendControl(frame []byte) error {
 // answer soon (a PONG has Timeout to come) and a closing connection needs
 // neither, so rdma:// spares both ends the reader's spin for a quick reply
 // and the send's completion.
+// A peer that takes no PING or PONG is closed as keepalive's: the error
+// says so, as when a PONG does not come.
 func (l *link) sendKeepalive(frame []byte) error {
+	send := l.tc.Send
 	if bs, ok := l.tc.(transport.BackgroundSender); ok {
-		return l.sendControlVia(bs.SendBackground, frame)
+		send = bs.SendBackground
 	}
-	return l.sendControl(frame)
+	return l.sendControlVia(send, frame, "keepalive frame")
 }
 
-func (l *link) sendControlVia(send func(context.Context, []byte) error, frame []byte) error {
+// sendControlVia sends frame, a what, with send.
+func (l *link) sendControlVia(send func(context.Context, []byte) error, frame []byte, what string) error {
 	ctx, cancel := context.WithTimeout(l.ctx, l.ka.Timeout)
 	defer cancel()
 	err := send(ctx, frame)
 	if err != nil && l.ctx.Err() == nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			st := status.Newf(codes.Unavailable, "peer %s took no control frame for %v", l.tc.RemoteAddr(), l.ka.Timeout)
+			st := status.Newf(codes.Unavailable, "peer %s took no %s for %v", l.tc.RemoteAddr(), what, l.ka.Timeout)
 			if l.close(st) {
 				l.log.Info("closing a connection whose peer does not read", zap.Stringer("peer", l.tc.RemoteAddr()), zap.Duration("timeout", l.ka.Timeout))
 			}
