@@ -223,7 +223,9 @@ func TestKeepaliveWhileCallerReads(t *testing.T) {
 	g := newGate()
 	s := startServer(t, pipe.New(pipe.Options{}), g,
 		rpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Nanosecond, PermitWithoutStream: true}))
-	ka := rpc.Keepalive{Time: 20 * time.Millisecond, Timeout: 20 * time.Millisecond}
+	// Timeout is a margin for a loaded machine: pongs that are never
+	// read still end the call, only later.
+	ka := rpc.Keepalive{Time: 20 * time.Millisecond, Timeout: 200 * time.Millisecond}
 	cc, c := s.dial(t, rpc.WithKeepalive(ka))
 	ctx := testCtx(t)
 	if _, err := c.Echo(ctx, &testpb.EchoRequest{}); err != nil {
