@@ -924,6 +924,12 @@ func (s *suite) testArrivals(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
+	// The second message may have arrived between a retry's OnArrival(f)
+	// and its cancel, and been reported: a call that counts.
+	want := 2 + len(calls)
+	for len(calls) > 0 {
+		<-calls
+	}
 	for i := range 2 {
 		if b, err := recvCopy(ctx, server); err != nil || len(b) != 1 || b[0] != byte(i) {
 			t.Fatalf("Recv %d: %v, %v", i, b, err)
@@ -950,8 +956,8 @@ func (s *suite) testArrivals(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the peer closed and the callback was not called")
 	}
-	if got := len(calls); got != 0 || n != 2 {
-		t.Fatalf("the callback ran %d times, want 2 (once per arrival it was set for)", n)
+	if got := len(calls); got != 0 || n != want {
+		t.Fatalf("the callback ran %d times, want %d (once per arrival it was set for)", n, want)
 	}
 }
 
