@@ -165,21 +165,21 @@ func (c *conn) repost(bufs []int32) {
 // released takes back a whole message's receive buffer. Buffers are posted
 // again in batches of up to releaseBatch (one doorbell, one cgo call for
 // several); the poller flushes a smaller batch whenever it runs. A batch is
-// at most R/4, so the credits it holds back can never be what the peer
-// waits for: with fewer than R/4 buffers unposted, at least ceil(R/2) are
-// owed, which sends a credit-only message (see credit.Threshold).
+// small enough that the credits it holds back can never be what the peer
+// waits for (Ledger.PostBatch): nothing may come to run the poller.
 func (c *conn) released(buf int32) {
 	c.rmu.Lock()
 	c.unposted = append(c.unposted, buf)
-	batch := c.releaseBatch
+	limit := c.releaseBatch
 	if c.pool != nil {
 		// The window changes: a quarter of it as it is now. Once the
 		// connection left the pool nothing else would post the batch.
-		batch = max(1, c.led.Recvs()/4)
+		limit = c.led.Recvs() / 4
 		if c.detached {
-			batch = 1
+			limit = 1
 		}
 	}
+	batch := c.led.PostBatch(limit)
 	var flush []int32
 	if len(c.unposted) >= batch {
 		flush = c.takeUnpostedLocked()

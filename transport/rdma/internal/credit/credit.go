@@ -116,6 +116,21 @@ func (l *Ledger) Piggyback() int {
 	return n
 }
 
+// PostBatch returns how many released buffers may wait to be posted again
+// together (one doorbell for several): at most limit, and few enough that
+// the credits they hold back are never ones the peer waits for. A peer out
+// of credits has every credit of the window it knows of unreturned here;
+// once its messages are all released, the owed credits must reach the
+// threshold or no credit-only message goes, and nothing else would come.
+// So at most told-threshold buffers may wait, where told is the window the
+// peer knows: with a lend not yet told, the threshold is already the larger
+// window's (Lend), and it takes every one of the peer's credits reposted to
+// reach it.
+func (l *Ledger) PostBatch(limit int) int {
+	told := l.recvs - l.lendOwed
+	return max(1, min(limit, told-l.threshold+1))
+}
+
 // CreditOnly returns the credits to send in a credit-only message, or 0
 // when fewer than the threshold are owed.
 func (l *Ledger) CreditOnly() int {

@@ -35,6 +35,7 @@ type lconn struct {
 	led           *Ledger // B's
 	toB, toA      []lmsg  // in order, as on an RC queue pair
 	held          int     // B: data buffers its user holds
+	unposted      int     // B: released buffers waiting to be posted in a batch
 	ctlToB        int     // A→B control messages in flight: Extra at most (the other direction's bound)
 	creditOnlyToA int     // B→A credit-only messages in flight: the bound Extra is checked
 	want          int     // data messages A still wants to send
@@ -110,8 +111,16 @@ func (m *pmodel) giveBack(c *lconn) bool {
 }
 
 // arriveB: the next A→B message lands in a buffer of the shared queue and
-// is handled at once.
+// is handled at once, then the released buffers waiting are posted.
 func (m *pmodel) arriveB(c *lconn) bool {
+	if !m.handleB(c) {
+		return false
+	}
+	m.flush(c)
+	return true
+}
+
+func (m *pmodel) handleB(c *lconn) bool {
 	if len(c.toB) == 0 {
 		return false
 	}
@@ -180,16 +189,31 @@ func (m *pmodel) creditOnly(c *lconn) {
 }
 
 // release: B's user releases a message; the buffer goes back to the
-// shared queue and its credit is owed.
+// shared queue and its credit is owed once a batch of them is posted (as
+// the transport does: a quarter of the window, within PostBatch).
 func (m *pmodel) release(c *lconn) bool {
 	if c.held == 0 {
 		return false
 	}
 	c.held--
-	m.posted++
-	c.led.Reposted()
-	m.creditOnly(c)
+	c.unposted++
+	if c.unposted >= c.led.PostBatch(max(1, c.led.Recvs()/4)) {
+		m.flush(c)
+	}
 	return true
+}
+
+// flush posts the released buffers waiting, as the transport's poller does
+// whenever it handles a completion.
+func (m *pmodel) flush(c *lconn) {
+	if c.unposted == 0 {
+		return
+	}
+	m.posted += c.unposted
+	for ; c.unposted > 0; c.unposted-- {
+		c.led.Reposted()
+	}
+	m.creditOnly(c)
 }
 
 // piggy: B sends a message of its own, carrying what is owed and lent.
@@ -224,6 +248,7 @@ func (m *pmodel) arriveA(c *lconn) bool {
 // buffers go back to the pool but for those the user still holds.
 func (m *pmodel) close(i int) {
 	c := m.conns[i]
+	m.posted += c.unposted // posted again when the connection leaves the pool
 	m.pool.Release(c.led.Recvs() + Extra - c.held)
 	m.deadHeld += c.held
 	m.conns = append(m.conns[:i], m.conns[i+1:]...)
@@ -246,8 +271,10 @@ func (m *pmodel) releaseDead() bool {
 func (m *pmodel) check() {
 	held := m.deadHeld
 	need := 0
+	unposted := 0
 	for _, c := range m.conns {
 		held += c.held
+		unposted += c.unposted
 		future := c.win.Avail()
 		for _, x := range c.toB {
 			if x.kind != lControl {
@@ -262,8 +289,8 @@ func (m *pmodel) check() {
 			m.t.Fatalf("conn %d: window %d, %d available, B's view %d (g %d, cap %d)", c.id, c.win.Max(), c.win.Avail(), c.led.Recvs(), m.g, m.cap)
 		}
 	}
-	if m.posted != m.pool.Buffers()-held {
-		m.t.Fatalf("%d posted, %d in the pool, %d held: a buffer is lost", m.posted, m.pool.Buffers(), held)
+	if m.posted != m.pool.Buffers()-held-unposted {
+		m.t.Fatalf("%d posted, %d in the pool, %d held, %d waiting to be posted: a buffer is lost", m.posted, m.pool.Buffers(), held, unposted)
 	}
 	if m.posted < need {
 		m.t.Fatalf("%d buffers posted, peers may send %d: RNR possible", m.posted, need)
