@@ -321,8 +321,10 @@ func TestPostBatchAfterAnUntoldLend(t *testing.T) {
 	}
 }
 
-// TestPostBatch: without a lend in flight, batches keep a quarter of the
-// window, what the transport posts with one doorbell.
+// TestPostBatch: without a lend in flight, a batch is the limit asked for
+// (the transport asks a quarter of the window), up to window − threshold +
+// 1: with a larger one, the buffers held back could keep the owed credits
+// below the threshold.
 func TestPostBatch(t *testing.T) {
 	for _, c := range []struct{ r, limit, want int }{
 		{1, 0, 1}, {4, 1, 1}, {16, 4, 4}, {16, 8, 8}, {16, 9, 9}, {16, 12, 9}, {5, 1, 1},
