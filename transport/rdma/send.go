@@ -52,16 +52,7 @@ func (c *conn) checkSend(ctx context.Context, n int) error {
 	return ctx.Err()
 }
 
-func (c *conn) Send(ctx context.Context, msg []byte) error {
-	if err := c.checkSend(ctx, len(msg)); err != nil {
-		return err
-	}
-	if err := c.takeTurn(ctx); err != nil {
-		return err
-	}
-	defer c.giveTurn()
-	return c.sendMessage(ctx, msg, true)
-}
+func (c *conn) Send(ctx context.Context, msg []byte) error { return c.send(ctx, msg, true) }
 
 // SendBackground is Send for a message no reply is awaited to soon, which
 // Close may drop (transport.BackgroundSender): the receiver is not roused to
@@ -70,6 +61,11 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 // idle connection's keepalive round then costs no send completion, and its
 // event, at either end.
 func (c *conn) SendBackground(ctx context.Context, msg []byte) error {
+	return c.send(ctx, msg, false)
+}
+
+// send checks msg, takes the turn and sends it; awaited as sendMessage's.
+func (c *conn) send(ctx context.Context, msg []byte, awaited bool) error {
 	if err := c.checkSend(ctx, len(msg)); err != nil {
 		return err
 	}
@@ -77,7 +73,7 @@ func (c *conn) SendBackground(ctx context.Context, msg []byte) error {
 		return err
 	}
 	defer c.giveTurn()
-	return c.sendMessage(ctx, msg, false)
+	return c.sendMessage(ctx, msg, awaited)
 }
 
 // takeTurn waits for the right to send a message.
