@@ -19,8 +19,8 @@ const (
 	contextPackage = protogen.GoImportPath("context")
 	fmtPackage     = protogen.GoImportPath("fmt")
 	rpcPackage     = protogen.GoImportPath("github.com/rdmarpc/rdmarpc/rpc")
-	codesPackage   = protogen.GoImportPath("github.com/rdmarpc/rdmarpc/rpc/codes")
-	statusPackage  = protogen.GoImportPath("github.com/rdmarpc/rdmarpc/rpc/status")
+	codesPackage   = protogen.GoImportPath("github.com/rdmarpc/rdmarpc/codes")
+	statusPackage  = protogen.GoImportPath("github.com/rdmarpc/rdmarpc/status")
 )
 
 // FileSuffix ends the name of every generated file: foo.proto gives

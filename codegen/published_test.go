@@ -385,8 +385,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 	_ "github.com/rdmarpc/rdmarpc/transport/tcp"
 
@@ -530,9 +530,9 @@ func TestGRPCExampleCodeCompiles(t *testing.T) {
 	}
 	imports := map[string]string{
 		"google.golang.org/grpc":                                 "github.com/rdmarpc/rdmarpc/rpc",
-		"google.golang.org/grpc/codes":                           "github.com/rdmarpc/rdmarpc/rpc/codes",
-		"google.golang.org/grpc/status":                          "github.com/rdmarpc/rdmarpc/rpc/status",
-		"google.golang.org/grpc/metadata":                        "github.com/rdmarpc/rdmarpc/rpc/metadata",
+		"google.golang.org/grpc/codes":                           "github.com/rdmarpc/rdmarpc/codes",
+		"google.golang.org/grpc/status":                          "github.com/rdmarpc/rdmarpc/status",
+		"google.golang.org/grpc/metadata":                        "github.com/rdmarpc/rdmarpc/metadata",
 		"google.golang.org/grpc/examples/route_guide/routeguide": "example.com/published/route_guide/routeguide",
 	}
 	for _, prog := range []string{"server", "client"} {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"sync"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	healthpb "github.com/rdmarpc/rdmarpc/health/grpc_health_v1"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // maxListed is the most statuses List returns, as gRPC-go's server: beyond

@@ -7,11 +7,11 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/health"
 	healthpb "github.com/rdmarpc/rdmarpc/health/grpc_health_v1"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/pipe"
 	"github.com/rdmarpc/rdmarpc/transport/tcp"

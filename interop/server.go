@@ -8,11 +8,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/interop/grpc_testing"
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // The metadata keys a server echoes ("Echo Metadata" in the descriptions):

@@ -16,14 +16,14 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	_ "google.golang.org/protobuf/types/known/apipb" // google/protobuf/api.proto and its imports, in the global registry
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/health"
 	healthpb "github.com/rdmarpc/rdmarpc/health/grpc_health_v1"
 	"github.com/rdmarpc/rdmarpc/reflection"
 	rpb "github.com/rdmarpc/rdmarpc/reflection/grpc_reflection_v1"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/pipe"
 	"github.com/rdmarpc/rdmarpc/transport/tcp"

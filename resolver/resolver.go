@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/rdmarpc/rdmarpc/resolver/attributes"
+	"github.com/rdmarpc/rdmarpc/attributes"
 )
 
 // Names of transports a resolved address can ask for besides the schemes in

@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/peer"
+	"github.com/rdmarpc/rdmarpc/metadata"
+	"github.com/rdmarpc/rdmarpc/peer"
 )
 
 type otherKey struct{}

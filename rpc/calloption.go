@@ -2,7 +2,7 @@ package rpc
 
 import (
 	"github.com/rdmarpc/rdmarpc/credentials"
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/metadata"
 )
 
 // CallOption configures one call made through Invoke.

@@ -12,18 +12,18 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/backoff"
+	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/connectivity"
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/resolver"
 	_ "github.com/rdmarpc/rdmarpc/resolver/dns" // the schemes a target may name
 	_ "github.com/rdmarpc/rdmarpc/resolver/passthrough"
 	_ "github.com/rdmarpc/rdmarpc/resolver/static"
 	_ "github.com/rdmarpc/rdmarpc/resolver/unix"
-	"github.com/rdmarpc/rdmarpc/rpc/backoff"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/connectivity"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/timers"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/resolver"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -176,7 +176,7 @@ func (s *Server) checkListener(lis transport.Listener) error {
 }
 
 // WithContextDialer makes the client dial with f, as gRPC-go's: the
-// connections f returns (a unix socket, rpc/bufconn's in-memory ones, a
+// connections f returns (a unix socket, test/bufconn's in-memory ones, a
 // proxy's) carry the TCP transport's framing, secured by the client's
 // transport credentials when it has any. f gets the target's address
 // part.

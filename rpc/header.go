@@ -5,9 +5,9 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/rdmarpc/rdmarpc/rpc/internal/ctxkey"
+	"github.com/rdmarpc/rdmarpc/internal/ctxkey"
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 )
 
 // serverCall carries what a handler may add to its response: headers and

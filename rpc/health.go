@@ -7,9 +7,9 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/connectivity"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/connectivity"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // healthWatchMethod is the health service's Watch (grpc.health.v1).

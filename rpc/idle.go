@@ -3,9 +3,9 @@ package rpc
 import (
 	"time"
 
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/connectivity"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/connectivity"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // WithIdleTimeout makes the ClientConn go Idle after d without a call or

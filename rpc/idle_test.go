@@ -8,10 +8,10 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rdmarpc/rdmarpc/connectivity"
 	"github.com/rdmarpc/rdmarpc/resolver"
 	"github.com/rdmarpc/rdmarpc/resolver/manual"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/connectivity"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/transport/pipe"
 )

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/keepalive"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/keepalive"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // TestServerKeepaliveDefault: a server left at its defaults pings a quiet

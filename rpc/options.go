@@ -7,11 +7,11 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/backoff"
 	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/keepalive"
 	"github.com/rdmarpc/rdmarpc/resolver"
-	"github.com/rdmarpc/rdmarpc/rpc/backoff"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
-	"github.com/rdmarpc/rdmarpc/rpc/keepalive"
 	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/transport"
 )

@@ -3,7 +3,7 @@ package rpc
 import (
 	"context"
 
-	"github.com/rdmarpc/rdmarpc/rpc/peer"
+	"github.com/rdmarpc/rdmarpc/peer"
 )
 
 // Peer is the other end of a call (see package peer).

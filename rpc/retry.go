@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/metadata"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // previousAttemptsKey is the request metadata a retried attempt carries,

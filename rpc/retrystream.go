@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/metadata"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // newStreamFromConfig is the end of the stream chain: newStream with the

@@ -16,12 +16,12 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/stats"
+	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -138,7 +138,7 @@ var ErrServerStopped = errors.New("rpc: the server has been stopped")
 
 // Listener is what Serve takes: a transport.Listener (from Listen, or a
 // transport's own Listen), or any net.Listener (a TCP or unix socket, one
-// from socket activation, rpc/bufconn's), which is served with the TCP
+// from socket activation, test/bufconn's), which is served with the TCP
 // transport's framing, as gRPC-go's Serve takes one.
 type Listener interface {
 	Close() error

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/codes"
 )
 
 // serviceConfig is the part of gRPC's service config

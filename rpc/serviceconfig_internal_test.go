@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
+	"github.com/rdmarpc/rdmarpc/codes"
 )
 
 func TestParseServiceConfig(t *testing.T) {

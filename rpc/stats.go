@@ -5,10 +5,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/stats"
+	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 

@@ -3,7 +3,7 @@ package rpc
 import (
 	"context"
 
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/metadata"
 )
 
 // The stream API, in gRPC-go's shape, so that generated code for streaming

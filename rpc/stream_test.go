@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/metadata"
 )
 
 // recordingStream is a ClientStream and a ServerStream that records the

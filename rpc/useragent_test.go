@@ -8,9 +8,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/transport/pipe"
 )

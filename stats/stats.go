@@ -5,7 +5,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 

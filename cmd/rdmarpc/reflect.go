@@ -15,10 +15,10 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/dynamic"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // maxReflectedFiles bounds the files one command takes from a server's

@@ -8,8 +8,8 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/rdmarpc/rdmarpc/internal/dynamic"
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 )
 
 // statusErr is a call's own failure (a status from the server, or the

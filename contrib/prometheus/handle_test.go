@@ -13,10 +13,10 @@ import (
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	rpcprom "github.com/rdmarpc/rdmarpc/contrib/prometheus"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/stats"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // unaryEvents are the events of one unary call on one side, in the order

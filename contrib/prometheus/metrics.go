@@ -5,8 +5,8 @@ import (
 
 	prom "github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rdmarpc/rdmarpc/rpc/status"
 	"github.com/rdmarpc/rdmarpc/stats"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // Options configure ServerMetrics and ClientMetrics.

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/credentials/insecure"
 	"github.com/rdmarpc/rdmarpc/credentials/oauth"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // over returns a call's context on a connection with the AuthInfo of creds'

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-
-	"github.com/rdmarpc/rdmarpc/transport"
 )
 
 // These run against the real sysfs in the Soft-RoCE guest of testbed/,
@@ -45,7 +43,7 @@ func TestLiveForIP(t *testing.T) {
 	if err != nil || anyEP.Device != dev {
 		t.Errorf("ForIP(0.0.0.0) = %+v, %v; want an endpoint on %s", anyEP, err, dev)
 	}
-	if _, err := ForIP(net.ParseIP("127.0.0.1")); !errors.Is(err, transport.ErrNoDevice) {
+	if _, err := ForIP(net.ParseIP("127.0.0.1")); !errors.Is(err, ErrNoDevice) {
 		t.Errorf("ForIP(127.0.0.1) = %v, want ErrNoDevice", err)
 	} else {
 		t.Logf("ForIP(127.0.0.1): %v", err)

@@ -9,9 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/rdmarpc/rdmarpc/transport"
 )
+
+// ErrNoDevice is wrapped by every error that says no RDMA device (or no
+// active port, or no RoCE v2 GID) serves what was asked for. The RDMA
+// transport wraps it in turn with transport.ErrNoDevice.
+var ErrNoDevice = errors.New("no RDMA device serves this address")
 
 // Endpoint is the RDMA side of an IP address: the device, port and GID
 // index a QP uses to send from that address.
@@ -58,7 +61,7 @@ type Port struct {
 // name order) with an ACTIVE port that has a RoCE v2 GID, preferring an
 // IPv4 GID; that GID's netdev is reported.
 //
-// When nothing serves ip the error wraps transport.ErrNoDevice and says
+// When nothing serves ip the error wraps ErrNoDevice and says
 // what was looked at.
 func ForIP(ip net.IP) (Endpoint, error) { return host.forIP(ip) }
 
@@ -97,12 +100,12 @@ func (s *system) forIP(ip net.IP) (Endpoint, error) {
 	}
 	if ifc == nil {
 		return Endpoint{}, fmt.Errorf("rdma: %v is not an address of this host (interfaces: %s): %w",
-			ip, strings.Join(names, ", "), transport.ErrNoDevice)
+			ip, strings.Join(names, ", "), ErrNoDevice)
 	}
 	dev, err := s.deviceForNetdev(ifc.Name)
 	if err != nil || dev == "" {
 		return Endpoint{}, fmt.Errorf("rdma: %v is on %s, which no RDMA device serves (%v; RDMA devices: %s): %w",
-			ip, ifc.Name, err, s.describeDevices(), transport.ErrNoDevice)
+			ip, ifc.Name, err, s.describeDevices(), ErrNoDevice)
 	}
 	want := ip.To16()
 	match := func(g GIDEntry) bool {
@@ -121,13 +124,13 @@ func (s *system) forIP(ip net.IP) (Endpoint, error) {
 			}
 			if state := s.portState(dev, port); state != "ACTIVE" {
 				return Endpoint{}, fmt.Errorf("rdma: %v is on %s, served by %s port %d, which is %s: %w",
-					ip, ifc.Name, dev, port, state, transport.ErrNoDevice)
+					ip, ifc.Name, dev, port, state, ErrNoDevice)
 			}
 			return endpoint(dev, port, g, ifc.Name), nil
 		}
 	}
 	return Endpoint{}, fmt.Errorf("rdma: %v is on %s (RDMA device %s), but no port of %s has a RoCE v2 GID for it (GIDs: %s): %w",
-		ip, ifc.Name, dev, dev, orNone(seen), transport.ErrNoDevice)
+		ip, ifc.Name, dev, dev, orNone(seen), ErrNoDevice)
 }
 
 func endpoint(dev string, port uint8, g GIDEntry, netdev string) Endpoint {
@@ -165,7 +168,7 @@ func (s *system) anyEndpoint() (Endpoint, error) {
 		}
 	}
 	return Endpoint{}, fmt.Errorf("rdma: no ACTIVE RDMA port with a RoCE v2 GID (looked at: %s): %w",
-		orNone(looked), transport.ErrNoDevice)
+		orNone(looked), ErrNoDevice)
 }
 
 // portState returns a port's state name ("ACTIVE"), or why it is unknown.
@@ -295,7 +298,7 @@ func appendNew(l []string, vs ...string) []string {
 
 func (s *system) countersOf(dev string, port uint8) (map[string]uint64, error) {
 	if _, err := os.Stat(filepath.Join(s.classDir(), dev)); err != nil {
-		return nil, fmt.Errorf("rdma: no RDMA device %q (devices: %s): %w", dev, s.describeDevices(), transport.ErrNoDevice)
+		return nil, fmt.Errorf("rdma: no RDMA device %q (devices: %s): %w", dev, s.describeDevices(), ErrNoDevice)
 	}
 	if !slices.Contains(s.sortedPorts(dev), port) {
 		return nil, fmt.Errorf("rdma: device %s has no port %d (ports: %v)", dev, port, s.sortedPorts(dev))

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/rdmarpc/rdmarpc/transport"
 )
 
 // testdata/sys/class/infiniband holds three devices:
@@ -94,7 +92,7 @@ func TestForIP(t *testing.T) {
 		t.Run(tc.ip, func(t *testing.T) {
 			ep, err := s.forIP(net.ParseIP(tc.ip))
 			if tc.errWith != "" {
-				if !errors.Is(err, transport.ErrNoDevice) || !strings.Contains(err.Error(), tc.errWith) {
+				if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), tc.errWith) {
 					t.Fatalf("ForIP(%s) = %+v, %v; want an ErrNoDevice error containing %q", tc.ip, ep, err, tc.errWith)
 				}
 				return
@@ -124,11 +122,11 @@ func TestForIPNoRoCEv2GID(t *testing.T) {
 	})
 	s := fakeSystem(root, []netIface{{Name: "eth0", Addrs: ips("10.0.0.1")}})
 	_, err := s.forIP(net.ParseIP("10.0.0.1"))
-	if !errors.Is(err, transport.ErrNoDevice) || !strings.Contains(err.Error(), "no port of mlx4_0 has a RoCE v2 GID") ||
+	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "no port of mlx4_0 has a RoCE v2 GID") ||
 		!strings.Contains(err.Error(), "[0] 10.0.0.1 IB/RoCE v1 eth0") {
 		t.Fatalf("ForIP with only a v1 GID = %v", err)
 	}
-	if _, err := s.forIP(net.IPv4zero); !errors.Is(err, transport.ErrNoDevice) ||
+	if _, err := s.forIP(net.IPv4zero); !errors.Is(err, ErrNoDevice) ||
 		!strings.Contains(err.Error(), "looked at: mlx4_0 port 1 ACTIVE") {
 		t.Fatalf("ForIP(0.0.0.0) with only a v1 GID = %v", err)
 	}
@@ -145,13 +143,13 @@ func TestNoDevices(t *testing.T) {
 		t.Fatalf("List() with no devices = %#v, %v; want an empty list", devs, err)
 	}
 	_, err = s.forIP(net.ParseIP("10.9.9.1"))
-	if !errors.Is(err, transport.ErrNoDevice) || !strings.Contains(err.Error(), "RDMA devices: none (is rdma_rxe loaded") {
+	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "RDMA devices: none (is rdma_rxe loaded") {
 		t.Fatalf("ForIP with no devices = %v", err)
 	}
-	if _, err := s.forIP(net.IPv4zero); !errors.Is(err, transport.ErrNoDevice) || !strings.Contains(err.Error(), "looked at: none") {
+	if _, err := s.forIP(net.IPv4zero); !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "looked at: none") {
 		t.Fatalf("ForIP(any) with no devices = %v", err)
 	}
-	if _, err := s.countersOf("rxe0", 1); !errors.Is(err, transport.ErrNoDevice) {
+	if _, err := s.countersOf("rxe0", 1); !errors.Is(err, ErrNoDevice) {
 		t.Fatalf("Counters with no devices = %v", err)
 	}
 }
@@ -230,7 +228,7 @@ func TestCounters(t *testing.T) {
 	if _, err := s.countersOf("mlx5_0", 3); err == nil || !strings.Contains(err.Error(), "has no port 3 (ports: [1 2])") {
 		t.Errorf("missing port = %v", err)
 	}
-	if _, err := s.countersOf("rxe9", 1); !errors.Is(err, transport.ErrNoDevice) ||
+	if _, err := s.countersOf("rxe9", 1); !errors.Is(err, ErrNoDevice) ||
 		!strings.Contains(err.Error(), `no RDMA device "rxe9" (devices: ibp0, mlx5_0, rxe0)`) {
 		t.Errorf("unknown device = %v", err)
 	}

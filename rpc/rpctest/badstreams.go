@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/transport"

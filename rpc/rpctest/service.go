@@ -10,11 +10,11 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // testService implements the Test service and records what its handlers

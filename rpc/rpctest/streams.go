@@ -14,12 +14,12 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // The stream service, written by hand in the shape generated code has, so

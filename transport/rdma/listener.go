@@ -41,7 +41,7 @@ func (t *Transport) ListenWithCredentials(addr string, creds credentials.Transpo
 	}
 	ep, err := rdmadev.ForIP(ip)
 	if err != nil {
-		return nil, fmt.Errorf("rdma: listen %s: %w", addr, err)
+		return nil, fmt.Errorf("rdma: listen %s: %w", addr, noDevice(err))
 	}
 	// Open the device now: a build or machine that cannot use it fails
 	// here, not at the first connection; it stays open while listening.

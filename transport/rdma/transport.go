@@ -308,11 +308,29 @@ func (t *Transport) endpointFor(addr net.Addr) (rdmadev.Endpoint, error) {
 		return ep.(rdmadev.Endpoint), nil
 	}
 	ep, err := rdmadev.ForIP(ta.IP)
-	if err == nil {
-		t.endpoints.Store(key, ep)
+	if err != nil {
+		return ep, noDevice(err)
 	}
-	return ep, err
+	t.endpoints.Store(key, ep)
+	return ep, nil
 }
+
+// noDevice makes an rdmadev error that says no device serves an address
+// (rdmadev.ErrNoDevice) also say transport.ErrNoDevice, which is what
+// callers of the transport (auto://, the fallbacks) look for; its text is
+// rdmadev's.
+func noDevice(err error) error {
+	if errors.Is(err, rdmadev.ErrNoDevice) {
+		return noDeviceError{err}
+	}
+	return err
+}
+
+type noDeviceError struct{ err error }
+
+func (e noDeviceError) Error() string        { return e.err.Error() }
+func (e noDeviceError) Unwrap() error        { return e.err }
+func (e noDeviceError) Is(target error) bool { return target == transport.ErrNoDevice }
 
 // forgetEndpoint drops the cached endpoint of a local address.
 func (t *Transport) forgetEndpoint(addr net.Addr) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 const twoHostPort = "7471"

@@ -28,7 +28,7 @@ func (t *Transport) ListenWithCredentials(addr string, creds credentials.Transpo
 
 // NewListener serves the TCP transport's framing on the connections nl
 // accepts, whatever nl is: a TCP or unix socket, one handed over by socket
-// activation, an in-memory one (rpc/bufconn). Each accepted socket does
+// activation, an in-memory one (test/bufconn). Each accepted socket does
 // its credentials handshake (creds; nil: plaintext) and hello in a
 // goroutine of its own; peers that fail are refused and logged
 // (rate-limited), and so are connections closed later for an oversized

@@ -142,7 +142,7 @@ func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds 
 
 // NewClientConn runs the client's handshake (creds' when not nil, then the
 // hellos) on nc, a connection to authority dialled by other means (a unix
-// socket, rpc/bufconn, a proxy). It closes nc when it fails. It implements
+// socket, test/bufconn, a proxy). It closes nc when it fails. It implements
 // transport.StreamTransport.
 func (t *Transport) NewClientConn(ctx context.Context, nc net.Conn, authority string, creds credentials.TransportCredentials) (transport.Conn, error) {
 	var secure secureFunc

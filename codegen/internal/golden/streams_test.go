@@ -15,10 +15,10 @@ import (
 	"github.com/rdmarpc/rdmarpc/codegen/internal/golden/common"
 	editionspb "github.com/rdmarpc/rdmarpc/codegen/internal/golden/editions"
 	streamspb "github.com/rdmarpc/rdmarpc/codegen/internal/golden/streams"
+	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	multipb "github.com/rdmarpc/rdmarpc/codegen/internal/golden/multi"
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // These tests call generated code directly, without a network: what the

@@ -8,10 +8,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/examples/features/internal/cli"
 	"github.com/rdmarpc/rdmarpc/examples/features/internal/testcert"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -19,8 +19,8 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/examples/echo/echopb"
 	"github.com/rdmarpc/rdmarpc/examples/features/internal/cli"
+	"github.com/rdmarpc/rdmarpc/keepalive"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/keepalive"
 	_ "github.com/rdmarpc/rdmarpc/transport/rdma"
 	_ "github.com/rdmarpc/rdmarpc/transport/tcp"
 )

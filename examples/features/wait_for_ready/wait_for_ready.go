@@ -14,7 +14,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/examples/echo/echopb"
 	"github.com/rdmarpc/rdmarpc/examples/features/internal/cli"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 	_ "github.com/rdmarpc/rdmarpc/transport/rdma"
 	_ "github.com/rdmarpc/rdmarpc/transport/tcp"
 )

@@ -6,10 +6,10 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvpb"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/store"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // Scan pages.

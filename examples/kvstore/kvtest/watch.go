@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvpb"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvwatch"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/store"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
 )
 
 // watch opens a Watch; it ends with the test.

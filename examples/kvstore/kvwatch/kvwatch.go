@@ -6,11 +6,11 @@ import (
 	"io"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/backoff"
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvpb"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/backoff"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // Dialer connects to a server: a client and the function that closes its

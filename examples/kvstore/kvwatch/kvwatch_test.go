@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/backoff"
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvpb"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/backoff"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // script is a fake server: each Watch call gets the next list of

@@ -1,6 +1,6 @@
 package wire
 
-import "github.com/rdmarpc/rdmarpc/rpc/metadata"
+import "github.com/rdmarpc/rdmarpc/metadata"
 
 // Frame is any decoded frame; which field is set depends on Header.Kind.
 type Frame struct {

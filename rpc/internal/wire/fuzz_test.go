@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/metadata"
 )
 
 // FuzzDecode feeds arbitrary frames to the decoder, seeded with real frames

@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/metadata"
 )
 
 // Version is the frame format version this package speaks. Version 2 adds

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmarpc/rdmarpc/rpc/metadata"
+	"github.com/rdmarpc/rdmarpc/metadata"
 )
 
 func TestRequestRoundTrip(t *testing.T) {

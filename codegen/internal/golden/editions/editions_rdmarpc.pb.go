@@ -9,9 +9,9 @@ package editionspb
 import (
 	context "context"
 	fmt "fmt"
+	codes "github.com/rdmarpc/rdmarpc/codes"
 	rpc "github.com/rdmarpc/rdmarpc/rpc"
-	codes "github.com/rdmarpc/rdmarpc/rpc/codes"
-	status "github.com/rdmarpc/rdmarpc/rpc/status"
+	status "github.com/rdmarpc/rdmarpc/status"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 )
 

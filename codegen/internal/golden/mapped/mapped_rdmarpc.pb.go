@@ -13,9 +13,9 @@ import (
 	context "context"
 	fmt "fmt"
 	multi "github.com/rdmarpc/rdmarpc/codegen/internal/golden/multi"
+	codes "github.com/rdmarpc/rdmarpc/codes"
 	rpc "github.com/rdmarpc/rdmarpc/rpc"
-	codes "github.com/rdmarpc/rdmarpc/rpc/codes"
-	status "github.com/rdmarpc/rdmarpc/rpc/status"
+	status "github.com/rdmarpc/rdmarpc/status"
 )
 
 // This guard fails to compile when the rpc package in the build is not

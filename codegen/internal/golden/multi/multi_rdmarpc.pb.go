@@ -14,9 +14,9 @@ package multipb
 import (
 	context "context"
 	fmt "fmt"
+	codes "github.com/rdmarpc/rdmarpc/codes"
 	rpc "github.com/rdmarpc/rdmarpc/rpc"
-	codes "github.com/rdmarpc/rdmarpc/rpc/codes"
-	status "github.com/rdmarpc/rdmarpc/rpc/status"
+	status "github.com/rdmarpc/rdmarpc/status"
 	emptypb "google.golang.org/protobuf/types/known/emptypb"
 )
 

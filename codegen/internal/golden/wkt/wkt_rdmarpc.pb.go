@@ -11,9 +11,9 @@ package wktpb
 import (
 	context "context"
 	fmt "fmt"
+	codes "github.com/rdmarpc/rdmarpc/codes"
 	rpc "github.com/rdmarpc/rdmarpc/rpc"
-	codes "github.com/rdmarpc/rdmarpc/rpc/codes"
-	status "github.com/rdmarpc/rdmarpc/rpc/status"
+	status "github.com/rdmarpc/rdmarpc/status"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	emptypb "google.golang.org/protobuf/types/known/emptypb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"

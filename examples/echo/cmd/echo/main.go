@@ -16,7 +16,7 @@ import (
 	healthpb "github.com/rdmarpc/rdmarpc/health/grpc_health_v1"
 	"github.com/rdmarpc/rdmarpc/reflection"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 	_ "github.com/rdmarpc/rdmarpc/transport/rdma"
 	_ "github.com/rdmarpc/rdmarpc/transport/tcp"

@@ -17,11 +17,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvpb"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvservice"
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/codes"
-	"github.com/rdmarpc/rdmarpc/rpc/status"
+	"github.com/rdmarpc/rdmarpc/status"
 	_ "github.com/rdmarpc/rdmarpc/transport/rdma"
 	_ "github.com/rdmarpc/rdmarpc/transport/tcp"
 )

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rdmarpc/rdmarpc/rpc"
-	"github.com/rdmarpc/rdmarpc/rpc/bufconn"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
+	"github.com/rdmarpc/rdmarpc/test/bufconn"
 	_ "github.com/rdmarpc/rdmarpc/transport/tcp" // Serve(net.Listener) and WithContextDialer frame with it
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rdmarpc/rdmarpc/rpc/internal/ctxkey"
+	"github.com/rdmarpc/rdmarpc/internal/ctxkey"
 )
 
 // MD maps lower-case keys to values.

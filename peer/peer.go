@@ -5,7 +5,7 @@ import (
 	"net"
 
 	"github.com/rdmarpc/rdmarpc/credentials"
-	"github.com/rdmarpc/rdmarpc/rpc/internal/ctxkey"
+	"github.com/rdmarpc/rdmarpc/internal/ctxkey"
 )
 
 // Peer is the other end of a call.

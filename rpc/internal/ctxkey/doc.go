@@ -1,4 +1,0 @@
-// Package ctxkey holds the context keys of rpc/metadata's incoming
-// metadata and rpc/peer's peer, so that the server can answer both, and
-// its own call, from one context value per call instead of one each.
-package ctxkey
