@@ -72,21 +72,19 @@ func runCases(t *testing.T, cc rpc.ClientConnInterface) {
 
 func TestPipe(t *testing.T) {
 	runCases(t, serve(t, pipe.New(pipe.Options{}), "interop", NewTestServer(ServerOptions{})))
-	t.Run("refused_streams", func(t *testing.T) { refusedStreams(t, pipe.New(pipe.Options{}), "interop-refused") })
+	t.Run("queued_streams", func(t *testing.T) { queuedStreams(t, pipe.New(pipe.Options{}), "interop-refused") })
 }
 
 func TestTCP(t *testing.T) {
 	runCases(t, serve(t, tcp.New(tcp.Options{}), "127.0.0.1:0", NewTestServer(ServerOptions{})))
-	t.Run("refused_streams", func(t *testing.T) { refusedStreams(t, tcp.New(tcp.Options{}), "127.0.0.1:0") })
+	t.Run("queued_streams", func(t *testing.T) { queuedStreams(t, tcp.New(tcp.Options{}), "127.0.0.1:0") })
 }
 
-// refusedStreams: with the server's one stream slot taken, a
-// server-streaming call and a client-streaming one, whose stubs send their
-// messages right after the OPEN, are refused; once the slot frees they run
-// as if nothing happened (the client opened them again and sent their
-// messages again). Every OPEN reaches the server before the slot frees:
-// the connection keeps the client's order.
-func refusedStreams(t *testing.T, tr transport.Transport, addr string) {
+// queuedStreams: with the server's one stream slot taken, the stubs of a
+// server-streaming and of a client-streaming call wait in NewStream (the
+// server's SETTINGS said 1), sending nothing; once the slot frees they run
+// as if nothing happened.
+func queuedStreams(t *testing.T, tr transport.Transport, addr string) {
 	cc := serve(t, tr, addr, NewTestServer(ServerOptions{}), rpc.MaxConcurrentStreams(1))
 	tc := grpc_testing.NewTestServiceClient(cc)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
@@ -103,50 +101,67 @@ func refusedStreams(t *testing.T, tr transport.Transport, addr string) {
 	if _, err := hold.Recv(); err != nil { // its handler runs: the slot is taken
 		t.Fatal(err)
 	}
-	out, err := tc.StreamingOutputCall(ctx, &grpc_testing.StreamingOutputCallRequest{
-		ResponseParameters: []*grpc_testing.ResponseParameters{{Size: 31415}, {Size: 9}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := tc.StreamingInputCall(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []int{100, 200} {
-		if err := in.Send(&grpc_testing.StreamingInputCallRequest{Payload: zeros(n)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	outDone := make(chan error, 1)
+	go func() {
+		outDone <- func() error {
+			out, err := tc.StreamingOutputCall(ctx, &grpc_testing.StreamingOutputCallRequest{
+				ResponseParameters: []*grpc_testing.ResponseParameters{{Size: 31415}, {Size: 9}},
+			})
+			if err != nil {
+				return err
+			}
+			for _, n := range []int{31415, 9} {
+				r, err := out.Recv()
+				if err != nil {
+					return err
+				}
+				if len(r.GetPayload().GetBody()) != n {
+					return fmt.Errorf("%d bytes, want %d", len(r.GetPayload().GetBody()), n)
+				}
+			}
+			if _, err := out.Recv(); err != io.EOF {
+				return fmt.Errorf("end: %v, want io.EOF", err)
+			}
+			return nil
+		}()
+	}()
 	inDone := make(chan error, 1)
 	go func() {
-		r, err := in.CloseAndRecv()
-		if err == nil && r.GetAggregatedPayloadSize() != 300 {
-			err = fmt.Errorf("aggregated_payload_size %d, want 300", r.GetAggregatedPayloadSize())
-		}
-		inDone <- err
+		inDone <- func() error {
+			in, err := tc.StreamingInputCall(ctx)
+			if err != nil {
+				return err
+			}
+			for _, n := range []int{100, 200} {
+				if err := in.Send(&grpc_testing.StreamingInputCallRequest{Payload: zeros(n)}); err != nil {
+					return err
+				}
+			}
+			r, err := in.CloseAndRecv()
+			if err == nil && r.GetAggregatedPayloadSize() != 300 {
+				err = fmt.Errorf("aggregated_payload_size %d, want 300", r.GetAggregatedPayloadSize())
+			}
+			return err
+		}()
 	}()
-
+	select {
+	case err := <-outDone:
+		t.Fatalf("a server stream ended while the one slot was taken: %v", err)
+	case err := <-inDone:
+		t.Fatalf("a client stream ended while the one slot was taken: %v", err)
+	case <-time.After(20 * time.Millisecond): // a look, not a verdict: they may not have started yet
+	}
 	if err := hold.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := hold.Recv(); err != io.EOF {
 		t.Fatalf("the holding stream's end: %v, want io.EOF", err)
 	}
-	for _, n := range []int{31415, 9} {
-		r, err := out.Recv()
-		if err != nil {
-			t.Fatalf("refused server stream, once the slot freed: %v", err)
-		}
-		if len(r.GetPayload().GetBody()) != n {
-			t.Fatalf("refused server stream: %d bytes, want %d", len(r.GetPayload().GetBody()), n)
-		}
-	}
-	if _, err := out.Recv(); err != io.EOF {
-		t.Fatalf("refused server stream's end: %v, want io.EOF", err)
+	if err := <-outDone; err != nil {
+		t.Fatalf("server stream, once the slot freed: %v", err)
 	}
 	if err := <-inDone; err != nil {
-		t.Fatalf("refused client stream, once the slot freed: %v", err)
+		t.Fatalf("client stream, once the slot freed: %v", err)
 	}
 }
 
@@ -161,7 +176,7 @@ func TestRDMA(t *testing.T) {
 		t.Fatalf("RDMARPC_TEST_IP=%q is not an IP", ip)
 	}
 	runCases(t, serve(t, rdma.New(rdma.Options{}), net.JoinHostPort(ip, "0"), NewTestServer(ServerOptions{})))
-	t.Run("refused_streams", func(t *testing.T) { refusedStreams(t, rdma.New(rdma.Options{}), net.JoinHostPort(ip, "0")) })
+	t.Run("queued_streams", func(t *testing.T) { queuedStreams(t, rdma.New(rdma.Options{}), net.JoinHostPort(ip, "0")) })
 }
 
 func TestCaseNames(t *testing.T) {

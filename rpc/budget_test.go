@@ -1,6 +1,8 @@
 package rpc_test
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +36,7 @@ func TestUnsentResponsesBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
+	handshakeAsClient(t, ctx, raw)
 	req, _ := proto.Marshal(&testpb.EchoRequest{ReplySize: respSize})
 	for id := uint64(1); id <= calls; id++ {
 		frame := append(wire.AppendRequestHead(nil, id, 0, testpb.Test_Echo_FullMethodName, nil), req...)
@@ -61,3 +64,68 @@ func TestUnsentResponsesBounded(t *testing.T) {
 	}
 	var _ transport.Conn = raw
 }
+
+// bigReplies answers Echo with ReplySize bytes, allocated by the handler,
+// and counts the handlers that built a reply.
+type bigReplies struct {
+	testpb.UnimplementedTestServer
+	built atomic.Int64
+}
+
+func (b *bigReplies) Echo(_ context.Context, in *testpb.EchoRequest) (*testpb.EchoResponse, error) {
+	b.built.Add(1)
+	return &testpb.EchoResponse{Payload: make([]byte, in.ReplySize)}, nil
+}
+
+// TestRunningResponsesBounded: a client that asks for many large responses
+// at once and reads none. The server starts only the calls whose
+// responses, as their method's estimate says, fit the response budget:
+// the handlers that built a response they cannot send stay within the
+// budget over the first estimate, not MaxConcurrentCalls of them. (Issue
+// 20 item 2: 1 100 Gets of a 1 MiB value on one connection, every one run
+// at once, 412–510 MiB.)
+func TestRunningResponsesBounded(t *testing.T) {
+	const (
+		respSize = 256 << 10
+		budget   = 1 << 20
+		calls    = 200
+	)
+	svc := new(bigReplies)
+	tr := newSpy(pipe.New(pipe.Options{MaxBuffered: 64 << 10}))
+	s := startServer(t, tr, svc, rpc.MaxUnsentResponseBytes(budget), rpc.ResponseTimeout(-1))
+	ctx := testCtx(t)
+	raw, err := tr.Transport.Dial(ctx, s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	handshakeAsClient(t, ctx, raw)
+	req, _ := proto.Marshal(&testpb.EchoRequest{ReplySize: respSize})
+	for id := uint64(1); id <= calls; id++ {
+		frame := append(wire.AppendRequestHead(nil, id, 0, testpb.Test_Echo_FullMethodName, nil), req...)
+		if err := raw.Send(ctx, frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "the server to read every request", func() bool {
+		sc := tr.server(0)
+		return sc != nil && sc.received[wire.KindRequest].Load() == calls
+	})
+	// Every request arrived. The handlers the server started have built
+	// their replies, and each reply left or is held (a started call that
+	// has not built one yet is still running: wait for it), unless more
+	// than the bound are held already.
+	bound := int64(budget/initialEstimate + 1)
+	server := tr.server(0)
+	held := func() int64 { return svc.built.Load() - server.sent[wire.KindResponse].Load() }
+	waitUntil(t, "the started calls to build their replies", func() bool {
+		return held() > bound || svc.built.Load() > 0 && rpc.RunningCalls(s.srv) == held()
+	})
+	if n := held(); n > bound {
+		t.Fatalf("%d handlers hold a %d-byte reply for a client that reads nothing, budget %d: want at most %d", n, respSize, budget, bound)
+	}
+}
+
+// initialEstimate is the server's response estimate for a method that has
+// answered nothing yet.
+const initialEstimate = 64 << 10

@@ -163,6 +163,7 @@ type clientLink struct {
 
 	mu       sync.Mutex
 	pending  map[uint64]*pendingCall
+	expired  map[uint64]struct{} // calls given up at their deadline, whose RESPONSE frees their slot
 	streams  map[uint64]*clientStream
 	held     atomic.Int64 // window bytes of stream messages copied out and not yet read
 	nextID   uint64
@@ -171,6 +172,10 @@ type clientLink struct {
 	slotFreed   chan struct{} // closed at the next response, for refused calls
 	slotWaiters atomic.Int64
 	turn        readTurn // who reads; under mu
+
+	// slots: the server's limit on the calls and streams open at once,
+	// and those this side counts (slots.go).
+	slots slots
 
 	// handoffs counts responses delivered to a caller by another
 	// goroutine (the reader goroutine, or a caller holding the turn),
@@ -204,7 +209,9 @@ func putPending(p *pendingCall) {
 	pendingPool.Put(p)
 }
 
-func newClientLink(cc *ClientConn, tc transport.Conn) *clientLink {
+// newClientLink makes the link of tc, over which the server said set in
+// its SETTINGS (dialLink).
+func newClientLink(cc *ClientConn, tc transport.Conn, set wire.Settings) *clientLink {
 	l := &clientLink{
 		link:    newLink(tc, cc.log, cc.opts.keepalive, sendWatch{}),
 		cc:      cc,
@@ -213,13 +220,25 @@ func newClientLink(cc *ClientConn, tc transport.Conn) *clientLink {
 	}
 	l.flow.init(cc.opts.connWindow, cc.opts.maxRecvSize)
 	l.turn.init(tc)
+	l.flow.peerWindow(set.ConnectionWindow)
+	l.slots.setLimit(int(set.MaxConcurrentStreams))
+	l.freed = l.slots.release
 	return l
 }
 
-func (l *clientLink) register() (uint64, *pendingCall, error) {
+// register takes a slot for a call (waiting within ctx while the server's
+// limit is reached) and an id. errNotSent: l takes no new calls.
+func (l *clientLink) register(ctx context.Context) (uint64, *pendingCall, error) {
+	if ok, err := l.slots.acquire(ctx); !ok {
+		if err != nil {
+			return 0, nil, status.FromContextError(err).Err()
+		}
+		return 0, nil, errNotSent
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.draining || l.ctx.Err() != nil {
+		l.slots.release()
 		return 0, nil, errNotSent
 	}
 	l.nextID++
@@ -229,14 +248,18 @@ func (l *clientLink) register() (uint64, *pendingCall, error) {
 	return l.nextID, p, nil
 }
 
-// unregister removes a call that is giving up. It reports false when the
-// outcome was already delivered to p (and must be drained).
+// unregister removes a call whose request did not leave, and gives its
+// slot back. It reports false when the outcome was already delivered to p
+// (and must be drained).
 func (l *clientLink) unregister(id uint64) bool {
 	l.mu.Lock()
 	_, ok := l.pending[id]
 	delete(l.pending, id)
 	retire := ok && l.idleDraining()
 	l.mu.Unlock()
+	if ok {
+		l.slots.release()
+	}
 	if retire {
 		l.retire()
 	}
@@ -265,7 +288,7 @@ func (l *clientLink) retire() {
 }
 
 func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, req, reply any, ci *callInfo, rs *rpcStats) error {
-	id, p, err := l.register()
+	id, p, err := l.register(ctx)
 	if err != nil {
 		return err
 	}
@@ -280,7 +303,9 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 	if rs != nil {
 		rs.onConn(l.stats)
 	}
-	n, err := sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil, nil)
+	// The request takes the connection's window, as stream messages do:
+	// the server grants it back when the call is over (docs/wire.md).
+	n, err := sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil, &l.flow, nil)
 	if rs != nil && err == nil {
 		rs.outHeader(md, method, l.tc)
 		rs.outPayload(req, n, len(head)+n)
@@ -402,8 +427,15 @@ func (l *clientLink) dispatch(b transport.Buffer, self *pendingCall) bool {
 		if ok && p.waiting {
 			l.turn.leaveLine(p)
 		}
+		_, expired := l.expired[h.CallID]
+		if expired {
+			delete(l.expired, h.CallID)
+		}
 		retire := l.idleDraining()
 		l.mu.Unlock()
+		if ok || expired {
+			l.slots.release()
+		}
 		if ok {
 			if p != self {
 				l.handoffs.Add(1)
@@ -454,6 +486,7 @@ func (l *clientLink) goAway(ga wire.GoAway) {
 	l.draining = true
 	retire := l.idleDraining()
 	l.mu.Unlock()
+	l.slots.close()
 	if retire {
 		l.retire()
 	}
@@ -465,12 +498,14 @@ func (l *clientLink) failAll(st *status.Status) {
 	l.draining = true
 	calls := l.pending
 	l.pending = map[uint64]*pendingCall{}
+	l.expired = nil
 	l.turn.clearLine()
 	streams := make([]*clientStream, 0, len(l.streams))
 	for _, cs := range l.streams {
 		streams = append(streams, cs)
 	}
 	l.mu.Unlock()
+	l.slots.close()
 	for _, p := range calls {
 		p.done <- result{err: st.Err()}
 	}

@@ -115,16 +115,17 @@ func TestControlQueueBounded(t *testing.T) {
 		l.wait()
 		<-accepted
 	}()
+	const limit = 1024
 	n := 0
-	for l.queueControl(make([]byte, 100), maxQueuedControl) {
-		if n++; n > 2*maxQueuedControl {
-			t.Fatalf("queued %d control frames to a peer that reads nothing, bound %d", n, maxQueuedControl)
+	for l.queueControl(make([]byte, 100), limit) {
+		if n++; n > 2*limit {
+			t.Fatalf("queued %d control frames to a peer that reads nothing, bound %d", n, limit)
 		}
 	}
 	// The bound, plus what the pipe took (1000 bytes) and the frame in
 	// the stuck Send.
-	if n > maxQueuedControl+11 {
-		t.Fatalf("%d frames queued, want at most %d", n, maxQueuedControl+11)
+	if n > limit+11 {
+		t.Fatalf("%d frames queued, want at most %d", n, limit+11)
 	}
 }
 

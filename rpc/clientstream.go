@@ -174,9 +174,17 @@ func (l *clientLink) start(cs *clientStream) error {
 			return status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 		}
 	}
+	// A slot first: the server runs no more than it said (its SETTINGS).
+	if ok, err := l.slots.acquire(ctx); !ok {
+		if err != nil {
+			return status.FromContextError(err).Err()
+		}
+		return errNotSent
+	}
 	l.mu.Lock()
 	if l.draining || l.ctx.Err() != nil {
 		l.mu.Unlock()
+		l.slots.release()
 		return errNotSent
 	}
 	l.nextID++
@@ -188,7 +196,7 @@ func (l *clientLink) start(cs *clientStream) error {
 	if cs.ended { // while it was being opened again
 		st := cs.endStatus
 		cs.mu.Unlock()
-		l.forgetStream(id)
+		l.forgetStream(id, false)
 		return st.Err()
 	}
 	cs.l, cs.id = l, id
@@ -212,10 +220,6 @@ func (l *clientLink) start(cs *clientStream) error {
 		// right after the OPEN.
 		if extra := l.cc.opts.window - defaultWindow; extra > 0 {
 			err = l.tc.Send(ctx, wire.AppendWindow(nil, id, uint32(min(extra, wire.MaxWindowIncrement))))
-		}
-		// So is the connection's, with the first stream.
-		if n := l.flow.raise(); n > 0 && err == nil {
-			err = l.tc.Send(ctx, wire.AppendWindow(nil, connStream, n))
 		}
 	}
 	if len(kept) > 0 {
@@ -243,7 +247,7 @@ func (l *clientLink) start(cs *clientStream) error {
 		err = l.tc.Send(ctx, wire.AppendCloseSend(nil, id))
 	}
 	if err != nil {
-		l.forgetStream(id)
+		l.forgetStream(id, false)
 		if errors.Is(err, transport.ErrClosed) && ctx.Err() == nil {
 			return errNotSent
 		}
@@ -279,7 +283,7 @@ func (cs *clientStream) refused(l *clientLink, id uint64) bool {
 	}
 	n := cs.refusals
 	cs.mu.Unlock()
-	l.forgetStream(id)
+	l.forgetStream(id, false)
 	if !reopening {
 		go cs.reopen(l, n)
 	}
@@ -300,6 +304,7 @@ func (cs *clientStream) reopen(l *clientLink, n int) {
 				break
 			}
 			cs.cc.forget(l, false)
+			err = nil // the next link
 			if attempt == 3 {
 				err = l.closeStatus().Err()
 			}
@@ -363,16 +368,23 @@ func (cs *clientStream) where() (*clientLink, uint64) {
 	return cs.l, cs.id
 }
 
-// forgetStream removes stream id from l; a draining link with nothing left
-// closes.
-func (l *clientLink) forgetStream(id uint64) {
+// forgetStream removes stream id from l, and gives its slot back unless a
+// RESET that ends it is still to leave (resetting: the RESET frees it); a
+// draining link with nothing left closes. It reports whether l had the
+// stream.
+func (l *clientLink) forgetStream(id uint64, resetting bool) bool {
 	l.mu.Lock()
+	_, ok := l.streams[id]
 	delete(l.streams, id)
 	retire := l.idleDraining()
 	l.mu.Unlock()
+	if ok && !resetting {
+		l.slots.release()
+	}
 	if retire {
 		l.retire()
 	}
+	return ok
 }
 
 // contextDone ends the stream when its context does (the caller's cancel or
@@ -383,21 +395,20 @@ func (cs *clientStream) contextDone() {
 	if st == nil {
 		st = status.New(codes.Canceled, context.Canceled.Error())
 	}
-	if l, id, ok := cs.finishAt(st, true); ok {
-		l.queueControl(wire.AppendReset(nil, id, uint32(st.Code()), st.Message()), maxQueuedCancels)
-	}
+	cs.finishAt(st, true, true)
 }
 
 // finish ends the stream with st (OK: io.EOF after the queued messages).
 // drop throws the queued messages away (the stream failed). It reports
 // whether this call ended it.
 func (cs *clientStream) finish(st *status.Status, drop bool) bool {
-	_, _, ok := cs.finishAt(st, drop)
+	_, _, ok := cs.finishAt(st, drop, false)
 	return ok
 }
 
-// finishAt is finish, and says the link and id the stream ended on.
-func (cs *clientStream) finishAt(st *status.Status, drop bool) (*clientLink, uint64, bool) {
+// finishAt is finish, and says the link and id the stream ended on. With
+// reset, a stream it ends is reset on the server (a RESET with st).
+func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLink, uint64, bool) {
 	cs.mu.Lock()
 	if cs.ended {
 		cs.mu.Unlock()
@@ -427,7 +438,11 @@ func (cs *clientStream) finishAt(st *status.Status, drop bool) (*clientLink, uin
 			cs.endStats()
 		}
 	}
-	l.forgetStream(id)
+	// A stream l no longer has (refused, being opened again) needs no
+	// RESET: the server does not have it either.
+	if l.forgetStream(id, reset) && reset {
+		l.queueEnd(wire.AppendReset(nil, id, uint32(st.Code()), st.Message()))
+	}
 	cs.cancel()
 	return l, id, true
 }
@@ -654,8 +669,7 @@ func streamDecodeStatus(what string, err error) *status.Status {
 // server has ended already (by its TRAILERS) drops what is still queued:
 // the caller got st from RecvMsg, its final error.
 func (cs *clientStream) reset(st *status.Status) {
-	if l, id, ok := cs.finishAt(st, true); ok {
-		l.queueControl(wire.AppendReset(nil, id, uint32(st.Code()), st.Message()), maxQueuedCancels)
+	if _, _, ok := cs.finishAt(st, true, true); ok {
 		return
 	}
 	cs.discard(st.Err())
@@ -739,7 +753,7 @@ func (cs *clientStream) SendMsg(m any) error {
 		}
 	}
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], id)
-	n, err := sendFrame(cs.ctx, l.tc, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil, &l.flow)
+	n, err := sendFrame(cs.ctx, l.tc, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil, &l.flow, nil)
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && cs.ctx.Err() == nil {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
@@ -385,10 +386,23 @@ func (l *clientLink) giveUp(ctx context.Context, id uint64, p *pendingCall, queu
 	if !pending {
 		return <-p.done, nil // the outcome raced the cancellation: use it
 	}
-	// A deadline needs no cancel frame: the server rebuilt it and its
-	// handler sees DeadlineExceeded on its own.
-	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		l.queueCancel(id)
+	// A deadline needs no cancel frame: the server rebuilt it, its handler
+	// sees DeadlineExceeded on its own, and its RESPONSE, which the server
+	// sends however the handler ends, frees the call's slot (expired). A
+	// cancel is told: the server counts the call no more once the CANCEL
+	// arrived, so its slot frees once the CANCEL has left (queueEnd), and
+	// no later REQUEST overtakes it.
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		l.mu.Lock()
+		if l.ctx.Err() == nil {
+			if l.expired == nil {
+				l.expired = make(map[uint64]struct{})
+			}
+			l.expired[id] = struct{}{}
+		}
+		l.mu.Unlock()
+	} else {
+		l.queueEnd(wire.AppendCancel(nil, id))
 	}
 	return result{}, status.FromContextError(ctx.Err()).Err()
 }

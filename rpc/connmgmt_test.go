@@ -83,6 +83,7 @@ func newPinger(t *testing.T, tr transport.Transport, addr string) *pinger {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tc.Close() })
+	handshakeAsClient(t, testCtx(t), tc)
 	return &pinger{t: t, tc: tc}
 }
 
@@ -167,7 +168,7 @@ func TestClientBacksOffOnTooManyPings(t *testing.T) {
 	accepted := make(chan transport.Conn, 1)
 	go func() {
 		c, err := lis.Accept(testCtx(t))
-		if err == nil {
+		if err == nil && handshakeAsServer(t, testCtx(t), c, wire.Settings{}) == nil {
 			accepted <- c
 		}
 		close(accepted)

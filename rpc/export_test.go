@@ -70,3 +70,28 @@ func StepAsides(cc *ClientConn) uint64 {
 	cc.forLinks(func(l *clientLink) { n += l.turn.stepAsides.Load() })
 	return n
 }
+
+// ConnCredit is the connection window cc's links may still send into,
+// summed.
+func ConnCredit(cc *ClientConn) int64 {
+	var n int64
+	cc.forLinks(func(l *clientLink) {
+		l.flow.mu.Lock()
+		n += l.flow.n
+		l.flow.mu.Unlock()
+	})
+	return n
+}
+
+// RunningCalls is how many unary calls s's connections run.
+func RunningCalls(s *Server) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for l := range s.conns {
+		l.mu.Lock()
+		n += int64(l.running)
+		l.mu.Unlock()
+	}
+	return n
+}

@@ -245,10 +245,9 @@ func messageCost(n int) int { return wire.HeaderLen + n }
 func payloadCost(b []byte) int { return messageCost(len(b)) }
 
 // The connection window (docs/wire.md, "Flow control"): every MESSAGE frame
-// of any stream costs its length of the connection's window as well as the
-// stream's. Both ends assume defaultWindow at the start; a receiver with a
-// larger bound grants the rest with a WINDOW_UPDATE for stream 0 along with
-// the first stream (so that connections of unary calls never see one).
+// of any stream, and every REQUEST, costs its length of the connection's
+// window (a MESSAGE, of its stream's too). Both ends assume defaultWindow
+// until the peer's SETTINGS gives its own (CONNECTION_WINDOW).
 const connStream = 0
 
 // connFlow is a connection's flow control over all its streams: what the
@@ -263,7 +262,6 @@ type connFlow struct {
 	// The receiving half. window is what this side advertises; owed the
 	// bytes of MESSAGE frames read or dropped and not yet granted back.
 	window int
-	raised atomic.Bool // the part of window past the initial one was granted
 	owedMu sync.Mutex
 	owed   int
 	limit  atomic.Int64 // the largest message a stream of this link accepts
@@ -276,14 +274,17 @@ func (f *connFlow) init(window, limit int) {
 	f.limit.Store(int64(limit))
 }
 
-// raise is the increment of the WINDOW_UPDATE a receiver sends with its
-// first stream, when its window is larger than the initial one; 0 when
-// there is none, or it was sent.
-func (f *connFlow) raise() uint32 {
-	if f.window <= defaultWindow || f.raised.Swap(true) {
-		return 0
+// settings is what this side says of its window in its SETTINGS.
+func (f *connFlow) settings() uint32 {
+	return uint32(min(max(f.window, defaultWindow), wire.MaxWindowIncrement))
+}
+
+// peerWindow takes the window the peer's SETTINGS gave (0: it said none,
+// the initial one stands).
+func (f *connFlow) peerWindow(w uint32) {
+	if int(w) > defaultWindow {
+		f.add(int64(w) - defaultWindow)
 	}
-	return uint32(min(f.window-defaultWindow, wire.MaxWindowIncrement))
 }
 
 // acquire waits until the credit is positive and takes cost of it at once,

@@ -194,9 +194,7 @@ func TestStreamsNeverStarve(t *testing.T) {
 		m := &flowModel{credits: r, r: r, window: window, maxMsg: maxMsg}
 		m.out.init(defaultWindow, maxMsg)
 		m.in.init(connWindow, maxMsg)
-		if n := m.in.raise(); n > 0 {
-			m.updates = append(m.updates, struct{ stream, n int }{-1, int(n)}) // the grant at the start
-		}
+		m.out.peerWindow(m.in.settings()) // the receiver's SETTINGS
 		n := rapid.IntRange(1, 6).Draw(rt, "streams")
 		stalled := 0
 		for range n {

@@ -151,6 +151,10 @@ type spy struct {
 	accepted []*spyConn
 	// closeHook, when set, runs at the start of every Close.
 	closeHook func(*spyConn)
+	// claimLimit, when set, replaces the MAX_CONCURRENT_STREAMS of the
+	// SETTINGS a dialled connection receives: a server that says more than
+	// it runs, whose refusals the client must take.
+	claimLimit uint32
 }
 
 func newSpy(tr transport.Transport) *spy { return &spy{Transport: tr} }
@@ -270,9 +274,50 @@ func (c *spyConn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 func (c *spyConn) Recv(ctx context.Context) (transport.Buffer, error) {
 	b, err := c.Conn.Recv(ctx)
 	if err == nil {
-		c.received[kindOf(b.Bytes())].Add(1)
+		k := kindOf(b.Bytes())
+		c.received[k].Add(1)
+		if n := c.s.claimLimit; n > 0 && !c.accepted && k == int(wire.KindSettings) {
+			b.Release()
+			b = transport.NewBuffer(wire.AppendSettings(nil, wire.Settings{MaxConcurrentStreams: n}), nil, 0)
+		}
 	}
 	return b, err
+}
+
+// handshakeAsClient is a raw client's side of the SETTINGS exchange: it
+// sends the client's SETTINGS and returns the server's.
+func handshakeAsClient(t *testing.T, ctx context.Context, tc transport.Conn) wire.Settings {
+	t.Helper()
+	if err := tc.Send(ctx, wire.AppendSettings(nil, wire.Settings{})); err != nil {
+		t.Fatal(err)
+	}
+	b, err := tc.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	f, err := wire.Decode(b.Bytes())
+	if err != nil || f.Header.Kind != wire.KindSettings {
+		t.Fatalf("the server's first frame: %+v, %v; want SETTINGS", f.Header, err)
+	}
+	return f.Settings
+}
+
+// handshakeAsServer is a raw server's side: it sends set and takes the
+// client's SETTINGS.
+func handshakeAsServer(t *testing.T, ctx context.Context, tc transport.Conn, set wire.Settings) error {
+	if err := tc.Send(ctx, wire.AppendSettings(nil, set)); err != nil {
+		return err
+	}
+	b, err := tc.Recv(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.Release()
+	if f, err := wire.Decode(b.Bytes()); err != nil || f.Header.Kind != wire.KindSettings {
+		t.Errorf("the client's first frame: %+v, %v; want SETTINGS", f.Header, err)
+	}
+	return nil
 }
 
 func (c *spyConn) Close() error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/rpc"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -41,6 +42,8 @@ func silentPeer(t *testing.T, tr transport.Transport) string {
 				return
 			}
 			conns = append(conns, c)
+			// It starts as servers do, then says nothing more.
+			go handshakeAsServer(t, ctx, c, wire.Settings{})
 		}
 	}()
 	t.Cleanup(func() { cancel(); lis.Close(); <-done })

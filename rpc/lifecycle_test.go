@@ -220,6 +220,7 @@ func TestPeerLogLinesLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
+	handshakeAsClient(t, ctx, raw)
 	const n = 2000
 	start := time.Now()
 	go func() {

@@ -20,14 +20,23 @@ import (
 )
 
 // The control frames waiting for the flusher while it sits in a Send to a
-// peer that does not read are bounded; a peer that takes nothing
-// is cut off by the keepalive timeout on that Send. Refusals are the peer's
-// doing, so few may wait; CANCELs are the local caller's (each stands for a
-// call it made and gave up), so many more may.
-const (
-	maxQueuedControl = 1024
-	maxQueuedCancels = 64 << 10
-)
+// peer that does not read are bounded; a peer that takes nothing is cut
+// off by the keepalive timeout on that Send. What the local side causes
+// (CANCELs and RESETs of calls it gave up, window grants as it reads) may
+// wait up to maxQueuedCancels frames. What the peer causes is bounded by
+// the server's stream limit instead (serverLink.peerCtlLimit): a client
+// that keeps to MAX_CONCURRENT_STREAMS has at most one refusal or reset
+// owed per call or stream it counts as open.
+const maxQueuedCancels = 64 << 10
+
+// ctlFrame is a control frame waiting for the flusher.
+type ctlFrame struct {
+	b []byte
+	// frees: sending it ends a call or stream the peer still counts
+	// (a CANCEL, a client's RESET): the client's slot is free only once
+	// it has left, so that no later OPEN or REQUEST overtakes it.
+	frees bool
+}
 
 // link is what both ends of an RPC connection share: the transport
 // connection, its control frames (PING, PONG, CANCEL, GOAWAY, refusals)
@@ -53,13 +62,16 @@ type link struct {
 	lastFrame atomic.Int64  // when the last one arrived, Unix nanoseconds
 
 	ctlMu      sync.Mutex
-	ctlQueue   [][]byte    // encoded control frames waiting to be sent
+	ctlQueue   []ctlFrame  // encoded control frames waiting to be sent
 	goAwayOwed []byte      // a GOAWAY to send (it never waits behind the bound)
 	pongOwed   bool        // one pong answers any number of pings
 	pingOwed   bool        // keepalive's ping
 	flushing   bool        // the flusher is running
 	ctlClosed  bool        // the link is closed: no goroutine starts any more
 	ctlDropped atomic.Bool // a CANCEL was dropped because the queue was full (logged once)
+	// freed is called after a frame that frees a slot (ctlFrame.frees) was
+	// sent, or dropped; nil: nothing to do (the server's links).
+	freed func()
 
 	// Keepalive and the watch; their state is touched only by their
 	// timer's function, which never runs twice at once.
@@ -128,22 +140,34 @@ var errLinkClosed = errors.New("rpc: connection closed")
 // queueControl sends an encoded control frame from the flusher.
 // It reports false, queueing nothing, when limit frames already wait.
 func (l *link) queueControl(frame []byte, limit int) bool {
+	return l.queueFrame(ctlFrame{b: frame}, limit)
+}
+
+func (l *link) queueFrame(f ctlFrame, limit int) bool {
 	l.ctlMu.Lock()
 	if len(l.ctlQueue) >= limit {
 		l.ctlMu.Unlock()
 		return false
 	}
-	l.ctlQueue = append(l.ctlQueue, frame)
+	l.ctlQueue = append(l.ctlQueue, f)
 	l.ctlMu.Unlock()
 	l.kick()
 	return true
 }
 
-// queueCancel sends a CANCEL for call id. When the queue is full the cancel
-// is dropped: the server's handler then ends by its deadline or with the
-// connection, which is stuck anyway.
-func (l *link) queueCancel(id uint64) {
-	if !l.queueControl(wire.AppendCancel(nil, id), maxQueuedCancels) && l.ctlDropped.CompareAndSwap(false, true) {
+// queueEnd sends frame, a CANCEL or a client's RESET that ends a call or
+// stream the server counts, and frees its slot once it has left (l.freed).
+// When the queue is full the frame is dropped, and the slot freed at once:
+// the server's handler then ends by its deadline or with the connection,
+// which is stuck anyway.
+func (l *link) queueEnd(frame []byte) {
+	if l.queueFrame(ctlFrame{b: frame, frees: true}, maxQueuedCancels) {
+		return
+	}
+	if l.freed != nil {
+		l.freed()
+	}
+	if l.ctlDropped.CompareAndSwap(false, true) {
 		l.log.Info("the peer takes no control frames: dropping cancellations", zap.Stringer("peer", l.tc.RemoteAddr()))
 	}
 }
@@ -352,10 +376,14 @@ func (l *link) flushControl() error {
 			return nil
 		}
 		f := l.ctlQueue[0]
-		l.ctlQueue[0] = nil
+		l.ctlQueue[0] = ctlFrame{}
 		l.ctlQueue = l.ctlQueue[1:]
 		l.ctlMu.Unlock()
-		if err := l.sendControl(f); err != nil {
+		err := l.sendControl(f.b)
+		if f.frees && l.freed != nil {
+			l.freed()
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -499,10 +527,13 @@ func transportStatus(err error) *status.Status {
 // are acquired from it before v is encoded and given back once the
 // transport has taken the frame (or refused it). With a connection window
 // (a stream's MESSAGE), the frame's cost is taken from it first, and given
-// back when the frame is not sent. It returns the payload's size.
-func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte, v any, limit int, budget *byteBudget, flow *connFlow) (int, error) {
+// back when the frame is not sent. With an estimate (a unary response),
+// the frame's size is told to it as soon as it is known, before the
+// budget is waited for. It returns the payload's size.
+func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte, v any, limit int, budget *byteBudget, flow *connFlow, est *respEstimate) (int, error) {
 	if sc, ok := codec.(SizedCodec); ok && v != nil {
 		n := sc.Size(v)
+		est.observe(len(head) + n)
 		if err := checkSize(n, limit, len(head), tc); err != nil {
 			return n, err
 		}
@@ -542,6 +573,7 @@ func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte,
 		}
 	}
 	n := len(payload)
+	est.observe(len(head) + n)
 	if err := checkSize(n, limit, len(head), tc); err != nil {
 		return n, err
 	}
@@ -590,6 +622,17 @@ type byteBudget struct {
 }
 
 func newByteBudget(max int) *byteBudget { return &byteBudget{max: int64(max)} }
+
+// tryReserve takes n bytes unless they do not fit beside what is taken
+// (with force, whatever is taken): a reservation for what a call about to
+// start will hold. It never waits.
+func (b *byteBudget) tryReserve(n int, force bool) bool {
+	if force {
+		b.used.Add(int64(n))
+		return true
+	}
+	return b.tryAcquire(int64(n))
+}
 
 func (b *byteBudget) tryAcquire(n int64) bool {
 	for {
@@ -647,3 +690,43 @@ func (b *byteBudget) release(n int) {
 
 // waiting reports whether some acquire is waiting for bytes.
 func (b *byteBudget) waiting() bool { return b.waiters.Load() > 0 }
+
+// respEstimate is what a unary method's running call is expected to hold of
+// its response: the connection reserves it from its response budget when
+// the call starts, so that the calls a connection runs at once hold about
+// the budget in responses, not MaxConcurrentCalls times their size
+// (docs/architecture.md, "Bounds of one connection"). It follows the
+// method's responses: up at once to a larger one, down by an eighth at
+// each smaller one, never under minResponseEstimate; a method with none
+// yet is expected to answer initialResponseEstimate. Shared by the
+// server's connections; nil: no estimate (streams, clients).
+type respEstimate struct{ n atomic.Int64 }
+
+const (
+	initialResponseEstimate = 64 << 10
+	minResponseEstimate     = 1 << 10
+)
+
+func (e *respEstimate) get() int {
+	if v := e.n.Load(); v > 0 {
+		return int(v)
+	}
+	return initialResponseEstimate
+}
+
+func (e *respEstimate) observe(size int) {
+	if e == nil {
+		return
+	}
+	for {
+		old := e.n.Load()
+		cur := old
+		if cur == 0 {
+			cur = initialResponseEstimate
+		}
+		next := max(int64(size), cur-cur/8, minResponseEstimate)
+		if next == old || e.n.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}

@@ -73,6 +73,9 @@ func TestResponseFrameLimit(t *testing.T) {
 			return
 		}
 		defer c.Close()
+		if handshakeAsServer(t, ctx, c, wire.Settings{}) != nil {
+			return
+		}
 		b, err := c.Recv(ctx)
 		if err != nil {
 			return

@@ -96,6 +96,7 @@ const (
 	defaultMaxQueuedRequestBytes  = 4 << 20
 	defaultMaxUnsentResponseBytes = 4 << 20
 	defaultResponseTimeout        = 30 * time.Second
+	defaultConnectionTimeout      = 10 * time.Second
 )
 
 // ServerOption configures a Server.
@@ -108,6 +109,7 @@ type serverOptions struct {
 	maxConcurrentCalls int
 	numWorkers         int // -1: defaultStreamWorkers
 	maxStreams         int
+	connTimeout        time.Duration
 	maxQueuedBytes     int
 	maxUnsentBytes     int
 	responseTimeout    time.Duration
@@ -298,13 +300,25 @@ func InitialConnWindowSize(n int32) ServerOption {
 	return func(o *serverOptions) { o.connWindow = windowSize(n) }
 }
 
-// MaxConcurrentStreams caps the streams open at once on one connection;
-// one more is refused with Unavailable (and the refusal mark), which an
-// rdmarpc client takes by opening the stream again once a slot frees (see
-// ClientConn.NewStream). Default 4096. Unary calls are counted apart, by
-// MaxConcurrentCalls.
+// MaxConcurrentStreams caps the calls and streams open at once on one
+// connection, unary calls included (running or queued), as gRPC-go's
+// option does. The server tells its clients in its SETTINGS, and a client
+// over the limit waits for one of its calls or streams to end before it
+// starts another (within the new one's deadline); one that sends more
+// anyway is refused with Unavailable and the refusal mark, and a client
+// that keeps doing so is disconnected. Default 4096; values below 1 are
+// raised to 1.
 func MaxConcurrentStreams(n uint32) ServerOption {
-	return func(o *serverOptions) { o.maxStreams = clampInt(n) }
+	return func(o *serverOptions) { o.maxStreams = max(1, clampInt(n)) }
+}
+
+// ConnectionTimeout bounds how long a new connection may take to start
+// talking RPC once the transport accepted it: the client's SETTINGS must
+// arrive within it, or the connection is closed, with one (rate-limited)
+// log line. Default 10 s, the transports' own handshake timeout (gRPC-go's
+// option of the same name defaults to 120 s).
+func ConnectionTimeout(d time.Duration) ServerOption {
+	return func(o *serverOptions) { o.connTimeout = d }
 }
 
 // StreamInterceptor appends one interceptor to the server's stream chain;

@@ -49,7 +49,9 @@ func holdService(started, got *atomic.Int64) *rpc.ServiceDesc {
 var holdDesc = &rpc.StreamDesc{ClientStreams: true, ServerStreams: true}
 
 // startHold serves holdService with one stream slot per connection and
-// dials it.
+// dials it, through tr, which tells the client the server runs 100: an
+// rdmarpc client keeps to the server's limit, so only a server that
+// misstates it makes the client meet the refusals these tests are about.
 func startHold(t *testing.T, tr *spy, started *atomic.Int64) *rpc.ClientConn {
 	t.Helper()
 	return startHoldCounting(t, tr, started, new(atomic.Int64))
@@ -57,6 +59,7 @@ func startHold(t *testing.T, tr *spy, started *atomic.Int64) *rpc.ClientConn {
 
 func startHoldCounting(t *testing.T, tr *spy, started, got *atomic.Int64) *rpc.ClientConn {
 	t.Helper()
+	tr.claimLimit = 100
 	srv := rpc.NewServer(rpc.MaxConcurrentStreams(1))
 	srv.RegisterService(holdService(started, got), struct{}{})
 	lis, err := tr.Listen("refuse:0")

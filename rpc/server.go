@@ -54,6 +54,7 @@ type methodEntry struct {
 	name string // "/pkg.Service/Method", the string calls share
 	svc  *service
 	md   *MethodDesc
+	est  respEstimate // of its responses
 }
 
 type service struct {
@@ -74,6 +75,7 @@ func NewServer(opts ...ServerOption) *Server {
 		maxQueuedBytes:     defaultMaxQueuedRequestBytes,
 		maxUnsentBytes:     defaultMaxUnsentResponseBytes,
 		responseTimeout:    defaultResponseTimeout,
+		connTimeout:        defaultConnectionTimeout,
 		numWorkers:         -1,
 	}
 	for _, opt := range opts {
@@ -282,12 +284,14 @@ type serverLink struct {
 
 	mu          sync.Mutex
 	calls       map[uint64]*callStream // running or queued
+	open        int                    // calls and streams counted against MaxConcurrentStreams
 	running     int                    // call slots taken
 	queue       list.List              // of *callStream waiting for a slot, oldest first
 	queuedBytes int
 	streams     map[uint64]*serverStream // open streams
 	held        atomic.Int64             // window bytes of stream messages copied out and not yet read
 	lastNotOpen uint64                   // the last stream answered "not open" (the reader's)
+	refusedIDs  refusedSet               // streams refused lately, whose frames are dropped (the reader's)
 	ua          string                   // the last user-agent received (the reader's)
 	lastPing    time.Time                // the reader's, for the enforcement policy
 	pingStrikes int                      // the reader's
@@ -316,11 +320,15 @@ type callStream struct {
 	fail     error            // the call fails with this before any handler runs
 	svc      *service
 	md       *MethodDesc
-	ua       string // the connection's user-agent when it arrived
+	est      *respEstimate // the method's, nil for an unknown one
+	ua       string        // the connection's user-agent when it arrived
 
 	cost    int           // bytes charged to the queue while queued
 	elem    *list.Element // in the queue, nil once started
 	started bool          // running: cancelRunning ends it with the link
+	counted bool          // counted in open (under l.mu)
+	window  int           // connection window the request holds until the call is over (the reader's, then the handler's)
+	resv    int           // response budget reserved while it runs (under l.mu, then the handler's)
 	decoded bool          // the handler's dec has run
 	unread  uint64        // non-zero: runs on the reader, the link unread meanwhile: unreadTurn's run number
 }
@@ -328,6 +336,10 @@ type callStream struct {
 // queueEntryCost is what a queued request costs on top of its frame: the
 // stream and its queue entry.
 const queueEntryCost = 256
+
+// requestOverhead is what a REQUEST frame may carry beyond its message and
+// metadata: the header, the timeout and the method's name.
+const requestOverhead = 1 << 10
 
 func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 	watch := sendWatch{after: max(s.opts.responseTimeout, 0), stuck: func() {
@@ -343,16 +355,62 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 		calls:     make(map[uint64]*callStream),
 		streams:   make(map[uint64]*serverStream),
 	}
-	l.flow.init(s.opts.connWindow, s.opts.maxRecvSize)
+	// A REQUEST costs its whole frame, metadata included, of the window.
+	l.flow.init(s.opts.connWindow, s.opts.maxRecvSize+s.opts.maxHeaderListSize+requestOverhead)
 	l.unread.init(l)
 	return l
 }
 
-// serve is the connection's first reader: readTurn, then, if it handed the
-// reading on to run a call, a worker (adopt).
+// serve is the connection's first reader: the SETTINGS exchange, readTurn,
+// then, if it handed the reading on to run a call, a worker (adopt).
 func (l *serverLink) serve() {
 	l.startConnTimers()
+	if !l.handshake() {
+		l.finish()
+		return
+	}
 	l.readOn()
+}
+
+// handshake sends the server's SETTINGS, the first frame of the connection,
+// and takes the client's, which must be its first, within the connection
+// timeout (docs/wire.md, "SETTINGS"). It reports false, the link closed,
+// when the client sent something else or nothing in time.
+func (l *serverLink) handshake() bool {
+	set := wire.Settings{
+		MaxConcurrentStreams: uint32(min(l.s.opts.maxStreams, 1<<32-1)),
+		ConnectionWindow:     l.flow.settings(),
+	}
+	if err := l.sendControl(wire.AppendSettings(nil, set)); err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, l.s.opts.connTimeout)
+	b, err := l.recvFrame(ctx)
+	cancel()
+	if err != nil {
+		if err != errLinkClosed {
+			st := status.Newf(codes.Unavailable, "no SETTINGS from the client within %v", l.s.opts.connTimeout)
+			if l.close(st) {
+				l.s.peerLog.warn("closing a connection that did not start", zap.Stringer("peer", l.peer.Addr), zap.Duration("timeout", l.s.opts.connTimeout))
+			}
+		}
+		return false
+	}
+	defer b.Release()
+	h, body, err := wire.ParseHeader(b.Bytes())
+	if err == nil && h.Kind != wire.KindSettings {
+		err = fmt.Errorf("the client's first frame is %v, not SETTINGS", h.Kind)
+	}
+	var peer wire.Settings
+	if err == nil {
+		peer, err = wire.ParseSettings(body)
+	}
+	if err != nil {
+		l.fatal(err)
+		return false
+	}
+	l.flow.peerWindow(peer.ConnectionWindow)
+	return true
 }
 
 // readOn reads l (readTurn) and, if it handed the reading on to run a
@@ -429,7 +487,18 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 	switch h.Kind {
 	case wire.KindRequest:
 		l.pingStrikes = 0 // pings during calls are fine, as in gRPC-go
-		return l.admit(l.newStream(h.CallID, body, b))
+		// A request costs the connection's window until its call is
+		// over, so what a client has the server hold is bounded.
+		if !l.flow.accepts(l.held.Load()) {
+			b.Release()
+			l.fatal(errPastConnWindow)
+			return false
+		}
+		cost := b.Len()
+		l.held.Add(int64(cost))
+		st := l.newStream(h.CallID, body, b)
+		st.window = cost
+		return l.admit(st)
 	case wire.KindOpen:
 		l.pingStrikes = 0
 		ok := l.openStream(h, body)
@@ -492,7 +561,7 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 	default:
 		st.method = req.Method
 		if known != nil {
-			st.svc, st.md = known.svc, known.md
+			st.svc, st.md, st.est = known.svc, known.md, &known.est
 		} else {
 			st.svc, st.md = l.lookup(req.Method)
 		}
@@ -528,31 +597,75 @@ func (l *serverLink) admit(st *callStream) bool {
 		l.fatal(fmt.Errorf("call id %d is already in use", st.id))
 		return false
 	}
-	// While a response already waits for send budget, new calls wait too:
-	// their responses could not leave either.
-	busy := l.running >= max(1, l.s.opts.maxConcurrentCalls) || l.running > 0 && l.budget.waiting()
-	if !busy {
-		l.running++
-		l.calls[st.id] = st
-		l.startLocked(st)
-		// Alone: no other call, nor stream, on the link (a call leaves
-		// calls before its response is sent, so the call before this one
-		// has, however soon this one came).
-		alone := len(l.calls) == 1 && len(l.streams) == 0
+	if l.open >= l.s.opts.maxStreams {
+		// Over the limit the server's SETTINGS gave: the client did not
+		// wait for a slot.
 		l.mu.Unlock()
-		l.wg.Add(1)
-		l.inlineAlone = alone && l.lastAlone
-		l.lastAlone = alone
-		if st.frame.Len() < largeRequest {
-			l.inline = st // readTurn runs it, after this dispatch
-		} else {
-			l.s.workers.run(l, st)
-		}
-		return true
+		st.frame.Release()
+		l.requestDone(st)
+		return l.refuse(st.id)
 	}
+	if !l.mayStartLocked(st) {
+		return l.enqueue(st)
+	}
+	l.running++
+	l.open++
+	st.counted = true
+	l.calls[st.id] = st
+	l.startLocked(st)
+	// Alone: no other call, nor stream, on the link (a call leaves calls
+	// before its response is sent, so the call before this one has,
+	// however soon this one came).
+	alone := len(l.calls) == 1 && len(l.streams) == 0
+	l.mu.Unlock()
+	l.wg.Add(1)
+	l.inlineAlone = alone && l.lastAlone
+	l.lastAlone = alone
+	if st.frame.Len() < largeRequest {
+		l.inline = st // readTurn runs it, after this dispatch
+	} else {
+		l.s.workers.run(l, st)
+	}
+	return true
+}
+
+// mayStartLocked reports whether st may start now, and if so reserves its
+// method's response estimate (respEstimate) of the response budget: a call
+// slot is free, no response waits for the budget (its response could not
+// leave either), and the responses of the calls running, as estimated,
+// leave room for st's. A call always starts when none runs. Called with
+// l.mu held.
+func (l *serverLink) mayStartLocked(st *callStream) bool {
+	if l.running > 0 && (l.running >= max(1, l.s.opts.maxConcurrentCalls) || l.budget.waiting()) {
+		return false
+	}
+	n := minResponseEstimate
+	if st.est != nil {
+		n = st.est.get()
+	}
+	if !l.budget.tryReserve(n, l.running == 0) {
+		return false
+	}
+	st.resv = n
+	return true
+}
+
+// unreserve gives st's reservation back: its response is about to take its
+// actual size of the budget, or it will send none.
+func (l *serverLink) unreserve(st *callStream) {
+	if st.resv > 0 {
+		l.budget.release(st.resv)
+		st.resv = 0
+	}
+}
+
+// enqueue puts st in the queue for a call slot (l.mu held, and let go), or
+// refuses it when the queue's bytes are full.
+func (l *serverLink) enqueue(st *callStream) bool {
 	if l.queuedBytes > 0 && l.queuedBytes+st.cost > l.s.opts.maxQueuedBytes {
 		l.mu.Unlock()
 		st.frame.Release()
+		l.requestDone(st)
 		return l.refuse(st.id)
 	}
 	if st.frame.Len() > 0 {
@@ -565,24 +678,28 @@ func (l *serverLink) admit(st *callStream) bool {
 	}
 	st.elem = l.queue.PushBack(st)
 	l.queuedBytes += st.cost
+	l.open++
+	st.counted = true
 	l.calls[st.id] = st
 	l.mu.Unlock()
 	return true
 }
 
 // refuse answers call id with Unavailable and the refusal mark (docs/wire.md)
-// from the control goroutine. A client that keeps sending while the control
-// queue is full is not reading: the connection is closed.
+// from the control goroutine (queueOrClose).
 func (l *serverLink) refuse(id uint64) bool {
-	frame := wire.AppendResponseHead(nil, id, uint32(codes.Unavailable), refusedMessage, nil, nil, refusedTrailer)
-	if l.queueControl(frame, maxQueuedControl) {
-		return true
+	return l.queueOrClose(wire.AppendResponseHead(nil, id, uint32(codes.Unavailable), refusedMessage, nil, nil, refusedTrailer))
+}
+
+// uncount stops counting st against MaxConcurrentStreams, once: before its
+// response leaves (so that the client, which frees its slot when the
+// response arrives, never finds the server still counting it), or when the
+// client cancelled it. Called with l.mu held.
+func (l *serverLink) uncountLocked(counted *bool) {
+	if *counted {
+		*counted = false
+		l.open--
 	}
-	st := status.New(codes.ResourceExhausted, "the client sends requests faster than it takes their refusals")
-	if l.close(st) {
-		l.s.peerLog.warn("closing connection", zap.Stringer("peer", l.peer.Addr), zap.String("reason", st.Message()))
-	}
-	return false
 }
 
 // startLocked marks st running, so that the link's close ends its
@@ -615,6 +732,7 @@ func (l *serverLink) cancelStream(id uint64) {
 		l.mu.Unlock()
 		return
 	}
+	l.uncountLocked(&st.counted) // the client freed its slot when it sent the CANCEL
 	if st.elem != nil {
 		l.queue.Remove(st.elem)
 		st.elem = nil
@@ -622,10 +740,20 @@ func (l *serverLink) cancelStream(id uint64) {
 		delete(l.calls, id)
 		l.mu.Unlock()
 		st.frame.Release()
+		l.requestDone(st)
 		return
 	}
 	l.mu.Unlock()
 	st.end(context.Canceled)
+}
+
+// requestDone gives the connection window st's request took back to the
+// client, once: its call is over (or never ran).
+func (l *serverLink) requestDone(st *callStream) {
+	if st.window > 0 {
+		l.release(st.window)
+		st.window = 0
+	}
 }
 
 // runStreams serves st, then the queued streams, one after another, until
@@ -636,15 +764,14 @@ func (l *serverLink) runStreams(st *callStream) {
 		l.serveStream(st)
 		l.mu.Lock()
 		st = nil
+		l.running-- // this call's slot, which the next one queued may take
 		if l.ctx.Err() == nil {
-			if e := l.queue.Front(); e != nil {
+			if e := l.queue.Front(); e != nil && l.mayStartLocked(e.Value.(*callStream)) {
 				st = l.queue.Remove(e).(*callStream)
 				l.queuedBytes -= st.cost
 				l.startLocked(st)
+				l.running++
 			}
-		}
-		if st == nil {
-			l.running--
 		}
 		l.mu.Unlock()
 	}
@@ -673,10 +800,13 @@ func (l *serverLink) serveStream(st *callStream) {
 	resp, err := l.run(sc, st)
 	l.mu.Lock()
 	delete(l.calls, st.id)
+	l.uncountLocked(&st.counted)
 	l.mu.Unlock()
 	l.callEnded()
 	st.end(context.Canceled)
-	err = l.respond(st.id, sc, resp, err)
+	err = l.respond(st, sc, resp, err)
+	l.unreserve(st) // a response that did not go
+	l.requestDone(st)
 	if st.unread != 0 {
 		l.unread.answered(st.unread) // the reader reads on: the next request may be here already
 	}
@@ -780,7 +910,8 @@ func (l *serverLink) unknownMethod(method string, svc *service) error {
 // respond sends a call's outcome, within the connection's budget for
 // unsent responses. A response that cannot be encoded or is too large
 // becomes an error response. It returns the outcome the client was sent.
-func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) error {
+func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err error) error {
+	id := call.id
 	l.sending.Add(1)
 	defer func() {
 		l.sent.Add(1)
@@ -795,7 +926,8 @@ func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) err
 	if err == nil {
 		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, header, trailer)
 		var n int
-		n, err = sendFrame(l.ctx, l.tc, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget, nil)
+		l.unreserve(call) // the response takes its own size of the budget
+		n, err = sendFrame(l.ctx, l.tc, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget, nil, call.est)
 		if rs := sc.stats; rs != nil && err == nil {
 			rs.outHeader(header, "", nil)
 			rs.outPayload(resp, n, len(head)+n)
@@ -825,6 +957,7 @@ func (l *serverLink) respond(id uint64, sc *serverCall, resp any, err error) err
 	if len(head) > l.tc.MaxMessageSize() {
 		head = wire.AppendResponseHead(head[:0], id, uint32(st.Code()), truncate(st.Message(), 1024), nil, nil, nil)
 	}
+	l.unreserve(call)
 	if err := l.budget.acquire(l.ctx, len(head)); err != nil {
 		return st.Err() // the link closed
 	}

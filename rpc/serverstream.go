@@ -39,6 +39,7 @@ type serverStream struct {
 	// Owned by the reader (under l.mu): what the client did.
 	halfClosed bool
 	reset      bool // ended by a RESET either way: no TRAILERS follow
+	counted    bool // counted in l.open
 
 	mu         sync.Mutex // the handler's side
 	headerSent bool
@@ -71,8 +72,11 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		l.fatal(fmt.Errorf("stream id %d is already in use", h.CallID))
 		return false
 	}
-	if fail == nil && len(l.streams) >= l.s.opts.maxStreams {
+	if fail == nil && l.open >= l.s.opts.maxStreams {
+		// Over the limit the server's SETTINGS gave: the client did not
+		// wait for a slot. What follows on the id is dropped.
 		l.mu.Unlock()
+		l.refusedIDs.add(h.CallID)
 		frame := wire.AppendTrailers(nil, h.CallID, uint32(codes.Unavailable), "server busy: too many streams on this connection", nil, nil, refusedTrailer)
 		return l.queueOrClose(frame)
 	}
@@ -96,13 +100,15 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	}
 	ss.ctx, ss.cancel = ctx, cancel
 	l.streams[h.CallID] = ss
+	l.open++
+	ss.counted = true
 	l.wg.Add(1)
 	l.mu.Unlock()
 	if extra := l.s.opts.window - defaultWindow; extra > 0 {
-		l.queueOrClose(wire.AppendWindow(nil, h.CallID, uint32(min(extra, wire.MaxWindowIncrement))))
-	}
-	if n := l.flow.raise(); n > 0 { // the connection's, with the first stream
-		l.queueOrClose(wire.AppendWindow(nil, connStream, n))
+		// A larger window is a speed-up, not a promise: with the control
+		// queue full the stream keeps the initial window, and RecvMsg's
+		// grants still come.
+		l.queueControl(wire.AppendWindow(nil, h.CallID, uint32(min(extra, wire.MaxWindowIncrement))), l.peerCtlLimit())
 	}
 	go ss.run()
 	return true
@@ -114,18 +120,30 @@ func contextWithTimeout(ctx context.Context, parent context.CancelFunc, d time.D
 	return ctx, func() { cancel(); parent() }
 }
 
-// queueOrClose sends frame from the control goroutine; a client that keeps
-// the control queue full does not read, and its connection is closed.
+// queueOrClose sends frame, an answer the client must get (a refusal, a
+// stream's RESET or failure, the connection window), from the control
+// goroutine. These are bounded by the stream limit (peerCtlLimit): a client
+// that overflows them sends past MAX_CONCURRENT_STREAMS or reads none of
+// them, and its connection is closed with a GOAWAY that says so.
 func (l *serverLink) queueOrClose(frame []byte) bool {
-	if l.queueControl(frame, maxQueuedControl) {
+	if l.queueControl(frame, l.peerCtlLimit()) {
 		return true
 	}
-	st := status.New(codes.ResourceExhausted, "the client takes no control frames")
+	st := status.New(codes.ResourceExhausted, "the client sends past MAX_CONCURRENT_STREAMS, or reads none of the server's answers")
+	ctx, cancel := context.WithTimeout(l.ctx, time.Second)
+	_ = l.tc.Send(ctx, wire.AppendGoAway(nil, uint32(st.Code()), st.Message()))
+	cancel()
 	if l.close(st) {
 		l.s.peerLog.warn("closing connection", zap.Stringer("peer", l.peer.Addr), zap.String("reason", st.Message()))
 	}
 	return false
 }
+
+// peerCtlLimit bounds the control frames the client's own doing may leave
+// waiting: a client that keeps to MaxConcurrentStreams is owed at most one
+// refusal, or one RESET and one opening grant, per call or stream it counts
+// as open, and the server never closes it for them.
+func (l *serverLink) peerCtlLimit() int { return 2*l.s.opts.maxStreams + 64 }
 
 func (l *serverLink) lookupStream(method string) (*service, *StreamDesc) {
 	svc, _ := l.lookup(method)
@@ -166,8 +184,8 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 	ss := l.streams[h.CallID]
 	reset := ss != nil && ss.reset
 	l.mu.Unlock()
-	if reset {
-		return true // the client has been told; what crossed the RESET is dropped
+	if reset || ss == nil && l.refusedIDs.has(h.CallID) {
+		return true // the client has been told; what crossed the RESET or refusal is dropped
 	}
 	switch h.Kind {
 	case wire.KindCloseSend:
@@ -195,6 +213,7 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		if ss != nil {
 			l.mu.Lock()
 			ss.reset = true
+			l.uncountLocked(&ss.counted) // the client freed its slot when it sent the RESET
 			l.mu.Unlock()
 			// The context first: a handler whose RecvMsg fails finds it
 			// ended, and can tell a cancel from a broken stream.
@@ -228,6 +247,8 @@ func (l *serverLink) streamMessage(h wire.Header, payload []byte) bool {
 	switch {
 	case reset:
 		return false // the client has been told; what crossed the RESET is dropped
+	case ss == nil && l.refusedIDs.has(h.CallID):
+		return false // as for a RESET: the refusal crossed it
 	case ss == nil:
 		l.notOpen(h)
 		return false
@@ -275,7 +296,9 @@ func (l *serverLink) notOpen(h wire.Header) bool {
 	}
 	l.lastNotOpen = h.CallID
 	l.s.peerLog.warn("frame for a stream that is not open", zap.Stringer("peer", l.peer.Addr), zap.Stringer("kind", h.Kind), zap.Uint64("stream", h.CallID))
-	l.queueControl(wire.AppendReset(nil, h.CallID, uint32(codes.Internal), fmt.Sprintf("stream %d is not open", h.CallID)), maxQueuedControl)
+	// Dropped when the queue is full: the client gave the stream up, or
+	// will on the server's TRAILERS or RESET already on its way.
+	l.queueControl(wire.AppendReset(nil, h.CallID, uint32(codes.Internal), fmt.Sprintf("stream %d is not open", h.CallID)), l.peerCtlLimit())
 	return true
 }
 
@@ -286,6 +309,7 @@ func (l *serverLink) streamError(ss *serverStream, st *status.Status) bool {
 	l.s.peerLog.warn("resetting a stream", zap.Stringer("peer", l.peer.Addr), zap.Uint64("stream", ss.id), zap.String("method", ss.method), zap.String("reason", st.Message()))
 	l.mu.Lock()
 	ss.reset = true
+	l.uncountLocked(&ss.counted) // before the RESET can reach the client
 	l.mu.Unlock()
 	ss.cancel() // before RecvMsg fails, as for a client's RESET
 	l.release(ss.in.fail(st.Err()))
@@ -301,6 +325,7 @@ func (ss *serverStream) run() {
 	ss.cancel()
 	l.mu.Lock()
 	reset := ss.reset
+	l.uncountLocked(&ss.counted) // before the TRAILERS can reach the client
 	l.mu.Unlock()
 	if !reset && l.ctx.Err() == nil {
 		ss.sendTrailers(err)
@@ -448,7 +473,7 @@ func (ss *serverStream) SendMsg(m any) error {
 	// Counted by the send watch as responses are: a client that takes
 	// nothing for ResponseTimeout is disconnected.
 	ss.l.sending.Add(1)
-	n, err := sendFrame(ss.ctx, ss.l.tc, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.flow)
+	n, err := sendFrame(ss.ctx, ss.l.tc, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.flow, nil)
 	ss.l.sent.Add(1)
 	ss.l.sending.Add(-1)
 	bufpool.Put(head)
@@ -498,4 +523,35 @@ func (ss *serverStream) RecvMsg(m any) error {
 		ss.sc.stats.inPayload(m, n, n+wire.HeaderLen)
 	}
 	return nil
+}
+
+// refusedSet remembers the last refusedKept streams the server refused, so
+// that the frames a client sent on one before it heard of the refusal are
+// dropped as docs/wire.md says, rather than answered "not open". It is the
+// reader's, and allocates nothing until a stream is refused (which a client
+// that waits for a slot never causes).
+type refusedSet struct {
+	ring []uint64
+	next int
+	ids  map[uint64]struct{}
+}
+
+const refusedKept = 1024
+
+func (r *refusedSet) add(id uint64) {
+	if r.ids == nil {
+		r.ring = make([]uint64, refusedKept)
+		r.ids = make(map[uint64]struct{})
+	}
+	if old := r.ring[r.next]; old != 0 {
+		delete(r.ids, old)
+	}
+	r.ring[r.next] = id
+	r.next = (r.next + 1) % refusedKept
+	r.ids[id] = struct{}{}
+}
+
+func (r *refusedSet) has(id uint64) bool {
+	_, ok := r.ids[id]
+	return ok
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/connectivity"
 	"github.com/rdmarpc/rdmarpc/resolver"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
@@ -126,7 +127,7 @@ func (s *subConn) run() {
 		cc.mu.Unlock()
 
 		timeout := max(cc.connect.MinConnectTimeout, cc.connect.Backoff.Delay(failures+1))
-		tc, addr, err := s.dial(addrs, timeout)
+		tc, set, addr, err := s.dial(addrs, timeout)
 
 		cc.mu.Lock()
 		if s.shutdown {
@@ -138,7 +139,7 @@ func (s *subConn) run() {
 			return
 		}
 		if err == nil {
-			l := newClientLink(cc, tc)
+			l := newClientLink(cc, tc, set)
 			l.sc, l.authority = s, cmp.Or(cc.authority, addr.Addr)
 			if hs := cc.opts.statsHandlers; len(hs) > 0 {
 				// Before calls can take l: they read l.stats. The
@@ -189,12 +190,12 @@ func (s *subConn) run() {
 }
 
 // dial tries each address in turn, each for timeout at least.
-func (s *subConn) dial(addrs []resolver.Address, timeout time.Duration) (transport.Conn, resolver.Address, error) {
+func (s *subConn) dial(addrs []resolver.Address, timeout time.Duration) (transport.Conn, wire.Settings, resolver.Address, error) {
 	var errs []error
 	for _, a := range addrs {
-		tc, err := s.dialOne(a, timeout)
+		tc, set, err := s.dialOne(a, timeout)
 		if err == nil {
-			return tc, a, nil
+			return tc, set, a, nil
 		}
 		if len(addrs) > 1 {
 			err = fmt.Errorf("%s: %w", a.Addr, err)
@@ -204,16 +205,31 @@ func (s *subConn) dial(addrs []resolver.Address, timeout time.Duration) (transpo
 			break
 		}
 	}
-	return nil, resolver.Address{}, errors.Join(errs...)
+	return nil, wire.Settings{}, resolver.Address{}, errors.Join(errs...)
 }
 
-func (s *subConn) dialOne(a resolver.Address, timeout time.Duration) (transport.Conn, error) {
+// dialOne connects to a, within timeout: the transport's dial, then the
+// SETTINGS exchange.
+func (s *subConn) dialOne(a resolver.Address, timeout time.Duration) (transport.Conn, wire.Settings, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	defer cancel()
+	tc, err := s.dialTransport(ctx, a)
+	if err != nil {
+		return nil, wire.Settings{}, err
+	}
+	set, err := clientHandshake(ctx, tc, wire.Settings{ConnectionWindow: uint32(min(max(s.cc.opts.connWindow, wire.MinConnectionWindow), wire.MaxWindowIncrement))})
+	if err != nil {
+		tc.Close()
+		return nil, wire.Settings{}, err
+	}
+	return tc, set, nil
+}
+
+func (s *subConn) dialTransport(ctx context.Context, a resolver.Address) (transport.Conn, error) {
 	tr, fallback, err := s.cc.transportFor(a)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, timeout)
-	defer cancel()
 	if s.fellBack[a.Addr] && fallback != "" {
 		return s.dialFallback(ctx, a, fallback, transport.ErrNoDevice)
 	}
@@ -227,6 +243,41 @@ func (s *subConn) dialOne(a resolver.Address, timeout time.Duration) (transport.
 		return s.dialFallback(ctx, a, fallback, err)
 	}
 	return tc, err
+}
+
+// clientHandshake sends the client's SETTINGS, the first frame either side
+// sends, and waits within ctx for the server's (docs/wire.md, "SETTINGS"):
+// until it came the link takes no call, so the first burst already keeps
+// to the server's limit, and a server that answers nothing fails the dial
+// rather than the calls.
+func clientHandshake(ctx context.Context, tc transport.Conn, own wire.Settings) (wire.Settings, error) {
+	if err := tc.Send(ctx, wire.AppendSettings(nil, own)); err != nil {
+		return wire.Settings{}, err
+	}
+	b, err := tc.Recv(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return wire.Settings{}, fmt.Errorf("no SETTINGS from the server: %w", ctx.Err())
+		}
+		return wire.Settings{}, err
+	}
+	defer b.Release()
+	h, body, err := wire.ParseHeader(b.Bytes())
+	switch {
+	case err != nil:
+		return wire.Settings{}, fmt.Errorf("the server's first frame: %w", err)
+	case h.Kind == wire.KindSettings:
+		set, err := wire.ParseSettings(body)
+		if err != nil {
+			return wire.Settings{}, fmt.Errorf("the server's SETTINGS: %w", err)
+		}
+		return set, nil
+	case h.Kind == wire.KindGoAway:
+		if ga, err := wire.ParseGoAway(body); err == nil {
+			return wire.Settings{}, fmt.Errorf("the server refused the connection (%v): %s", codes.Code(ga.Code), ga.Message)
+		}
+	}
+	return wire.Settings{}, fmt.Errorf("the server's first frame is %v, not SETTINGS", h.Kind)
 }
 
 // dialFallback dials a with the fallback transport, for good: a host
@@ -246,6 +297,7 @@ func (l *clientLink) drain(st *status.Status) {
 	l.draining = true
 	idle := l.idleDraining()
 	l.mu.Unlock()
+	l.slots.close()
 	if idle {
 		l.close(st)
 	}

@@ -38,6 +38,7 @@ func TestServerRemembersUserAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
+	handshakeAsClient(t, ctx, raw)
 	sends := []struct {
 		payload string
 		md      metadata.MD
@@ -94,6 +95,9 @@ func TestClientSendsUserAgentUntilKnown(t *testing.T) {
 				return err
 			}
 			defer conn.Close()
+			if err := handshakeAsServer(t, ctx, conn, wire.Settings{}); err != nil {
+				return err
+			}
 			for i := 0; i < 4; i++ {
 				b, err := conn.Recv(ctx)
 				if err != nil {

@@ -29,6 +29,39 @@ func recvFrame(t *testing.T, ctx context.Context, tc transport.Conn) (wire.Frame
 	return f, nil
 }
 
+// dialRaw dials addr with the suite's transport and starts the connection
+// as an rdmarpc client does (the SETTINGS exchange): a raw client, for
+// frames no well-behaved client sends.
+func (s *suite) dialRaw(t *testing.T, ctx context.Context, addr string) transport.Conn {
+	t.Helper()
+	tc, err := s.cfg.Transport.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tc.Close() })
+	if err := tc.Send(ctx, wire.AppendSettings(nil, wire.Settings{})); err != nil {
+		t.Fatal(err)
+	}
+	f, err := recvFrame(t, ctx, tc)
+	if err != nil || f.Header.Kind != wire.KindSettings {
+		t.Fatalf("the server's first frame: %+v, %v; want SETTINGS", f.Header, err)
+	}
+	return tc
+}
+
+// serverHandshake is a raw server's SETTINGS exchange: it sends the
+// server's and takes the client's (whatever it is).
+func serverHandshake(ctx context.Context, tc transport.Conn) error {
+	if err := tc.Send(ctx, wire.AppendSettings(nil, wire.Settings{})); err != nil {
+		return err
+	}
+	b, err := tc.Recv(ctx)
+	if err == nil {
+		b.Release()
+	}
+	return err
+}
+
 // testBadFrames sends broken frames to a server over a raw connection:
 // a broken request body fails only that call; a broken frame header, an
 // unknown kind or a frame only servers send closes only that connection,
@@ -36,14 +69,7 @@ func recvFrame(t *testing.T, ctx context.Context, tc transport.Conn) (wire.Frame
 func (s *suite) testBadFrames(t *testing.T) {
 	e := s.start(t)
 	ctx := s.ctx(t)
-	dialRaw := func() transport.Conn {
-		tc, err := s.cfg.Transport.Dial(ctx, e.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tc.Close() })
-		return tc
-	}
+	dialRaw := func() transport.Conn { return s.dialRaw(t, ctx, e.addr) }
 
 	t.Run("malformed request body", func(t *testing.T) {
 		tc := dialRaw()
@@ -166,6 +192,10 @@ func (s *suite) testBadResponses(t *testing.T) {
 			tc, err := lis.Accept(ctx)
 			if err != nil {
 				return
+			}
+			if serverHandshake(ctx, tc) != nil {
+				tc.Close()
+				continue
 			}
 			for len(replies) > 0 {
 				b, err := tc.Recv(ctx)

@@ -68,11 +68,7 @@ func (s *suite) testBadStreamFrames(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.logs.FilterMessage(tc.log).Len()
-			raw, err := s.cfg.Transport.Dial(ctx, e.addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer raw.Close()
+			raw := s.dialRaw(t, ctx, e.addr)
 			for _, f := range tc.frames {
 				if err := raw.Send(ctx, f); err != nil {
 					t.Fatal(err)
@@ -119,11 +115,7 @@ func (s *suite) testBadStreamFrames(t *testing.T) {
 		// burst of frames for it gets one RESET and one log line, and the
 		// connection stays.
 		before := e.logs.FilterMessage("frame for a stream that is not open").Len()
-		raw, err := s.cfg.Transport.Dial(ctx, e.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer raw.Close()
+		raw := s.dialRaw(t, ctx, e.addr)
 		m := message(77, &testpb.EchoRequest{Payload: []byte("late")})
 		for range 3000 {
 			if err := raw.Send(ctx, m); err != nil {
@@ -159,11 +151,7 @@ func (s *suite) testBadStreamFrames(t *testing.T) {
 		// held, no stream is reset, and the connection serves on. (A
 		// client past the window plus a message: BadFrames.)
 		e := s.start(t, rpc.InitialConnWindowSize(64<<10))
-		raw, err := s.cfg.Transport.Dial(ctx, e.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer raw.Close()
+		raw := s.dialRaw(t, ctx, e.addr)
 		m30 := func(id uint64) []byte {
 			return message(id, &testpb.EchoRequest{Payload: bytes.Repeat([]byte{'c'}, 30<<10)})
 		}
@@ -193,11 +181,7 @@ func (s *suite) testBadStreamFrames(t *testing.T) {
 	t.Run("a frame only servers send", func(t *testing.T) {
 		// A server-only frame at the server is a connection error; the
 		// server keeps serving others.
-		raw, err := s.cfg.Transport.Dial(ctx, e.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer raw.Close()
+		raw := s.dialRaw(t, ctx, e.addr)
 		if err := raw.Send(ctx, wire.AppendTrailers(nil, 1, 0, "", nil, nil, nil)); err != nil {
 			t.Fatal(err)
 		}
@@ -217,11 +201,7 @@ func (s *suite) testBadStreamFrames(t *testing.T) {
 func (s *suite) testStreamOnDrainingConnection(t *testing.T) {
 	e := s.start(t)
 	ctx := s.ctx(t)
-	raw, err := s.cfg.Transport.Dial(ctx, e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := s.dialRaw(t, ctx, e.addr)
 	// The server knows the connection once a frame went through it.
 	sendRequest(t, ctx, raw, 1, testpb.Test_Echo_FullMethodName, &testpb.EchoRequest{})
 	waitFrame(t, ctx, raw, wire.KindResponse, 1)

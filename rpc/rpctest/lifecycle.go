@@ -15,9 +15,10 @@ import (
 
 var fastKeepalive = rpc.Keepalive{Time: 200 * time.Millisecond, Timeout: 300 * time.Millisecond}
 
-// silentPeer accepts one connection on a raw transport listener and then
-// neither reads nor writes: a peer whose process hangs while its transport
-// lives on. It returns the listener's address.
+// silentPeer accepts one connection on a raw transport listener, starts
+// it as a server does (the SETTINGS exchange), and then neither reads nor
+// writes: a peer whose process hangs while its transport lives on. It
+// returns the listener's address.
 func (s *suite) silentPeer(t *testing.T) string {
 	t.Helper()
 	lis, err := s.cfg.Transport.Listen(s.cfg.Addr)
@@ -30,6 +31,7 @@ func (s *suite) silentPeer(t *testing.T) string {
 		c, err := lis.Accept(ctx)
 		if err == nil {
 			accepted <- c
+			serverHandshake(ctx, c)
 		}
 		close(accepted)
 	}()
@@ -64,11 +66,7 @@ func (s *suite) testKeepaliveDeadClient(t *testing.T) {
 	ctx := s.ctx(t)
 	r := e.svc.block("dead client")
 	// A raw client sends a call and then goes silent.
-	tc, err := s.cfg.Transport.Dial(ctx, e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
+	tc := s.dialRaw(t, ctx, e.addr)
 	sendRequest(t, ctx, tc, 1, testpb.Test_Block_FullMethodName, &testpb.BlockRequest{Tag: "dead client"})
 	s.waitFor(t, "the handler to start", r.started)
 	s.waitFor(t, "keepalive to cancel the silent client's call", r.ended)

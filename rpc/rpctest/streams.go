@@ -563,10 +563,11 @@ func (s *suite) testStreamMessageSizes(t *testing.T) {
 	}
 }
 
-// testVersionOnePeer: a server speaking wire version 1 refuses the first
-// frame with a version 1 GOAWAY; the client fails the call with a message
-// that names both versions, without hanging.
-func (s *suite) testVersionOnePeer(t *testing.T) {
+// testOlderPeer: a server speaking wire version 2 (before SETTINGS)
+// refuses the client's first frame with a version 2 GOAWAY; the client's
+// dial fails at once, Unavailable, with a message that names both
+// versions, and hangs nowhere.
+func (s *suite) testOlderPeer(t *testing.T) {
 	ctx := s.ctx(t)
 	lis, err := s.cfg.Transport.Listen(s.cfg.Addr)
 	if err != nil {
@@ -584,8 +585,8 @@ func (s *suite) testVersionOnePeer(t *testing.T) {
 		if b, err := tc.Recv(ctx); err == nil {
 			b.Release()
 		}
-		goaway := wire.AppendGoAway(nil, uint32(codes.Internal), "protocol error: unsupported frame version 2 (this side speaks 1)")
-		goaway[0] = 1
+		goaway := wire.AppendGoAway(nil, uint32(codes.Internal), "protocol error: unsupported frame version 3 (this side speaks 2)")
+		goaway[0] = 2
 		_ = tc.Send(ctx, goaway)
 		// Wait for the client to close.
 		for {
@@ -596,14 +597,9 @@ func (s *suite) testVersionOnePeer(t *testing.T) {
 			b.Release()
 		}
 	}()
-	cc, err := rpc.Dial(ctx, lis.Addr().String(), rpc.WithTransport(s.cfg.Transport))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = testpb.NewTestClient(cc).Echo(ctx, &testpb.EchoRequest{})
-	wantCode(t, "a call to a version 1 server", err, codes.Internal, "unsupported frame version 1 (this side speaks 2)")
-	cc.Close()
-	s.waitFor(t, "the version 1 server to see the close", served)
+	_, err = rpc.Dial(ctx, lis.Addr().String(), rpc.WithTransport(s.cfg.Transport))
+	wantCode(t, "a dial to a version 2 server", err, codes.Unavailable, "unsupported frame version 2 (this side speaks 3): upgrade the older peer")
+	s.waitFor(t, "the version 2 server to see the close", served)
 }
 
 // testHandlerEndsEarly: a client-streaming handler that returns after the

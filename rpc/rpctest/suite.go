@@ -82,7 +82,7 @@ func Run(t *testing.T, cfg Config) {
 		{"HandlerEndsEarly", s.testHandlerEndsEarly},
 		{"StreamInterceptors", s.testStreamInterceptors},
 		{"StreamMessageSizes", s.testStreamMessageSizes},
-		{"VersionOnePeer", s.testVersionOnePeer},
+		{"OlderPeer", s.testOlderPeer},
 		{"BadStreamFrames", s.testBadStreamFrames},
 		{"StreamOnDrainingConnection", s.testStreamOnDrainingConnection},
 		{"Stats", s.testStats},

@@ -15,6 +15,7 @@ type Frame struct {
 	Message  []byte   // KindMessage, aliasing the frame
 	Reset    Reset    // KindReset
 	Window   uint32   // KindWindow
+	Settings Settings // KindSettings
 }
 
 // Decode decodes a whole frame, with DefaultMaxMetadata as the metadata
@@ -51,6 +52,8 @@ func Decode(frame []byte) (Frame, error) {
 		f.Reset, err = ParseReset(body)
 	case KindWindow:
 		f.Window, err = ParseWindow(body)
+	case KindSettings:
+		f.Settings, err = ParseSettings(body)
 	}
 	return f, err
 }

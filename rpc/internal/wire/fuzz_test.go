@@ -30,6 +30,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendTrailers(nil, 4, 3, "bad", [][]byte{{1}}, nil, metadata.Pairs("t", "2")))
 	f.Add(AppendReset(nil, 4, 1, "canceled"))
 	f.Add(AppendWindow(nil, 4, 65536))
+	f.Add(AppendSettings(nil, Settings{MaxConcurrentStreams: 100}))
+	f.Add(append(AppendSettings(nil, Settings{}), 0x7f, 0x01, 0x01, 0x05)) // an unknown setting, then a known one
 	f.Add(countLie(KindOpen, 16<<10))
 	f.Add(countLie(KindHeaders, 16<<10))
 	f.Add(countLie(KindTrailers, 16<<10))
@@ -96,6 +98,9 @@ func FuzzDecode(f *testing.F) {
 			again = AppendReset(nil, fr.Header.CallID, fr.Reset.Code, fr.Reset.Message)
 		case KindWindow:
 			again = AppendWindow(nil, fr.Header.CallID, fr.Window)
+		case KindSettings:
+			again = AppendSettings(nil, fr.Settings)
+			copy(again[4:12], b[4:12]) // the call id, which settings ignore
 		}
 		fr2, err := Decode(again)
 		if err != nil {
@@ -108,7 +113,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 func equalFrames(a, b Frame) bool {
-	if a.Header != b.Header || a.Ping != b.Ping || a.GoAway != b.GoAway || a.Reset != b.Reset || a.Window != b.Window ||
+	if a.Header != b.Header || a.Ping != b.Ping || a.Settings != b.Settings || a.GoAway != b.GoAway || a.Reset != b.Reset || a.Window != b.Window ||
 		string(a.Message) != string(b.Message) || !sameMD(a.Headers, b.Headers) {
 		return false
 	}

@@ -10,10 +10,11 @@ import (
 	"github.com/rdmarpc/rdmarpc/metadata"
 )
 
-// Version is the frame format version this package speaks. Version 2 adds
-// streams (OPEN … WINDOW_UPDATE); a version 1 peer is refused by the
-// version byte of the first frame either side reads.
-const Version = 2
+// Version is the frame format version this package speaks. Version 2 added
+// streams (OPEN … WINDOW_UPDATE); version 3 adds SETTINGS, the first frame
+// each side sends. A peer of another version is refused by the version
+// byte of the first frame either side reads.
+const Version = 3
 
 // HeaderLen is the size of the fixed frame header.
 const HeaderLen = 12
@@ -37,7 +38,10 @@ const (
 	KindTrailers  Kind = 11 // server → client: status and trailers; ends the stream
 	KindReset     Kind = 12 // either way: abandon a stream, with a code
 	KindWindow    Kind = 13 // either way: the receiver read this many more bytes
-	lastKind           = KindWindow
+
+	// Version 3.
+	KindSettings Kind = 14 // either way, first: the sender's limits
+	lastKind          = KindSettings
 )
 
 // OPEN flags: what kind of stream the client believes it opens.
@@ -74,6 +78,8 @@ func (k Kind) String() string {
 		return "RESET"
 	case KindWindow:
 		return "WINDOW_UPDATE"
+	case KindSettings:
+		return "SETTINGS"
 	}
 	return fmt.Sprintf("KIND(%d)", uint8(k))
 }
@@ -600,4 +606,89 @@ func ParseWindow(body []byte) (uint32, error) {
 		r.fail("%d trailing bytes after the window increment", len(r.b))
 	}
 	return uint32(n), r.err
+}
+
+// Settings are what a SETTINGS frame says. Zero fields were not sent: the
+// receiver keeps what it had (docs/wire.md, "SETTINGS").
+type Settings struct {
+	// MaxConcurrentStreams is how many calls and streams the sender
+	// (a server) runs or queues at once on the connection; the receiver
+	// opens no more.
+	MaxConcurrentStreams uint32
+	// ConnectionWindow is the sender's receive window for the whole
+	// connection (docs/wire.md, "Flow control"): the receiver's credit
+	// starts at it instead of 65536. At least 65536.
+	ConnectionWindow uint32
+}
+
+// The settings' identifiers. A receiver ignores identifiers it does not
+// know, so that a setting can be added without a new version.
+const (
+	SettingMaxConcurrentStreams = 1
+	SettingConnectionWindow     = 2
+)
+
+// MinConnectionWindow is the connection window both sides assume until
+// the peer's SETTINGS says more, and the least it may say.
+const MinConnectionWindow = 65536
+
+// maxSettings bounds the entries of one SETTINGS frame, known or not.
+const maxSettings = 64
+
+// AppendSettings appends a SETTINGS frame: an entry (identifier, value) for
+// each non-zero field.
+func AppendSettings(b []byte, s Settings) []byte {
+	b = AppendHeader(b, KindSettings, 0, 0)
+	if s.MaxConcurrentStreams != 0 {
+		b = appendUvarint(b, SettingMaxConcurrentStreams)
+		b = appendUvarint(b, uint64(s.MaxConcurrentStreams))
+	}
+	if s.ConnectionWindow != 0 {
+		b = appendUvarint(b, SettingConnectionWindow)
+		b = appendUvarint(b, uint64(s.ConnectionWindow))
+	}
+	return b
+}
+
+// ParseSettings decodes a SETTINGS body: entries of two uvarints each, an
+// identifier and a value (at most 2^32-1), to the end of the body, at most
+// 64 of them. Unknown identifiers are skipped; a known one given twice
+// keeps the last value; a MAX_CONCURRENT_STREAMS of 0, or a CONNECTION_WINDOW
+// under 65536 or past 2^31-1, is malformed.
+func ParseSettings(body []byte) (Settings, error) {
+	var s Settings
+	r := reader{b: body}
+	for n := 0; r.err == nil && len(r.b) > 0; n++ {
+		if n == maxSettings {
+			r.fail("more than %d settings", maxSettings)
+			break
+		}
+		id := r.uvarint("setting identifier")
+		v := r.uvarint("setting value")
+		if r.err != nil {
+			break
+		}
+		if v > math.MaxUint32 {
+			r.fail("setting %d: value %d out of range", id, v)
+			break
+		}
+		switch id {
+		case SettingMaxConcurrentStreams:
+			if v == 0 {
+				r.fail("MAX_CONCURRENT_STREAMS of 0")
+				break
+			}
+			s.MaxConcurrentStreams = uint32(v)
+		case SettingConnectionWindow:
+			if v < MinConnectionWindow || v > MaxWindowIncrement {
+				r.fail("CONNECTION_WINDOW of %d, not within [65536, 2^31-1]", v)
+				break
+			}
+			s.ConnectionWindow = uint32(v)
+		}
+	}
+	if r.err != nil {
+		return Settings{}, r.err
+	}
+	return s, nil
 }

@@ -59,12 +59,12 @@ func TestRejects(t *testing.T) {
 	}{
 		{"empty", nil, "shorter than the 12-byte header"},
 		{"short header", req[:5], "shorter than"},
-		{"version 1 peer", append([]byte{1}, req[1:]...), "unsupported frame version 1 (this side speaks 2): upgrade the older peer"},
-		{"version 3", append([]byte{3}, req[1:]...), "unsupported frame version 3"},
-		{"unknown kind", append([]byte{2, 99}, req[2:]...), "unknown frame kind 99"},
-		{"flags", append([]byte{2, 1, 4}, req[3:]...), "unknown flags"},
-		{"open flags", append([]byte{2, 7, 4}, req[3:]...), "unknown flags"},
-		{"reserved", append([]byte{2, 1, 0, 9}, req[4:]...), "reserved header byte"},
+		{"version 2 peer", append([]byte{2}, req[1:]...), "unsupported frame version 2 (this side speaks 3): upgrade the older peer"},
+		{"version 4", append([]byte{4}, req[1:]...), "unsupported frame version 4"},
+		{"unknown kind", append([]byte{3, 99}, req[2:]...), "unknown frame kind 99"},
+		{"flags", append([]byte{3, 1, 4}, req[3:]...), "unknown flags"},
+		{"open flags", append([]byte{3, 7, 4}, req[3:]...), "unknown flags"},
+		{"reserved", append([]byte{3, 1, 0, 9}, req[4:]...), "reserved header byte"},
 		{"open with payload", append(AppendOpen(nil, 1, 0, 0, "/a/b", nil), 'x'), "trailing bytes after the open"},
 		{"trailers with payload", append(AppendTrailers(nil, 1, 0, "", nil, nil, nil), 'x'), "trailing bytes after the trailers"},
 		{"headers trailing", append(AppendHeaders(nil, 1, nil), 'x'), "trailing bytes after the stream header"},
@@ -82,6 +82,11 @@ func TestRejects(t *testing.T) {
 		{"ping size", append(AppendHeader(nil, KindPing, 0, 0), 1, 2), "ping body of 2 bytes"},
 		{"cancel body", append(AppendCancel(nil, 3), 1), "cancel frame with a 1-byte body"},
 		{"goaway trailing", append(AppendGoAway(nil, 0, "bye"), 1), "trailing bytes"},
+		{"settings truncated", append(AppendSettings(nil, Settings{}), 1), "bad varint for setting value"},
+		{"settings zero streams", append(AppendSettings(nil, Settings{}), 1, 0), "MAX_CONCURRENT_STREAMS of 0"},
+		{"settings value range", binary.AppendUvarint(append(AppendSettings(nil, Settings{}), 9), 1<<32), "value 4294967296 out of range"},
+		{"settings small window", append(AppendSettings(nil, Settings{}), 2, 1), "CONNECTION_WINDOW of 1, not within"},
+		{"settings too many", append(AppendSettings(nil, Settings{}), bytes.Repeat([]byte{9, 9}, 65)...), "more than 64 settings"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,6 +109,23 @@ func TestPingGoAway(t *testing.T) {
 	f, err = Decode(AppendGoAway(nil, 13, "protocol error"))
 	if err != nil || f.GoAway != (GoAway{13, "protocol error"}) {
 		t.Fatalf("%+v %v", f, err)
+	}
+}
+
+// TestSettings: what AppendSettings writes decodes to the same settings;
+// an unknown setting is skipped, a repeated one keeps its last value, and
+// an empty SETTINGS says nothing.
+func TestSettings(t *testing.T) {
+	f, err := Decode(AppendSettings(nil, Settings{MaxConcurrentStreams: 100, ConnectionWindow: 1 << 24}))
+	if err != nil || f.Header.Kind != KindSettings || f.Settings != (Settings{100, 1 << 24}) {
+		t.Fatalf("%+v %v", f, err)
+	}
+	b := append(AppendSettings(nil, Settings{}), 0x7f, 0x05, 1, 7, 1, 9)
+	if f, err = Decode(b); err != nil || f.Settings != (Settings{MaxConcurrentStreams: 9}) {
+		t.Fatalf("unknown then twice known: %+v %v", f.Settings, err)
+	}
+	if f, err = Decode(AppendSettings(nil, Settings{})); err != nil || f.Settings != (Settings{}) {
+		t.Fatalf("empty: %+v %v", f.Settings, err)
 	}
 }
 
