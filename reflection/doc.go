@@ -14,6 +14,13 @@
 // stream, as gRPC-go does; a request the service cannot answer gets an
 // ErrorResponse (NotFound with the name asked for) and the stream goes on.
 //
+// A name asked about (a symbol, a message type, an extension's containing
+// type) longer than 1 KiB or of more than 64 dot-separated parts gets an
+// ErrorResponse with InvalidArgument before any lookup: protoregistry finds
+// a name by trying each of its prefixes, so a lookup of a long "a.a.a…"
+// would cost CPU quadratic in its length (package internal/protoname). Any
+// other lookup costs at most 64 times the name's length.
+//
 // One request costs what its answer costs, at most every file the resolver
 // holds: the service keeps, per stream, only the set of files already sent
 // (at most one entry per file of the resolver), and it reads the next

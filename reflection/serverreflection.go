@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/internal/protoname"
 	"github.com/rdmarpc/rdmarpc/reflection/grpc_reflection_v1"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/status"
@@ -109,32 +110,41 @@ func (s *server) answer(req *grpc_reflection_v1.ServerReflectionRequest, sent ma
 	case *grpc_reflection_v1.ServerReflectionRequest_FileByFilename:
 		fd, err := s.o.DescriptorResolver.FindFileByPath(r.FileByFilename)
 		if err != nil {
-			fail = status.Newf(codes.NotFound, "file %q not found", r.FileByFilename)
+			fail = status.Newf(codes.NotFound, "file %s not found", protoname.Quote(r.FileByFilename))
 			break
 		}
 		files = s.withImports(fd, sent)
 	case *grpc_reflection_v1.ServerReflectionRequest_FileContainingSymbol:
+		if fail = checkName("symbol", r.FileContainingSymbol); fail != nil {
+			break
+		}
 		d, err := s.o.DescriptorResolver.FindDescriptorByName(protoreflect.FullName(r.FileContainingSymbol))
 		if err != nil {
-			fail = status.Newf(codes.NotFound, "symbol %q not found", r.FileContainingSymbol)
+			fail = status.Newf(codes.NotFound, "symbol %s not found", protoname.Quote(r.FileContainingSymbol))
 			break
 		}
 		files = s.withImports(d.ParentFile(), sent)
 	case *grpc_reflection_v1.ServerReflectionRequest_FileContainingExtension:
 		x := r.FileContainingExtension
+		if fail = checkName("containing type", x.GetContainingType()); fail != nil {
+			break
+		}
 		xt, err := s.o.ExtensionResolver.FindExtensionByNumber(protoreflect.FullName(x.GetContainingType()), protoreflect.FieldNumber(x.GetExtensionNumber()))
 		if err != nil {
-			fail = status.Newf(codes.NotFound, "extension %d of %q not found", x.GetExtensionNumber(), x.GetContainingType())
+			fail = status.Newf(codes.NotFound, "extension %d of %s not found", x.GetExtensionNumber(), protoname.Quote(x.GetContainingType()))
 			break
 		}
 		files = s.withImports(xt.TypeDescriptor().ParentFile(), sent)
 	case *grpc_reflection_v1.ServerReflectionRequest_AllExtensionNumbersOfType:
 		name := protoreflect.FullName(r.AllExtensionNumbersOfType)
+		if fail = checkName("message type", string(name)); fail != nil {
+			break
+		}
 		if d, err := s.o.DescriptorResolver.FindDescriptorByName(name); err != nil {
-			fail = status.Newf(codes.NotFound, "message type %q not found", name)
+			fail = status.Newf(codes.NotFound, "message type %s not found", protoname.Quote(string(name)))
 			break
 		} else if _, ok := d.(protoreflect.MessageDescriptor); !ok {
-			fail = status.Newf(codes.NotFound, "%q is not a message type", name)
+			fail = status.Newf(codes.NotFound, "%s is not a message type", protoname.Quote(string(name)))
 			break
 		}
 		var nums []int32
@@ -168,6 +178,15 @@ func (s *server) answer(req *grpc_reflection_v1.ServerReflectionRequest, sent ma
 		FileDescriptorResponse: &grpc_reflection_v1.FileDescriptorResponse{FileDescriptorProto: encoded},
 	}
 	return resp, nil
+}
+
+// checkName refuses, with InvalidArgument, a name that a lookup would pay
+// for quadratically (package protoname): no registry holds one so long.
+func checkName(what, name string) *status.Status {
+	if err := protoname.Check(name); err != nil {
+		return status.Newf(codes.InvalidArgument, "%s: %v", what, err)
+	}
+	return nil
 }
 
 // listServices names the services of s.o.Services, sorted.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/health"
 	healthpb "github.com/rdmarpc/rdmarpc/health/grpc_health_v1"
+	"github.com/rdmarpc/rdmarpc/internal/protoname"
 	"github.com/rdmarpc/rdmarpc/reflection"
 	rpb "github.com/rdmarpc/rdmarpc/reflection/grpc_reflection_v1"
 	"github.com/rdmarpc/rdmarpc/rpc"
@@ -219,7 +221,7 @@ func TestErrors(t *testing.T) {
 		for _, req := range []*rpb.ServerReflectionRequest{
 			symbol("rdmarpc.test.v1.Nope"),
 			symbol(""),
-			symbol(strings.Repeat("a.", 10000)),
+			symbol(strings.Repeat("a.", 10)),
 			filename("nope.proto"),
 			{MessageRequest: &rpb.ServerReflectionRequest_FileContainingExtension{FileContainingExtension: &rpb.ExtensionRequest{ContainingType: "google.protobuf.MessageOptions", ExtensionNumber: 50001}}},
 			{MessageRequest: &rpb.ServerReflectionRequest_AllExtensionNumbersOfType{AllExtensionNumbersOfType: "nope.Message"}},
@@ -242,6 +244,81 @@ func TestErrors(t *testing.T) {
 			t.Fatalf("empty request: %v, want InvalidArgument", err)
 		}
 	})
+}
+
+// countingResolver is a resolver that adds up what its lookups would cost
+// protoregistry: it tries each dotted prefix of a name, longest first,
+// hashing it whole, so a lookup that finds nothing hashes the sum of the
+// prefixes' lengths. The sum is counted in one pass over the name.
+type countingResolver struct {
+	protodesc.Resolver
+	work atomic.Int64 // bytes hashed, by that count
+}
+
+func (r *countingResolver) FindDescriptorByName(name protoreflect.FullName) (protoreflect.Descriptor, error) {
+	work := int64(len(name))
+	for i := range len(name) {
+		if name[i] == '.' {
+			work += int64(i) // the prefix before this dot
+		}
+	}
+	r.work.Add(work)
+	return r.Resolver.FindDescriptorByName(name)
+}
+
+// TestLongNames: a name no registry holds, such as a 1 MiB "a.a.a…", is
+// refused with InvalidArgument before any lookup, and what does reach the
+// resolver costs it at most protoname.MaxParts bytes hashed per byte asked
+// (issue 20: a 1 MiB symbol cost the server 10.7 s of CPU). The names at
+// the bounds are still looked up.
+func TestLongNames(t *testing.T) {
+	res := &countingResolver{Resolver: protoregistry.GlobalFiles}
+	register := func(s *rpc.Server) {
+		rpb.RegisterServerReflectionServer(s, reflection.NewServerV1(reflection.ServerOptions{Services: s, DescriptorResolver: res}))
+	}
+	dotted := func(n int) string { return strings.Repeat("a.", n/2+1)[:n] } // "a.a.a…", n bytes
+	allExtensions := func(s string) *rpb.ServerReflectionRequest {
+		return &rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_AllExtensionNumbersOfType{AllExtensionNumbersOfType: s}}
+	}
+	extension := func(s string) *rpb.ServerReflectionRequest {
+		return &rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileContainingExtension{FileContainingExtension: &rpb.ExtensionRequest{ContainingType: s, ExtensionNumber: 1}}}
+	}
+	atBound := strings.Repeat("b", protoname.MaxLen-2*(protoname.MaxParts-1)) + strings.Repeat(".a", protoname.MaxParts-1)
+	for _, tc := range []struct {
+		name string
+		req  *rpb.ServerReflectionRequest
+		asks string
+		want codes.Code
+	}{
+		{"1 MiB symbol", symbol(dotted(1 << 20)), dotted(1 << 20), codes.InvalidArgument},
+		{"1 MiB message type", allExtensions(dotted(1 << 20)), dotted(1 << 20), codes.InvalidArgument},
+		{"1 MiB containing type", extension(dotted(1 << 20)), dotted(1 << 20), codes.InvalidArgument},
+		{"one byte too long", symbol(strings.Repeat("b", protoname.MaxLen+1)), strings.Repeat("b", protoname.MaxLen+1), codes.InvalidArgument},
+		{"one part too many", symbol(dotted(2*protoname.MaxParts + 1)), dotted(2*protoname.MaxParts + 1), codes.InvalidArgument},
+		{"at both bounds", symbol(atBound), atBound, codes.NotFound},
+		{"at both bounds, message type", allExtensions(atBound), atBound, codes.NotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEach(t, register, func(t *testing.T, c rpb.ServerReflectionClient) {
+				res.work.Store(0)
+				x := open(t, c)
+				e := x.ask(tc.req).GetErrorResponse()
+				if got := codes.Code(e.GetErrorCode()); e == nil || got != tc.want {
+					t.Errorf("error response %v (of %d bytes), want %v", got, len(e.GetErrorMessage()), tc.want)
+				}
+				if len(e.GetErrorMessage()) > 512 {
+					t.Errorf("an error message of %d bytes: it should not echo the name whole", len(e.GetErrorMessage()))
+				}
+				if work, most := res.work.Load(), int64(protoname.MaxParts*len(tc.asks)); work > most {
+					t.Errorf("the lookups hashed %d bytes for a name of %d: more than %d times its length", work, len(tc.asks), protoname.MaxParts)
+				}
+				// The stream goes on.
+				if names, _ := x.files(symbol("rdmarpc.test.v1.Test")); len(names) != 1 {
+					t.Fatalf("then rdmarpc.test.v1.Test: %v", names)
+				}
+			})
+		})
+	}
 }
 
 // extensionFiles builds, in registries of their own, a file that extends

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -17,14 +16,18 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/dynamic"
+	"github.com/rdmarpc/rdmarpc/internal/protoname"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/status"
 )
 
-// maxReflectedFiles bounds the files one command takes from a server's
-// reflection service: a server that keeps sending new ones is refused, not
-// held in memory without end.
-const maxReflectedFiles = 10000
+// maxReflectedFiles and maxReflectedBytes bound the files one command
+// takes from a server's reflection service: a server that keeps sending new
+// ones is refused, not held in memory without end.
+const (
+	maxReflectedFiles = 10000
+	maxReflectedBytes = 64 << 20
+)
 
 // reflectionSource is a dynamic.Source that asks a server's reflection
 // service (grpc.reflection.v1) over one stream, kept for the command's
@@ -34,10 +37,13 @@ type reflectionSource struct {
 	stream *reflectionStream
 	cancel context.CancelFunc
 
-	protos map[string]*descriptorpb.FileDescriptorProto // every file received, by name
-	wanted map[string]bool                              // imports of protos not in protos
-	files  *protoregistry.Files                         // built from protos
-	types  *dynamicpb.Types                             // over files
+	protos  map[string]*descriptorpb.FileDescriptorProto // every file received, by name
+	bytes   int                                          // their encoded size
+	wanted  []string                                     // imports of protos, in the order seen; some may have come since
+	pending []string                                     // protos not yet in files, in the order received
+	files   *protoregistry.Files                         // built from protos, each file once
+	types   *dynamicpb.Types                             // over files
+	built   int                                          // files built into files, counted for the tests
 }
 
 // newReflectionSource opens a reflection stream on cc; close ends it.
@@ -53,7 +59,7 @@ func newReflectionSource(ctx context.Context, cc *rpc.ClientConn) (*reflectionSo
 
 func newSourceOver(stream *reflectionStream, cancel context.CancelFunc) *reflectionSource {
 	files := new(protoregistry.Files)
-	return &reflectionSource{stream: stream, cancel: cancel, protos: make(map[string]*descriptorpb.FileDescriptorProto), wanted: make(map[string]bool), files: files, types: dynamicpb.NewTypes(files)}
+	return &reflectionSource{stream: stream, cancel: cancel, protos: make(map[string]*descriptorpb.FileDescriptorProto), files: files, types: dynamicpb.NewTypes(files)}
 }
 
 func (r *reflectionSource) close() {
@@ -101,6 +107,11 @@ func (r *reflectionSource) ListServices(context.Context) ([]string, error) {
 // for the files that one imports).
 func (r *reflectionSource) FindSymbol(_ context.Context, name string) (protoreflect.Descriptor, error) {
 	name = strings.TrimPrefix(name, ".")
+	// The name may be the server's (describe takes the services it
+	// lists): a long one would cost the lookup below quadratic time.
+	if err := protoname.Check(name); err != nil {
+		return nil, fmt.Errorf("symbol: %w", err)
+	}
 	if d, err := r.files.FindDescriptorByName(protoreflect.FullName(name)); err == nil {
 		return d, nil
 	}
@@ -119,9 +130,9 @@ func (r *reflectionSource) FindSymbol(_ context.Context, name string) (protorefl
 }
 
 // take adds the files of a, the answer about the symbol name, fetches the
-// imports still missing, and rebuilds the registry.
+// imports still missing, and builds the files new to the registry.
 func (r *reflectionSource) take(a *reflectionAnswer, name string) error {
-	what, first := fmt.Sprintf("symbol %q", name), true
+	what, first := "symbol "+protoname.Quote(name), true
 	for ; ; first = false {
 		if a.failed {
 			if a.code == codes.NotFound && first {
@@ -138,12 +149,21 @@ func (r *reflectionSource) take(a *reflectionAnswer, name string) error {
 			if err := proto.Unmarshal(b, fd); err != nil {
 				return fmt.Errorf("reflection: %s: a file the server sent does not decode: %w", what, err)
 			}
-			if _, dup := r.protos[fd.GetName()]; !dup {
-				if len(r.protos) >= maxReflectedFiles {
-					return fmt.Errorf("reflection: the server sent more than %d files", maxReflectedFiles)
-				}
-				added = true
+			if _, dup := r.protos[fd.GetName()]; dup {
+				continue // received before
 			}
+			if len(r.protos) >= maxReflectedFiles {
+				return fmt.Errorf("reflection: the server sent more than %d files", maxReflectedFiles)
+			}
+			if r.bytes += len(b); r.bytes > maxReflectedBytes {
+				return fmt.Errorf("reflection: the server sent more than %d MiB of files", maxReflectedBytes>>20)
+			}
+			// Before protodesc resolves its names, which costs
+			// quadratic time in a long one.
+			if err := protoname.CheckFile(fd); err != nil {
+				return fmt.Errorf("reflection: %s: %w", what, err)
+			}
+			added = true
 			r.add(fd)
 		}
 		missing := r.missing()
@@ -158,49 +178,73 @@ func (r *reflectionSource) take(a *reflectionAnswer, name string) error {
 		if a, err = r.ask("file_by_filename", missing); err != nil {
 			return err
 		}
-		what = fmt.Sprintf("file %q (imported)", missing)
+		what = fmt.Sprintf("file %s (imported)", protoname.Quote(missing))
 	}
-	files, err := buildFiles(r.protos)
-	if err != nil {
-		return err
-	}
-	r.files, r.types = files, dynamicpb.NewTypes(files)
-	return nil
+	return r.build()
 }
 
 // missing returns an import of the files received that is not among them,
-// or "".
+// or "": the first such import seen, dropping those that have come since.
 func (r *reflectionSource) missing() string {
-	if len(r.wanted) == 0 {
-		return ""
+	for len(r.wanted) > 0 {
+		if _, ok := r.protos[r.wanted[0]]; !ok {
+			return r.wanted[0]
+		}
+		r.wanted = r.wanted[1:]
 	}
-	return slices.Min(slices.Collect(maps.Keys(r.wanted)))
+	return ""
 }
 
 // add keeps fd, and notes which of its imports are still to come.
 func (r *reflectionSource) add(fd *descriptorpb.FileDescriptorProto) {
 	r.protos[fd.GetName()] = fd
-	delete(r.wanted, fd.GetName())
+	r.pending = append(r.pending, fd.GetName())
 	for _, dep := range fd.GetDependency() {
 		if _, ok := r.protos[dep]; !ok {
-			r.wanted[dep] = true
+			r.wanted = append(r.wanted, dep)
 		}
 	}
 }
 
-// buildFiles turns the files received into descriptors; a set that does
-// not link (an import missing, a name declared twice, a type that does not
-// resolve) is an error, as from any decoder of what the server sent.
-func buildFiles(protos map[string]*descriptorpb.FileDescriptorProto) (*protoregistry.Files, error) {
-	set := &descriptorpb.FileDescriptorSet{}
-	for _, name := range slices.Sorted(maps.Keys(protos)) {
-		set.File = append(set.File, protos[name])
+// build turns the files received since the last build into descriptors,
+// each after its imports, into the registry that holds the earlier ones:
+// each file is built once, however many symbols a command asks about. A
+// file that does not link (an import missing or in a cycle, a name declared
+// twice, a type that does not resolve) is an error, as from any decoder of
+// what the server sent; the files built before it stay.
+func (r *reflectionSource) build() error {
+	const building = 1
+	state := make(map[string]int)
+	var visit func(name string) error
+	visit = func(name string) error {
+		if _, err := r.files.FindFileByPath(name); err == nil {
+			return nil
+		}
+		fd, ok := r.protos[name]
+		if !ok || state[name] == building {
+			return fmt.Errorf("file %s: missing, or imported in a cycle", protoname.Quote(name))
+		}
+		state[name] = building
+		for _, dep := range fd.GetDependency() {
+			if err := visit(dep); err != nil {
+				return err
+			}
+		}
+		r.built++
+		f, err := protodesc.NewFile(fd, r.files)
+		if err != nil {
+			return err
+		}
+		return r.files.RegisterFile(f)
 	}
-	files, err := protodesc.NewFiles(set)
-	if err != nil {
-		return nil, fmt.Errorf("reflection: the files the server sent do not form a valid set: %w", err)
+	for len(r.pending) > 0 {
+		name := r.pending[0]
+		if err := visit(name); err != nil {
+			return fmt.Errorf("reflection: the files the server sent do not form a valid set: %w", err)
+		}
+		r.pending = r.pending[1:]
 	}
-	return files, nil
+	return nil
 }
 
 // Types resolves the messages of the files received, then those linked

@@ -170,6 +170,22 @@ func TestReflectionHostileServer(t *testing.T) {
 					Name: proto.String("f"), Number: proto.Int32(1), Type: descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum(), TypeName: proto.String(".nope.X"),
 				}}}}})
 		}, "do not form a valid set"},
+		{"a relative reference", func(*rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse {
+			return filesResponse(withField("M"))
+		}, `refers to "M", which is not fully qualified`},
+		// protodesc would resolve this name quadratically: seconds.
+		{"a 1 MiB type name", func(*rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse {
+			return filesResponse(withField("." + strings.Repeat("a.", 1<<19) + "X"))
+		}, "the most taken is"},
+		{"more bytes than taken", func() func(*rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse {
+			n := 0
+			return func(*rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse {
+				n++
+				next := func(i int) string { return fmt.Sprintf("f%d.proto", i) }
+				return filesResponse(&descriptorpb.FileDescriptorProto{Name: proto.String(next(n)), Dependency: []string{next(n + 1)},
+					Options: &descriptorpb.FileOptions{GoPackage: proto.String(strings.Repeat("x", 1<<20))}})
+			}
+		}(), "more than 64 MiB of files"},
 		{"a new file each time", func() func(*rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse {
 			n := 0
 			return func(*rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse {
@@ -189,6 +205,58 @@ func TestReflectionHostileServer(t *testing.T) {
 				t.Fatalf("asked %d times", f.asked)
 			}
 		})
+	}
+}
+
+// withField is a file declaring c.M with a message field of typeName.
+func withField(typeName string) *descriptorpb.FileDescriptorProto {
+	return &descriptorpb.FileDescriptorProto{Name: proto.String("c.proto"), Package: proto.String("c"),
+		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("M"), Field: []*descriptorpb.FieldDescriptorProto{{
+			Name: proto.String("f"), Number: proto.Int32(1), Type: descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum(), TypeName: proto.String(typeName),
+		}}}}}
+}
+
+// TestReflectionLongSymbol: a symbol no server holds, such as a 1 MiB
+// "a.a.a…" a hostile server lists as a service for describe to ask about,
+// is refused before any lookup (one would cost quadratic time) and before
+// asking the server.
+func TestReflectionLongSymbol(t *testing.T) {
+	src, f := fakeReflectionSource(t, func(*rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse {
+		return &rpb.ServerReflectionResponse{MessageResponse: &rpb.ServerReflectionResponse_ErrorResponse{ErrorResponse: &rpb.ErrorResponse{ErrorCode: 5}}}
+	})
+	_, err := src.FindSymbol(t.Context(), strings.Repeat("a.", 1<<19)+"S")
+	if err == nil || !strings.Contains(err.Error(), "the most taken is") || len(err.Error()) > 512 {
+		t.Fatalf("FindSymbol of 1 MiB: %.512v; want the bounds named, briefly", err)
+	}
+	if f.asked != 0 {
+		t.Fatalf("asked the server %d times", f.asked)
+	}
+}
+
+// TestReflectionBuildsEachFileOnce: describing many services, each in a
+// file of its own, builds each file once, not every file received so far
+// for each service (quadratic in the files a server sends).
+func TestReflectionBuildsEachFileOnce(t *testing.T) {
+	const services = 300
+	common := &descriptorpb.FileDescriptorProto{Name: proto.String("common.proto"), Package: proto.String("s"),
+		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("M")}}}
+	src, _ := fakeReflectionSource(t, func(req *rpb.ServerReflectionRequest) *rpb.ServerReflectionResponse {
+		if req.GetFileByFilename() == "common.proto" {
+			return filesResponse(common)
+		}
+		svc := strings.TrimPrefix(req.GetFileContainingSymbol(), "s.")
+		return filesResponse(&descriptorpb.FileDescriptorProto{Name: proto.String(svc + ".proto"), Package: proto.String("s"), Dependency: []string{"common.proto"},
+			Service: []*descriptorpb.ServiceDescriptorProto{{Name: proto.String(svc), Method: []*descriptorpb.MethodDescriptorProto{{
+				Name: proto.String("Do"), InputType: proto.String(".s.M"), OutputType: proto.String(".s.M")}}}}})
+	})
+	for i := range services {
+		name := fmt.Sprintf("s.S%d", i)
+		if d, err := src.FindSymbol(t.Context(), name); err != nil || string(d.FullName()) != name {
+			t.Fatalf("FindSymbol(%s): %v, %v", name, d, err)
+		}
+	}
+	if src.built != services+1 {
+		t.Fatalf("built %d files for %d services and one import: want each file built once", src.built, services)
 	}
 }
 

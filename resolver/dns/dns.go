@@ -90,8 +90,8 @@ func (b *builder) Build(t resolver.Target, cc resolver.ClientConn, _ resolver.Bu
 		return nop{}, nil
 	}
 	res := net.DefaultResolver
+	server := "" // the target's authority, which every lookup asks
 	if t.URL.Host != "" || b.o.Dial != nil {
-		server := ""
 		if t.URL.Host != "" {
 			server, err = parseAuthority(t.URL.Host)
 			if err != nil {
@@ -112,7 +112,7 @@ func (b *builder) Build(t resolver.Target, cc resolver.ClientConn, _ resolver.Bu
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &dnsResolver{
-		o: b.o, clock: b.clock, res: res, host: host, port: port, transport: t.Transport,
+		o: b.o, clock: b.clock, res: res, server: server, host: host, port: port, transport: t.Transport,
 		cc: cc, ctx: ctx, cancel: cancel, now: make(chan struct{}, 1),
 	}
 	r.wg.Add(1)
@@ -187,6 +187,7 @@ type dnsResolver struct {
 	o         Options
 	clock     clock
 	res       *net.Resolver
+	server    string // the authority's "ip:port", or "" for the system's servers
 	host      string
 	port      uint16
 	transport string
@@ -266,7 +267,7 @@ func (r *dnsResolver) resolve() error {
 		err = errors.New("the answer has no addresses")
 	}
 	if err != nil {
-		err = fmt.Errorf("dns: no A or AAAA records for %q: %w", r.host, err)
+		err = fmt.Errorf("dns: no A or AAAA records for %q: %w", r.host, r.namingServer(err))
 		r.cc.ReportError(err)
 		return err
 	}
@@ -289,6 +290,21 @@ func (r *dnsResolver) resolve() error {
 		})
 	}
 	return r.cc.UpdateState(st)
+}
+
+// namingServer returns err naming the server the lookup asked. The Go
+// resolver's error names the one of the system's configuration it meant
+// to ask, but with an authority in the target every query went there.
+func (r *dnsResolver) namingServer(err error) error {
+	if r.server == "" {
+		return err
+	}
+	if de, ok := err.(*net.DNSError); ok {
+		named := *de
+		named.Server = r.server
+		return &named
+	}
+	return fmt.Errorf("asking %s: %w", r.server, err)
 }
 
 // backoff is gRPC's connection backoff applied to lookups: 1 s, growing

@@ -394,3 +394,37 @@ func TestDialReachesTheServer(t *testing.T) {
 		t.Fatal("Options.Dial was not used")
 	}
 }
+
+// A failed lookup names the DNS server the target's authority points at,
+// not the system's, which the Go resolver believes it asked (issue 20):
+// both for an answer (no such name) and for a server that does not answer.
+func TestErrorNamesTheAuthority(t *testing.T) {
+	f := start(t, "dns://%s/nowhere.test:7070", Options{}, func(*dnstest.Server) {})
+	err := <-f.cc.errs
+	var de *net.DNSError
+	if !errors.As(err, &de) || !de.IsNotFound || de.Server != f.srv.Addr() || !strings.Contains(err.Error(), "on "+f.srv.Addr()) {
+		t.Fatalf("error %q: want a not-found DNS error naming the server %s", err, f.srv.Addr())
+	}
+
+	// A port nothing listens on: the lookup fails (refused, or timed out
+	// if refusals are dropped) and says where it asked.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := pc.LocalAddr().String()
+	pc.Close()
+	tg, _, err := resolver.ParseTarget("dns://" + closed + "/kv.test:7070")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := newChanCC()
+	r, err := (&builder{o: Options{LookupTimeout: time.Second}.withDefaults(), clock: newFakeClock()}).Build(tg, cc, resolver.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := <-cc.errs; !strings.Contains(err.Error(), closed) {
+		t.Fatalf("error %q: want the server %s named", err, closed)
+	}
+}

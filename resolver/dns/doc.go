@@ -10,8 +10,9 @@
 // asks (a connection failed), but never twice within MinResolveInterval, so
 // a fleet of failing connections does not flood the DNS servers. Every
 // lookup's result is reported, changed or not. A failed
-// lookup, or an answer with no addresses, is reported with ReportError and
-// retried with exponential backoff. An answer yields at most MaxAddresses
+// lookup, or an answer with no addresses, is reported with ReportError,
+// naming the host and the DNS server asked (the target's authority when it
+// has one), and retried with exponential backoff. An answer yields at most MaxAddresses
 // addresses, so no DNS server decides how many connections a client opens.
 // A host that is an IP address is reported once, without a lookup or a
 // goroutine.

@@ -72,11 +72,18 @@ func dataKey(k []byte) []byte {
 	return b
 }
 
+// logKeyLen is the length of every log key.
+const logKeyLen = 9
+
 func logKey(rev uint64) []byte {
-	b := make([]byte, 9)
+	b := make([]byte, logKeyLen)
+	putLogKey(b, rev)
+	return b
+}
+
+func putLogKey(b []byte, rev uint64) {
 	b[0] = logPrefix
 	binary.BigEndian.PutUint64(b[1:], rev)
-	return b
 }
 
 // dataBounds maps user-key bounds (nil: unbounded) to Pebble's.
@@ -95,11 +102,31 @@ func dataBounds(lower, upper []byte) ([]byte, []byte) {
 // byte (0 put, 1 delete), the uvarint length and bytes of the key, and for
 // a put the uvarint length and bytes of the value.
 func encodeChange(muts []Mutation) []byte {
-	n := binary.MaxVarintLen64
+	return appendChange(make([]byte, 0, changeSize(muts)), muts)
+}
+
+// changeSize is the length of muts' change record.
+func changeSize(muts []Mutation) int {
+	n := uvarintLen(uint64(len(muts)))
 	for _, m := range muts {
-		n += 1 + 2*binary.MaxVarintLen64 + len(m.Key) + len(m.Value)
+		n += 1 + uvarintLen(uint64(len(m.Key))) + len(m.Key)
+		if !m.Delete {
+			n += uvarintLen(uint64(len(m.Value))) + len(m.Value)
+		}
 	}
-	b := make([]byte, 0, n)
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
+}
+
+// appendChange appends muts' change record to b.
+func appendChange(b []byte, muts []Mutation) []byte {
 	b = binary.AppendUvarint(b, uint64(len(muts)))
 	for _, m := range muts {
 		if m.Delete {
@@ -251,20 +278,39 @@ func (c *changeLog) load(db *pebble.DB, stop <-chan struct{}) error {
 	return nil
 }
 
+// commitRoom is what commit adds to a batch besides the mutations' own
+// entries, for a Pebble batch sized up front (see batchSize).
+func commitRoom(muts []Mutation) int {
+	return 2*batchEntry + logKeyLen + changeSize(muts) + len(revisionKey) + 8
+}
+
+// batchEntry bounds what a Pebble batch adds to each entry's key and
+// value: a kind byte and two uvarint lengths (of at most 5 bytes each).
+const batchEntry = 1 + 2*5
+
 // commit applies b, a batch of muts, as the next revision. It calls applied
 // once the batch is applied (visible to reads), before waiting for its
 // sync: the caller's key locks need not wait for the disk, since a later
 // write of the key reads what this one applied, and if this sync fails the
 // store fails, and every later write with it.
+//
+// The change record is encoded straight into the batch, before commitMu:
+// a record as large as the batch's data is written once, not built apart
+// and copied in under the lock; only its key, the revision, waits for the
+// lock. Nothing else may touch b between the two.
 func (s *Store) commit(b *pebble.Batch, muts []Mutation, applied func()) error {
 	c := &s.clog
-	rec := encodeChange(muts)
+	size := changeSize(muts)
+	op := b.SetDeferred(logKeyLen, size)
+	if rec := appendChange(op.Value[:0:size], muts); len(rec) != size {
+		return fmt.Errorf("change record of %d bytes, %d expected", len(rec), size) // changeSize is wrong
+	}
 	c.commitMu.Lock()
 	rev := c.last + 1
 	var revBytes [8]byte
 	binary.BigEndian.PutUint64(revBytes[:], rev)
-	lk := logKey(rev)
-	if err := errors.Join(b.Set(lk, rec, nil), b.Set(revisionKey, revBytes[:], nil)); err != nil {
+	putLogKey(op.Key, rev)
+	if err := errors.Join(op.Finish(), b.Set(revisionKey, revBytes[:], nil)); err != nil {
 		c.commitMu.Unlock()
 		return err
 	}
@@ -283,7 +329,7 @@ func (s *Store) commit(b *pebble.Batch, muts []Mutation, applied func()) error {
 	c.last = rev
 	c.applied.Store(rev)
 	c.applying.Add(1) // even: applied is what reads see
-	c.entries = append(c.entries, logEntry{rev: rev, size: int64(len(lk) + len(rec))})
+	c.entries = append(c.entries, logEntry{rev: rev, size: int64(logKeyLen + size)})
 	c.bytes += c.entries[len(c.entries)-1].size
 	trimErr := s.trimLog()
 	c.commitMu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -332,7 +333,11 @@ func FuzzDecodeChange(f *testing.F) {
 		}
 		// Lengths may be written longer than needed, so compare what
 		// the record means, not its bytes.
-		again, err := decodeChange(encodeChange(muts))
+		rec := encodeChange(muts)
+		if len(rec) != changeSize(muts) {
+			t.Fatalf("%x: changeSize %d, record of %d bytes", b, changeSize(muts), len(rec))
+		}
+		again, err := decodeChange(rec)
 		if err != nil || len(again) != len(muts) {
 			t.Fatalf("%x decodes to %d mutations, which encode to a record that decodes to %d, %v", b, len(muts), len(again), err)
 		}
@@ -342,6 +347,40 @@ func FuzzDecodeChange(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBatchSize: batchSize leaves room for all that Batch and commit put
+// in a Pebble batch, so that the batch is never grown (copied) while it
+// fills, and the change record is exactly changeSize long.
+func TestBatchSize(t *testing.T) {
+	s := openMem(t)
+	long := bytes.Repeat([]byte("v"), 300)
+	for _, muts := range [][]Mutation{
+		{{Key: []byte("k"), Value: []byte("v")}},
+		{{Key: []byte("a")}, {Key: []byte("b"), Delete: true}},
+		{{Key: long, Value: long}, {Key: []byte("d"), Delete: true}, {Key: []byte("e"), Value: bytes.Repeat(long, 1000)}},
+		slices.Repeat([]Mutation{{Key: []byte("key/0001"), Value: long}}, MaxBatchMutations),
+	} {
+		if got := len(encodeChange(muts)); got != changeSize(muts) {
+			t.Errorf("%d mutations: changeSize %d, record of %d bytes", len(muts), changeSize(muts), got)
+		}
+		// What Batch and commit add, in their order.
+		b := s.db.NewBatchWithSize(batchSize(muts))
+		room := cap(b.Repr())
+		for _, m := range muts {
+			if m.Delete {
+				b.Delete(dataKey(m.Key), nil)
+			} else {
+				b.Set(dataKey(m.Key), m.Value, nil)
+			}
+		}
+		b.SetDeferred(logKeyLen, changeSize(muts))
+		b.Set(revisionKey, make([]byte, 8), nil)
+		if cap(b.Repr()) != room {
+			t.Errorf("%d mutations: the batch grew from %d bytes to %d (%d used)", len(muts), room, cap(b.Repr()), len(b.Repr()))
+		}
+		b.Close()
+	}
 }
 
 // TestGetRevisionConsistent: under a stream of writes, every GetRevision

@@ -559,7 +559,7 @@ func (s *Store) Batch(muts []Mutation) error {
 			unlock()
 		}
 	}()
-	b := s.db.NewBatch()
+	b := s.db.NewBatchWithSize(batchSize(muts))
 	defer b.Close()
 	for _, m := range muts {
 		if m.Delete {
@@ -573,6 +573,20 @@ func (s *Store) Batch(muts []Mutation) error {
 	}
 	return s.committed(s.commit(b, muts, func() { unlocked = true; unlock() }))
 }
+
+// batchSize is the room a Pebble batch of muts needs, with what commit
+// adds: sized up front, a batch of 10 000 mutations is not grown (and
+// copied) a dozen times as it fills.
+func batchSize(muts []Mutation) int {
+	n := batchHeader + commitRoom(muts)
+	for _, m := range muts {
+		n += batchEntry + 1 + len(m.Key) + len(m.Value) // 1: dataKey's prefix
+	}
+	return n
+}
+
+// batchHeader is a Pebble batch's header: a sequence number and a count.
+const batchHeader = 12
 
 // committed returns the error of a commit: its own, or the fatal error
 // Pebble reported through its logger while committing and then carried on
