@@ -17,8 +17,9 @@ type serverCall struct {
 	mu      sync.Mutex
 	header  metadata.MD
 	trailer metadata.MD
-	sent    bool      // SendHeader was called: the header is final
-	stats   *rpcStats // nil without stats handlers
+	sent    bool          // SendHeader was called: the header is final
+	stats   *rpcStats     // nil without stats handlers
+	stream  *serverStream // the stream, nil for a unary call
 }
 
 type serverCallKey struct{}

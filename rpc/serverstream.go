@@ -86,6 +86,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	}
 	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, svc: svc,
 		sc: &serverCall{method: req.Method}}
+	ss.sc.stream = ss
 	ss.in.init(l.s.opts.window)
 	ss.out.init()
 	ctx, cancel := context.WithCancel(l.ctx)
@@ -487,6 +488,33 @@ func (ss *serverStream) SendMsg(m any) error {
 	if ss.sc.stats != nil {
 		ss.sc.stats.outPayload(m, n, n+wire.HeaderLen)
 	}
+	return nil
+}
+
+// SendReady waits until a message sent on the server stream ss would leave
+// without waiting for the client: the client's window for the stream and
+// for the connection is open, and the connection's budget for unsent
+// responses has room (MaxUnsentResponseBytes). A handler that reads what it
+// sends from somewhere (a log, a file, a table) calls it before it reads
+// the next part, so that a client that does not read has it wait holding
+// nothing, and reads no more at once than about a window (64 KiB by
+// default): what the server holds for the connection then stays within its
+// bounds (docs/architecture.md). It returns the stream's status error once
+// the stream has ended, and nil at once for a stream of another kind (a
+// wrapper's that hides the context, a test double).
+func SendReady(ss ServerStream) error {
+	sc, err := callFromContext(ss.Context())
+	if err != nil || sc.stream == nil {
+		return nil
+	}
+	s := sc.stream
+	if !s.out.wait(s.ctx.Done()) || !s.l.flow.acquire(s.ctx.Done(), 0) {
+		return s.sendError(s.ctx.Err())
+	}
+	if err := s.l.budget.acquire(s.ctx, 1); err != nil {
+		return s.sendError(err)
+	}
+	s.l.budget.release(1)
 	return nil
 }
 

@@ -8,15 +8,21 @@ import (
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvpb"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/store"
+	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/status"
 )
 
 // Watch reading.
 const (
 	// watchReadRevisions and watchReadBytes bound what one watcher holds
-	// read from the change log and not yet sent: the log is its queue.
+	// read from the change log and not yet sent: the log is its queue. It
+	// reads only when its client can take what it sends (rpc.SendReady),
+	// and about half a stream window at once (one revision more, when a
+	// single one is larger), so that a watcher whose client does not read
+	// waits holding nothing, and one whose client reads slowly holds at
+	// most that much while its Send waits.
 	watchReadRevisions = 256
-	watchReadBytes     = 4 << 20
+	watchReadBytes     = 32 << 10
 	// ProgressEvery is how many revisions without an event for its prefix
 	// a watcher passes before it is sent a progress response (no events),
 	// so that its resume point stays within the log's retention. One is
@@ -52,6 +58,9 @@ func (s *Service) Watch(req *kvpb.WatchRequest, stream kvpb.KV_WatchServer) erro
 	}
 	skipped, replaying := 0, true
 	for {
+		if err := rpc.SendReady(stream); err != nil {
+			return err
+		}
 		changes, after, err := s.st.Changes(next, watchReadRevisions, watchReadBytes)
 		if err != nil {
 			return s.watchError(ctx, err, next)
