@@ -233,3 +233,71 @@ func TestTLS(t *testing.T) {
 	}
 	checkServing(t, New(Options{TLS: clientCfg}), lis.Addr().String())
 }
+
+// TestStalledFrameCloses: a peer that stops in the middle of a frame (its
+// header, or its body) is closed after StallTimeout with one log line,
+// while a connection that is idle between frames stays open: the bound is
+// on a frame in progress, not on silence. (Issue 20 item 4: such a peer
+// held its connection until the server keepalive's two hours.)
+func TestStalledFrameCloses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bytes []byte
+	}{
+		{"in the header", []byte{0, 0}},
+		{"in the body", []byte{0, 0, 0, 100, 'p', 'a', 'r', 't'}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log, logs := observed()
+			const stall = 50 * time.Millisecond
+			tr := New(Options{Logger: log, StallTimeout: stall})
+			lis, err := tr.Listen("127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lis.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+
+			idle := rawPeer(t, lis.Addr().String())
+			defer idle.Close()
+			idleSrv, err := lis.Accept(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer idleSrv.Close()
+			nc := rawPeer(t, lis.Addr().String())
+			defer nc.Close()
+			srv, err := lis.Accept(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			if _, err := nc.Write(tc.bytes); err != nil {
+				t.Fatal(err)
+			}
+			_, err = srv.Recv(ctx)
+			if !errors.Is(err, transport.ErrClosed) || !errors.Is(err, transport.ErrProtocol) || !strings.Contains(err.Error(), "stopped in the middle of a message") {
+				t.Fatalf("Recv from a peer stalled %s = %v, want a closed connection saying it stalled", tc.name, err)
+			}
+			if n := logs.FilterMessage("closing connection").Len(); n != 1 {
+				t.Fatalf("%d log lines for the stalled peer, want 1", n)
+			}
+			// The idle connection, silent as long, has had no frame
+			// started: it is open, and a frame on it arrives.
+			select {
+			case <-idleSrv.Done():
+				t.Fatal("an idle connection was closed as stalled")
+			default:
+			}
+			if _, err := idle.Write([]byte{0, 0, 0, 2, 'o', 'k'}); err != nil {
+				t.Fatal(err)
+			}
+			b, err := idleSrv.Recv(ctx)
+			if err != nil || string(b.Bytes()) != "ok" {
+				t.Fatalf("a frame after idling: %v", err)
+			}
+			b.Release()
+		})
+	}
+}

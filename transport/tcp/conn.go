@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,7 @@ type conn struct {
 	maxRecv int                                   // what we announced
 	maxSend int                                   // what the peer announced
 	grace   time.Duration
+	stall   time.Duration // StallTimeout
 
 	// Send side (write.go): a byte budget bounds what is queued or being
 	// written. One goroutine at a time holds the writer's role: a sender
@@ -69,6 +71,12 @@ type conn struct {
 	done   <-chan struct{} // sig.Done()
 	wg     sync.WaitGroup
 	closed chan struct{} // closed when teardown has finished
+
+	// Run once the socket is closed (OnClose), instead of a goroutine each
+	// waiting for Done: the listener giving the connection's place back.
+	onCloseMu sync.Mutex
+	onClose   []func()
+	tornDown  bool
 }
 
 type frame struct {
@@ -90,6 +98,7 @@ func newConn(nc net.Conn, o *Options, maxSend int, auth credentials.AuthInfo, re
 		maxRecv:    o.MaxMessageSize,
 		maxSend:    maxSend,
 		grace:      o.CloseGrace,
+		stall:      o.StallTimeout,
 		sendCap:    int64(o.SendQueueBytes),
 		sendBudget: semaphore.NewWeighted(int64(o.SendQueueBytes)),
 		wnotify:    make(chan struct{}, 1),
@@ -207,11 +216,21 @@ func closeWrite(nc net.Conn) {
 func (c *conn) readLoop() {
 	defer c.wg.Done()
 	defer close(c.recvq)
-	r := bufio.NewReaderSize(countingReader{c.nc, &c.received}, 64<<10)
+	cr := &countingReader{nc: c.nc, n: &c.received, stall: c.stall}
+	r := bufio.NewReaderSize(cr, 64<<10)
 	var hdr [frameHeaderLen]byte
 	for {
+		// The next frame may be long in coming (an idle connection); once
+		// its first byte is here, the rest must keep coming.
+		if r.Buffered() == 0 {
+			if _, err := r.Peek(1); err != nil {
+				c.readFailed(err)
+				return
+			}
+		}
+		cr.inFrame = true
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			c.readFailed(err)
+			c.readFailed(cr.why(err))
 			return
 		}
 		n := int(binary.BigEndian.Uint32(hdr[:]))
@@ -225,15 +244,17 @@ func (c *conn) readLoop() {
 		}
 		w := budget(n, c.recvCap)
 		if err := c.recvBudget.Acquire(c.ctx, w); err != nil {
+			cr.frameDone() // the grace bounds the rest
 			c.discard(r)
 			return
 		}
 		b, err := c.readBody(r, n)
 		if err != nil {
 			c.recvBudget.Release(w)
-			c.readFailed(err)
+			c.readFailed(cr.why(err))
 			return
 		}
+		cr.frameDone()
 		select {
 		case c.recvq <- transport.NewBuffer(b, recvOwner{c}, uint64(w)):
 		case <-c.done:
@@ -269,22 +290,54 @@ func (c *conn) readBody(r io.Reader, n int) ([]byte, error) {
 	}
 }
 
-// countingReader counts the bytes read through it, for BytesReceived.
+// countingReader is the socket as the reader goroutine reads it: it counts
+// the bytes read, for BytesReceived, and while a frame is in progress it
+// gives each read the stall timeout, so a peer that stops in the middle of
+// a frame fails the read. Only the reader goroutine touches it.
 type countingReader struct {
-	r io.Reader
-	n *atomic.Uint64
+	nc       net.Conn
+	n        *atomic.Uint64
+	stall    time.Duration
+	inFrame  bool // a frame has started and is not yet whole
+	deadline bool // the socket has a read deadline
 }
 
-func (cr countingReader) Read(p []byte) (int, error) {
-	n, err := cr.r.Read(p)
+func (cr *countingReader) Read(p []byte) (int, error) {
+	if cr.inFrame {
+		_ = cr.nc.SetReadDeadline(time.Now().Add(cr.stall))
+		cr.deadline = true
+	}
+	n, err := cr.nc.Read(p)
 	cr.n.Add(uint64(n))
 	return n, err
+}
+
+// frameDone: the frame is whole; the wait for the next one has no bound.
+func (cr *countingReader) frameDone() {
+	cr.inFrame = false
+	if cr.deadline {
+		_ = cr.nc.SetReadDeadline(time.Time{})
+		cr.deadline = false
+	}
+}
+
+// why names a read that timed out in the middle of a frame.
+func (cr *countingReader) why(err error) error {
+	if cr.inFrame && errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: the peer stopped in the middle of a message (no byte for %v)", transport.ErrProtocol, cr.stall)
+	}
+	return err
 }
 
 // readFailed records why reading stopped. Once the connection is closing,
 // read errors are the expected consequence and say nothing new.
 func (c *conn) readFailed(err error) {
 	switch {
+	case errors.Is(err, transport.ErrProtocol):
+		if c.refused != nil {
+			c.refused("closing connection", zap.Stringer("peer", c.nc.RemoteAddr()), zap.Error(err))
+		}
+		c.fail(err)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		c.fail(errors.New("tcp: connection closed by peer"))
 	default:
@@ -328,12 +381,34 @@ func (c *conn) teardown() {
 	c.wg.Wait()
 	t.Stop()
 	_ = c.nc.Close()
+	c.onCloseMu.Lock()
+	c.tornDown = true
+	fns := c.onClose
+	c.onClose = nil
+	c.onCloseMu.Unlock()
+	for _, f := range fns {
+		f()
+	}
 	// Messages queued for Recv after a local Close are dropped.
 	if c.local.IsSet() {
 		for b := range c.recvq {
 			b.Release()
 		}
 	}
+}
+
+// OnClose runs f once the connection's socket is closed (at once if it is
+// already): what the listener's connection limit uses to give a place
+// back without a goroutine per connection.
+func (c *conn) OnClose(f func()) {
+	c.onCloseMu.Lock()
+	if c.tornDown {
+		c.onCloseMu.Unlock()
+		f()
+		return
+	}
+	c.onClose = append(c.onClose, f)
+	c.onCloseMu.Unlock()
 }
 
 // closeErr is why the connection closed; it wraps transport.ErrClosed.

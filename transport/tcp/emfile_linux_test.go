@@ -159,7 +159,10 @@ func emfileServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.InfoLevel))
-	lis, err := New(Options{Logger: log}).Listen("127.0.0.1:0")
+	// No connection limit: the flood is to reach the descriptor limit
+	// itself (the default limit would refuse it first, see
+	// TestDefaultConnectionLimit).
+	lis, err := New(Options{Logger: log, MaxConnections: -1}).Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,4 +209,33 @@ func emfileServer(t *testing.T) {
 	close(stopping)
 	lis.Close()
 	wg.Wait()
+}
+
+// TestDefaultConnectionLimit: with MaxConnections unset, a listener holds
+// at most the open-files limit less an eighth of it (at least 64), so that
+// a flood of connections leaves the process descriptors for everything
+// else; negative means no limit.
+func TestDefaultConnectionLimit(t *testing.T) {
+	var saved syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &saved); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &saved)
+	for _, c := range []struct{ nofile, want int }{{4096, 3584}, {1 << 20, 1<<20 - 1<<17}, {200, 136}, {50, 1}} {
+		lim := saved
+		lim.Cur = uint64(min(c.nofile, int(saved.Max)))
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+		if int(lim.Cur) != c.nofile {
+			t.Logf("hard limit %d: skipping %d", saved.Max, c.nofile)
+			continue
+		}
+		if got := (Options{}).maxConnections(); got != c.want {
+			t.Errorf("open-files limit %d: default MaxConnections %d, want %d", c.nofile, got, c.want)
+		}
+	}
+	if got := (Options{MaxConnections: -1}).maxConnections(); got != 0 {
+		t.Errorf("MaxConnections -1: %d, want 0 (no limit)", got)
+	}
 }

@@ -53,10 +53,20 @@ type Options struct {
 	// CloseGrace bounds how long Close waits to flush queued messages and
 	// to see the peer end its stream. Default 2 s.
 	CloseGrace time.Duration
+	// StallTimeout bounds how long the reader waits for the next byte of
+	// a message it has started to read: a peer that stops in the middle
+	// of a message is closed after it, with a (rate-limited) log line on
+	// a listener, instead of holding the connection until a keepalive
+	// notices. Between messages there is no bound (an idle connection is
+	// keepalive's business). Default 20 s.
+	StallTimeout time.Duration
 	// MaxConnections bounds the connections a listener holds at once
-	// (those still in their handshake included); 0 means no bound. Beyond
-	// it, a new connection is accepted and closed at once, with a log
-	// line, so its client fails fast instead of waiting in the backlog.
+	// (those still in their handshake included). Beyond it, a new
+	// connection is accepted and closed at once, with a (rate-limited) log
+	// line, so its client fails fast instead of waiting in the backlog, and
+	// the process keeps descriptors for everything else it opens. Default
+	// (0): the process's limit on open files less an eighth of it (at
+	// least 64), read when Listen is called; negative: no bound.
 	MaxConnections int
 	// Logger receives the listener's lines: refused peers (rate-limited),
 	// temporary accept errors, connections over MaxConnections. Default
@@ -84,10 +94,28 @@ func (o Options) withDefaults() Options {
 	if o.CloseGrace <= 0 {
 		o.CloseGrace = 2 * time.Second
 	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 20 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
 	return o
+}
+
+// maxConnections is the listener's connection limit: MaxConnections, or
+// the default that leaves headroom under the open-files limit; 0, none.
+func (o Options) maxConnections() int {
+	switch {
+	case o.MaxConnections > 0:
+		return o.MaxConnections
+	case o.MaxConnections < 0:
+		return 0
+	}
+	if n := fdLimit(); n > 0 {
+		return max(1, n-max(64, n/8))
+	}
+	return 0
 }
 
 // Transport is the TCP transport.

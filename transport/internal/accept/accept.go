@@ -141,11 +141,22 @@ func (l *Listener) serve(nc net.Conn) {
 		c.Close()
 	}
 	l.wg.Done()
-	if l.o.MaxConns > 0 {
-		<-c.Done()
+	if l.o.MaxConns <= 0 {
+		l.conns.Add(-1)
+		return
 	}
+	if n, ok := c.(closeNotifier); ok {
+		n.OnClose(func() { l.conns.Add(-1) })
+		return
+	}
+	<-c.Done()
 	l.conns.Add(-1)
 }
+
+// closeNotifier is a connection that runs a function once it has closed
+// (transport/tcp's): with a connection limit, the listener gives the
+// place back from there instead of keeping a goroutine per connection.
+type closeNotifier interface{ OnClose(func()) }
 
 // Temporary reports whether an accept error is worth retrying: the process
 // or the system is out of descriptors or memory, a peer gave up before its

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package tcp
+
+func fdLimit() int { return 0 }
