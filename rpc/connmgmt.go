@@ -113,6 +113,14 @@ type connTimers struct {
 	grace    *timers.Timer
 	lastEnd  atomic.Int64 // when the last call or stream ended, Unix nanoseconds
 	start    time.Time
+
+	// After a GOAWAY: the server closes the connection itself once no
+	// call or stream is left and none can still be on its way (settled:
+	// the PING sent after the GOAWAY came back, or the keepalive timeout
+	// passed without it), whether or not the client closes it.
+	drainPongs uint64        // l.pongs when the GOAWAY was queued
+	settled    atomic.Bool   // nothing sent before the GOAWAY is still to arrive
+	settle     *timers.Timer // the keepalive timeout for the PONG
 }
 
 // startConnTimers arms the limits of l's connection, if any.
@@ -143,6 +151,40 @@ func (l *serverLink) callEnded() {
 	}
 }
 
+// answered: a call's response, or a stream's TRAILERS, has gone; a
+// draining connection may be done.
+func (l *serverLink) answered() {
+	if l.timers.settled.Load() {
+		l.drainedCheck()
+	}
+}
+
+// drainedCheck closes a draining connection once it is settled (see
+// connTimers) and no call or stream is left on it. It runs on the reader
+// (a PONG), a handler (callEnded) or a timer, and closes on a goroutine of
+// the link's.
+func (l *serverLink) drainedCheck() {
+	t := &l.timers
+	t.mu.Lock()
+	if !t.draining || t.stopped {
+		t.mu.Unlock()
+		return
+	}
+	if !t.settled.Load() && l.pongs.Load() > t.drainPongs {
+		t.settled.Store(true)
+	}
+	settled := t.settled.Load()
+	t.mu.Unlock()
+	if !settled || l.busy() || l.sending.Load() > 0 {
+		return
+	}
+	l.goOwned(func() {
+		if l.close(status.New(codes.Unavailable, "connection drained after GOAWAY")) {
+			l.log.Debug("closing a drained connection", zap.Stringer("peer", l.peer.Addr))
+		}
+	})
+}
+
 // checkIdle drains the connection once it has had no call for
 // MaxConnectionIdle, else looks again when it could have.
 func (l *serverLink) checkIdle() {
@@ -171,8 +213,12 @@ func (l *serverLink) checkIdle() {
 }
 
 // drain sends GOAWAY: the client takes no new calls here and closes the
-// connection once its calls end; after MaxConnectionAgeGrace, if set, the
-// server closes it whatever is left.
+// connection once its calls end. A PING follows the GOAWAY: once its PONG
+// is back (or the keepalive timeout passed without it), whatever the client
+// sent before it read the GOAWAY has arrived, and the server closes the
+// connection itself as soon as no call or stream is left, whether or not
+// the client does. After MaxConnectionAgeGrace, if set, the server closes
+// it whatever is left.
 func (l *serverLink) drain(reason string) {
 	t := &l.timers
 	t.mu.Lock()
@@ -181,8 +227,16 @@ func (l *serverLink) drain(reason string) {
 		return // closed, or draining already
 	}
 	t.draining = true
+	t.drainPongs = l.pongs.Load()
 	l.log.Debug("connection management: sending GOAWAY", zap.Stringer("peer", l.peer.Addr), zap.String("reason", reason))
 	l.queueGoAway(wire.AppendGoAway(nil, 0, reason))
+	// After the GOAWAY (the flusher sends it first), to see when the
+	// client has read it.
+	l.queueControl(wire.AppendPing(nil, false, 0), maxQueuedCancels)
+	t.settle = timers.Default.AfterFunc(l.ka.Timeout, func() {
+		t.settled.Store(true)
+		l.drainedCheck()
+	})
 	if t.idle != nil {
 		t.idle.Stop()
 	}
@@ -204,7 +258,7 @@ func (l *serverLink) stopConnTimers() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stopped = true
-	for _, tm := range []*timers.Timer{t.idle, t.age, t.grace} {
+	for _, tm := range []*timers.Timer{t.idle, t.age, t.grace, t.settle} {
 		if tm != nil {
 			tm.Stop()
 		}

@@ -60,6 +60,8 @@ type link struct {
 
 	frames    atomic.Uint64 // frames received
 	lastFrame atomic.Int64  // when the last one arrived, Unix nanoseconds
+	pongs     atomic.Uint64 // PONGs received
+	onPong    func()        // called after each PONG, when set (the server's drain)
 
 	ctlMu      sync.Mutex
 	ctlQueue   []ctlFrame  // encoded control frames waiting to be sent
@@ -442,6 +444,12 @@ func (l *link) control(h wire.Header, body []byte, peer, others string) (*wire.G
 		return nil, nil
 	case wire.KindPong:
 		_, err := wire.ParsePing(body)
+		if err == nil {
+			l.pongs.Add(1)
+			if l.onPong != nil {
+				l.onPong()
+			}
+		}
 		return nil, err
 	case wire.KindGoAway:
 		ga, err := wire.ParseGoAway(body)

@@ -259,7 +259,7 @@ func (s *Server) GracefulStop() {
 		lis.Close()
 	}
 	for l := range s.conns {
-		l.queueGoAway(wire.AppendGoAway(nil, 0, "server shutting down"))
+		l.drain("server shutting down")
 	}
 	for len(s.conns) > 0 {
 		s.cv.Wait()
@@ -357,6 +357,7 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 	}
 	// A REQUEST costs its whole frame, metadata included, of the window.
 	l.flow.init(s.opts.connWindow, s.opts.maxRecvSize+s.opts.maxHeaderListSize+requestOverhead)
+	l.onPong = l.drainedCheck
 	l.unread.init(l)
 	return l
 }
@@ -807,6 +808,7 @@ func (l *serverLink) serveStream(st *callStream) {
 	err = l.respond(st, sc, resp, err)
 	l.unreserve(st) // a response that did not go
 	l.requestDone(st)
+	l.answered()
 	if st.unread != 0 {
 		l.unread.answered(st.unread) // the reader reads on: the next request may be here already
 	}

@@ -341,6 +341,7 @@ func (ss *serverStream) run() {
 	delete(l.streams, ss.id)
 	l.mu.Unlock()
 	l.callEnded()
+	l.answered()
 }
 
 func (ss *serverStream) call() (err error) {
