@@ -434,3 +434,54 @@ func TestAutoWithoutRDMA(t *testing.T) {
 		t.Fatalf("call: %q, %v", name, err)
 	}
 }
+
+// TestPickFirstHappyEyeballs: with addresses that accept and never answer
+// ahead of one that works, pick_first connects to the working one about
+// 250 ms per address later, not a connect timeout (20 s) per address: the
+// attempts start one after another and run side by side (gRFC A61). The
+// attempts that lost are abandoned and their connections closed. (Issue
+// 20 item 5: 3 such addresses delayed the first call 30 s.)
+func TestPickFirstHappyEyeballs(t *testing.T) {
+	tr := pipe.New(pipe.Options{})
+	_, ss := backends(t, tr, 1)
+	var silent []string
+	accepted := make(chan transport.Conn, 8)
+	for range 3 {
+		lis, err := tr.Listen("silent:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lis.Close() })
+		silent = append(silent, lis.Addr().String())
+		go func() {
+			for {
+				c, err := lis.Accept(context.Background())
+				if err != nil {
+					return
+				}
+				accepted <- c // says nothing: no SETTINGS
+			}
+		}()
+	}
+	r := manual.NewBuilderWithScheme("he")
+	var st resolver.State
+	for _, a := range silent {
+		st.Addresses = append(st.Addresses, resolver.Address{Addr: a})
+	}
+	st.Addresses = append(st.Addresses, resolver.Address{Addr: ss[0].addr})
+	r.InitialState(st)
+	_, c := newClient(t, tr, r)
+	// One call: the connect timeout per address would take it past the
+	// test's own deadline (30 s) three times over.
+	if name, err := echo(testCtx(t), c); err != nil || name != ss[0].addr {
+		t.Fatalf("call: %q, %v; want %q", name, err, ss[0].addr)
+	}
+	for range silent {
+		conn := <-accepted
+		select {
+		case <-conn.Done():
+		case <-testCtx(t).Done():
+			t.Fatal("an attempt that lost keeps its connection")
+		}
+	}
+}

@@ -170,8 +170,11 @@ func (l *clientLink) readLoop() {
 	defer l.cc.wg.Done()
 	l.readTurns()
 	l.cc.forget(l, true)
-	l.wait()
+	// The calls fail now, not after the link's goroutines: one of them may
+	// be in the transport's Close, which can take its close grace to flush
+	// to a peer that is gone (keepalive's close).
 	l.failAll(l.closeStatus())
+	l.wait()
 	l.stats.end()
 }
 

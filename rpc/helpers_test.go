@@ -149,8 +149,11 @@ type spy struct {
 	mu       sync.Mutex
 	dialed   []*spyConn
 	accepted []*spyConn
-	// closeHook, when set, runs at the start of every Close.
-	closeHook func(*spyConn)
+	// closeHook, when set, runs at the start of every Close; afterClose
+	// once the connection is closed, before Close returns (as a transport
+	// whose Close waits out a close grace after marking itself closed).
+	closeHook  func(*spyConn)
+	afterClose func(*spyConn)
 	// claimLimit, when set, replaces the MAX_CONCURRENT_STREAMS of the
 	// SETTINGS a dialled connection receives: a server that says more than
 	// it runs, whose refusals the client must take.
@@ -327,7 +330,14 @@ func (c *spyConn) Close() error {
 	if hook != nil {
 		hook(c)
 	}
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	c.s.mu.Lock()
+	after := c.s.afterClose
+	c.s.mu.Unlock()
+	if after != nil {
+		after(c)
+	}
+	return err
 }
 
 // BytesReceived passes the pipe's count on, so keepalive sees it.

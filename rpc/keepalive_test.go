@@ -129,3 +129,37 @@ func TestKeepaliveCountsBytes(t *testing.T) {
 		t.Fatalf("call: %v, want Canceled (by the test)", err)
 	}
 }
+
+// TestKeepaliveFailsCallsBeforeClose: the calls in flight on a connection
+// keepalive gave up fail as it gives up, not once the transport's Close
+// returns (which may take its close grace, 2 s on TCP, to a peer that is
+// gone): here Close, the connection closed, does not return until the call
+// has failed. (Issue 20
+// item 6: a dead peer was noticed at Time + Timeout, its calls failed 2 s
+// later.)
+func TestKeepaliveFailsCallsBeforeClose(t *testing.T) {
+	tr := newSpy(pipe.New(pipe.Options{}))
+	addr := silentPeer(t, tr)
+	failed := make(chan struct{})
+	ctx := testCtx(t)
+	tr.afterClose = func(c *spyConn) {
+		if c.accepted {
+			return
+		}
+		select {
+		case <-failed:
+		case <-ctx.Done():
+		}
+	}
+	ka := rpc.Keepalive{Time: 50 * time.Millisecond, Timeout: 50 * time.Millisecond}
+	cc, err := rpc.Dial(ctx, "pipe://"+addr, rpc.WithTransport(tr), rpc.WithKeepalive(ka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	_, err = testpb.NewTestClient(cc).Block(ctx, &testpb.BlockRequest{})
+	close(failed)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "keepalive") {
+		t.Fatalf("call to a silent peer: %v, want Unavailable from keepalive while the transport closes", err)
+	}
+}

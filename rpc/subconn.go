@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -39,7 +40,8 @@ type subConn struct {
 	running    bool  // the connect goroutine runs
 	shutdown   bool
 	// fellBack holds the addresses dialed with the fallback transport (no
-	// RDMA device serves them); only run touches it.
+	// RDMA device serves them); under cc.mu (dial's attempts run side by
+	// side).
 	fellBack map[string]bool
 }
 
@@ -189,29 +191,78 @@ func (s *subConn) run() {
 	}
 }
 
-// dial tries each address in turn, each for timeout at least.
+// happyEyeballsDelay is how long an attempt has before the next address's
+// starts beside it (gRFC A61's Connection Attempt Delay).
+const happyEyeballsDelay = 250 * time.Millisecond
+
+// dial connects to one of addrs, as gRFC A61's pick_first does (Happy
+// Eyeballs, RFC 8305): the attempts start in order, each as the one before
+// fails or happyEyeballsDelay after it started, whichever comes first, and
+// run side by side, each for timeout at least; the first to connect wins
+// and the others are abandoned (a connection one of them makes anyway is
+// closed). So addresses that accept and never answer delay a working one
+// by 250 ms each, not by a whole timeout each.
 func (s *subConn) dial(addrs []resolver.Address, timeout time.Duration) (transport.Conn, wire.Settings, resolver.Address, error) {
-	var errs []error
-	for _, a := range addrs {
-		tc, set, err := s.dialOne(a, timeout)
-		if err == nil {
-			return tc, set, a, nil
-		}
-		if len(addrs) > 1 {
-			err = fmt.Errorf("%s: %w", a.Addr, err)
-		}
-		errs = append(errs, err)
-		if s.ctx.Err() != nil {
-			break
+	if len(addrs) == 1 {
+		tc, set, err := s.dialOne(s.ctx, addrs[0], timeout)
+		return tc, set, addrs[0], err
+	}
+	type attempt struct {
+		i   int
+		tc  transport.Conn
+		set wire.Settings
+		err error
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	results := make(chan attempt, len(addrs))
+	var won atomic.Bool
+	started, failed := 0, 0
+	next := func() {
+		i := started
+		started++
+		s.cc.wg.Add(1)
+		go func() {
+			defer s.cc.wg.Done()
+			tc, set, err := s.dialOne(ctx, addrs[i], timeout)
+			if err == nil && !won.CompareAndSwap(false, true) {
+				tc.Close() // another attempt won
+				return
+			}
+			results <- attempt{i, tc, set, err}
+		}()
+	}
+	next()
+	delay := time.NewTimer(happyEyeballsDelay)
+	defer delay.Stop()
+	errs := make([]error, len(addrs))
+	for {
+		select {
+		case r := <-results:
+			if r.err == nil {
+				return r.tc, r.set, addrs[r.i], nil
+			}
+			errs[r.i] = fmt.Errorf("%s: %w", addrs[r.i].Addr, r.err)
+			if failed++; failed == len(addrs) || s.ctx.Err() != nil && failed == started {
+				return nil, wire.Settings{}, resolver.Address{}, errors.Join(errs...)
+			}
+			if started < len(addrs) && s.ctx.Err() == nil {
+				next()
+				delay.Reset(happyEyeballsDelay)
+			}
+		case <-delay.C:
+			if started < len(addrs) {
+				next()
+				delay.Reset(happyEyeballsDelay)
+			}
 		}
 	}
-	return nil, wire.Settings{}, resolver.Address{}, errors.Join(errs...)
 }
 
-// dialOne connects to a, within timeout: the transport's dial, then the
-// SETTINGS exchange.
-func (s *subConn) dialOne(a resolver.Address, timeout time.Duration) (transport.Conn, wire.Settings, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+// dialOne connects to a within timeout (and ctx): the transport's dial,
+// then the SETTINGS exchange.
+func (s *subConn) dialOne(ctx context.Context, a resolver.Address, timeout time.Duration) (transport.Conn, wire.Settings, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tc, err := s.dialTransport(ctx, a)
 	if err != nil {
@@ -230,15 +281,20 @@ func (s *subConn) dialTransport(ctx context.Context, a resolver.Address) (transp
 	if err != nil {
 		return nil, err
 	}
-	if s.fellBack[a.Addr] && fallback != "" {
+	s.cc.mu.Lock()
+	fell := s.fellBack[a.Addr]
+	s.cc.mu.Unlock()
+	if fell && fallback != "" {
 		return s.dialFallback(ctx, a, fallback, transport.ErrNoDevice)
 	}
 	tc, err := s.cc.dial(ctx, tr, a)
 	if err != nil && fallback != "" && errors.Is(err, transport.ErrNoDevice) {
+		s.cc.mu.Lock()
 		if s.fellBack == nil {
 			s.fellBack = make(map[string]bool)
 		}
 		s.fellBack[a.Addr] = true
+		s.cc.mu.Unlock()
 		s.cc.log.Warn("no device serves the address: falling back", zap.String("addr", a.Addr), zap.String("fallback", fallback), zap.Error(err))
 		return s.dialFallback(ctx, a, fallback, err)
 	}
