@@ -704,10 +704,10 @@ func (b *byteBudget) waiting() bool { return b.waiters.Load() > 0 }
 // the call starts, so that the calls a connection runs at once hold about
 // the budget in responses, not MaxConcurrentCalls times their size
 // (docs/architecture.md, "Bounds of one connection"). It follows the
-// method's responses: up at once to a larger one, down by an eighth at
-// each smaller one, never under minResponseEstimate; a method with none
-// yet is expected to answer initialResponseEstimate. Shared by the
-// server's connections; nil: no estimate (streams, clients).
+// method's responses on the connection: up at once to a larger one, down
+// by an eighth at each smaller one, never under minResponseEstimate; a
+// method with none yet is expected to answer initialResponseEstimate. nil:
+// no estimate (streams, clients).
 type respEstimate struct{ n atomic.Int64 }
 
 const (

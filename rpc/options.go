@@ -97,6 +97,7 @@ const (
 	defaultMaxUnsentResponseBytes = 4 << 20
 	defaultResponseTimeout        = 30 * time.Second
 	defaultConnectionTimeout      = 10 * time.Second
+	defaultMaxConcurrentCalls     = 100
 )
 
 // ServerOption configures a Server.
@@ -138,11 +139,16 @@ func MaxSendMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxS
 // ServerCodec sets the codec. Default ProtoCodec.
 func ServerCodec(c Codec) ServerOption { return func(o *serverOptions) { o.codec = c } }
 
-// MaxConcurrentCalls caps the calls a server runs at once per connection.
-// Requests beyond it wait for a free slot in a queue bounded by
+// MaxConcurrentCalls caps the unary calls a server runs at once per
+// connection. Requests beyond it wait for a free slot in a queue bounded by
 // MaxQueuedRequestBytes, and are refused beyond that; the server keeps
 // reading the connection meanwhile, so pings and cancellations are handled
-// at once. Default 1024.
+// at once. Fewer may run when their responses, as estimated from the
+// method's last ones on the connection, would not fit
+// MaxUnsentResponseBytes. What running handlers hold is the application's,
+// so this is the bound of last resort on it (docs/architecture.md, "Bounds
+// of one connection"). Default 100, as gRPC servers commonly set their
+// stream limit.
 func MaxConcurrentCalls(n int) ServerOption {
 	return func(o *serverOptions) { o.maxConcurrentCalls = n }
 }

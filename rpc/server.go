@@ -54,7 +54,6 @@ type methodEntry struct {
 	name string // "/pkg.Service/Method", the string calls share
 	svc  *service
 	md   *MethodDesc
-	est  respEstimate // of its responses
 }
 
 type service struct {
@@ -70,7 +69,7 @@ type service struct {
 func NewServer(opts ...ServerOption) *Server {
 	o := serverOptions{
 		settings:           defaultSettings(),
-		maxConcurrentCalls: 1024,
+		maxConcurrentCalls: defaultMaxConcurrentCalls,
 		maxStreams:         defaultMaxConcurrentStreams,
 		maxQueuedBytes:     defaultMaxQueuedRequestBytes,
 		maxUnsentBytes:     defaultMaxUnsentResponseBytes,
@@ -288,17 +287,18 @@ type serverLink struct {
 	running     int                    // call slots taken
 	queue       list.List              // of *callStream waiting for a slot, oldest first
 	queuedBytes int
-	streams     map[uint64]*serverStream // open streams
-	held        atomic.Int64             // window bytes of stream messages copied out and not yet read
-	lastNotOpen uint64                   // the last stream answered "not open" (the reader's)
-	refusedIDs  refusedSet               // streams refused lately, whose frames are dropped (the reader's)
-	ua          string                   // the last user-agent received (the reader's)
-	lastPing    time.Time                // the reader's, for the enforcement policy
-	pingStrikes int                      // the reader's
-	inline      *callStream              // the reader's: admitted by this dispatch, for readTurn to run
-	inlineAlone bool                     // the reader's: inline is alone on the link, and so was the call before
-	lastAlone   bool                     // the reader's: the last call admitted was alone
-	unread      unreadTurn               // the reading while the reader runs a call without handing it on
+	streams     map[uint64]*serverStream       // open streams
+	held        atomic.Int64                   // window bytes of stream messages copied out and not yet read
+	lastNotOpen uint64                         // the last stream answered "not open" (the reader's)
+	refusedIDs  refusedSet                     // streams refused lately, whose frames are dropped (the reader's)
+	ests        map[*methodEntry]*respEstimate // the unary methods' response estimates on this connection (the reader's)
+	ua          string                         // the last user-agent received (the reader's)
+	lastPing    time.Time                      // the reader's, for the enforcement policy
+	pingStrikes int                            // the reader's
+	inline      *callStream                    // the reader's: admitted by this dispatch, for readTurn to run
+	inlineAlone bool                           // the reader's: inline is alone on the link, and so was the call before
+	lastAlone   bool                           // the reader's: the last call admitted was alone
+	unread      unreadTurn                     // the reading while the reader runs a call without handing it on
 	timers      connTimers
 	wg          sync.WaitGroup // handler goroutines
 	stats       *connStats     // nil without stats handlers
@@ -320,7 +320,7 @@ type callStream struct {
 	fail     error            // the call fails with this before any handler runs
 	svc      *service
 	md       *MethodDesc
-	est      *respEstimate // the method's, nil for an unknown one
+	est      *respEstimate // the method's on this connection, nil for an unknown one
 	ua       string        // the connection's user-agent when it arrived
 
 	cost    int           // bytes charged to the queue while queued
@@ -541,6 +541,21 @@ func (l *serverLink) fatal(err error) {
 	l.protocolError(err)
 }
 
+// estimate is m's response estimate on this connection. It is the
+// connection's own, so that what one client asks for (small answers, to
+// bring an estimate down) says nothing of another's calls.
+func (l *serverLink) estimate(m *methodEntry) *respEstimate {
+	e := l.ests[m]
+	if e == nil {
+		if l.ests == nil {
+			l.ests = make(map[*methodEntry]*respEstimate)
+		}
+		e = new(respEstimate)
+		l.ests[m] = e
+	}
+	return e
+}
+
 // newStream decodes a REQUEST into a stream. A request that cannot be
 // served (malformed body, unknown method, too large) becomes a stream that
 // fails: the frame's boundaries are intact, so only this call fails.
@@ -562,7 +577,7 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 	default:
 		st.method = req.Method
 		if known != nil {
-			st.svc, st.md, st.est = known.svc, known.md, &known.est
+			st.svc, st.md, st.est = known.svc, known.md, l.estimate(known)
 		} else {
 			st.svc, st.md = l.lookup(req.Method)
 		}
