@@ -153,7 +153,7 @@ func TestUnits(t *testing.T) {
 // failed (r^2 < 0.9), prints inf for every time and -nan for the standard
 // deviation, and exits 0. That is an error naming the column, not a row:
 // read as a row it became a p50 of -9.2e15 µs in rpcbench's table (issue
-// 20; bench/results' softroce-ladder-srq-ab.txt shows one).
+// 20; bench/results/history/2026-12-01-srq-ab/softroce-ladder-srq-ab.txt shows one).
 func TestNotTimed(t *testing.T) {
 	rows, err := ParseLat(open(t, "send_lat_64_client_no_cpu_mhz.txt"))
 	if !errors.Is(err, ErrBadRow) || !strings.Contains(err.Error(), `t_min[usec] is "inf"`) {
