@@ -68,7 +68,7 @@ kv)
   ROUNDS=${KV_ROUNDS:-4}
   (cd "$REPO/bench" && CGO_ENABLED=1 go build -o "$WORK/rpcbench" ./cmd/rpcbench)
   (cd "$REPO/examples" && CGO_ENABLED=1 go build -o "$WORK/kvserver" ./kvstore/cmd/kvserver)
-  CMD="$ROUNDS rounds of rpcbench --target … --kv … ${FLAGS[*]}, rdma:// and tcp:// alternating (guest.sh)"
+  CMD="guest.sh (KV_ROUNDS=$ROUNDS): per round, rpcbench --target … --kv … ${FLAGS[*]} over rdma:// then tcp://"
   MACHINE="host: $(host); $GUEST"
   {
     echo '# written by bench/pages.sh kv: the KV Get against the echo, separate processes'

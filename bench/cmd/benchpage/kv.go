@@ -98,8 +98,9 @@ func kvFigures(w io.Writer, dir string) error {
 	fmt.Fprintf(w, "\n## Over the rounds\n\n")
 	for _, k := range keys {
 		rs := ratios[k]
-		fmt.Fprintf(w, "- %s:// at %s, %d %s: Get / echo median %.2f over %d rounds (%.2f–%.2f).\n",
-			k.scheme, sizeName(k.size), k.conc, plural(k.conc, "caller", "callers"), median(rs), len(rs), slices.Min(rs), slices.Max(rs))
+		fmt.Fprintf(w, "- %s:// at %s, %d %s: Get / echo median %.2f over %d %s (%.2f–%.2f).\n",
+			k.scheme, sizeName(k.size), k.conc, plural(k.conc, "caller", "callers"), median(rs),
+			len(rs), plural(len(rs), "round", "rounds"), slices.Min(rs), slices.Max(rs))
 	}
 	var tcpOverRDMA []float64
 	for _, c := range cells {
