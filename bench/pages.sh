@@ -11,7 +11,7 @@
 #
 #   tcp    rpcbench --compare raw,drpc,grpc on loopback (BENCH_FLAGS replaces the default
 #          --sizes 64,1KiB,64KiB --conc 1,16 --duration 3s)
-#   rdma   bench/softroce.sh, the latency ladder in one Soft-RoCE boot (LADDER_FLAGS: its
+#   rdma   bench/softroce.sh, the latency ladder in one Soft-RoCE boot (RDMA_FLAGS: its
 #          rpcbench flags; STREAM_FLAGS as softroce.sh reads it)
 #   kv     in one Soft-RoCE boot, kvserver and two echo servers (rpcbench --serve) in
 #          processes of their own, then KV_ROUNDS (4) rounds of rpcbench --target … --kv …,
@@ -56,7 +56,7 @@ tcp)
   FILES=(peers.csv peers.txt)
   ;;
 rdma)
-  read -r -a FLAGS <<<"${LADDER_FLAGS:-}"
+  read -r -a FLAGS <<<"${RDMA_FLAGS:-}"
   CMD="bash bench/softroce.sh <dir> ${FLAGS[*]}"
   [ -z "${STREAM_FLAGS+x}" ] || CMD="STREAM_FLAGS='$STREAM_FLAGS' $CMD"
   MACHINE="host: $(host); $GUEST"
