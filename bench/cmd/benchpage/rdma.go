@@ -95,7 +95,7 @@ func rdmaFigures(w io.Writer, dir string) error {
 	if l.baseline {
 		fmt.Fprintf(w, "\nThis run also measured a baseline build; its before/after table is in [ladder.txt](%s/ladder.txt).\n", filepath.Base(dir))
 	}
-	fmt.Fprintf(w, "\nEvery rung has both ends in one process. RPC over rdma:// and tcp:// with client and server "+
+	fmt.Fprintf(w, "\nEvery rung but perftest's has both ends in one process. RPC over rdma:// and tcp:// with client and server "+
 		"in separate processes is not measured here yet (see [kv.md](kv.md) for an echo between processes).\n")
 
 	streams, err := readResults(filepath.Join(dir, "rdma-stream.csv"))
