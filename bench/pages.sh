@@ -120,7 +120,11 @@ esac
   echo "date: $DATE"
   echo "commit: $COMMIT"
   echo "machine: $MACHINE"
-  echo "load: $LOAD0 at the start, $(load) at the end"
+  # A guest area may have waited for another test-bed boot (testbed/vm.sh's lock) after
+  # the start: the load then was not the run's.
+  START="at the start"
+  [ "$AREA" = tcp ] || START="when the target started (before any wait for the test bed)"
+  echo "load: $LOAD0 $START, $(load) at the end"
   echo "command: $CMD"
 } >"$WORK/meta.txt"
 
