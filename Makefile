@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: demo echo-demo test fresh-test deps lint build unit vm-test generate check-generate fuzz bench bench-rdma
+.PHONY: demo echo-demo test fresh-test deps lint build unit vm-test generate check-generate fuzz bench bench-rdma bench-kv bench-scale
 
 # The repository's modules: the library (what users require), the
 # instrumentation packages (contrib/: OpenTelemetry and Prometheus, so that
@@ -77,14 +77,20 @@ fuzz:
 	  done) || exit 1; \
 	done
 
-# Benchmarks: rdmarpc-TCP and gRPC-go in one run (go test, then the harness's
-# ratio table, CSV and PNG in .cache/); bench-rdma: rdmarpc over rdma://
-# next to ib_send_lat / ib_send_bw in the Soft-RoCE guest. See bench/README.md.
+# Benchmarks: each target runs one area's benchmark and writes its page of current
+# figures, bench/results/<area>.md, and the run's files beside it (bench/pages.sh; commit
+# both). bench: rdmarpc over tcp:// against raw TCP, drpc and gRPC-go on loopback;
+# bench-rdma: the latency ladder in one Soft-RoCE boot; bench-kv: the KV store's Get
+# against the echo, separate processes, rdma:// and tcp://; bench-scale: idle rdma://
+# connections at scale (a 12 GiB guest). See bench/README.md.
 bench:
-	mkdir -p .cache
-	go test -run '^$$' -bench Echo -benchtime 2s -count 1 ./bench/ | tee .cache/bench-echo.txt
-	go run ./bench/cmd/rpcbench --compare-grpc --sizes 64,1KiB,64KiB --conc 1,16,64 --duration 3s \
-		--csv .cache/bench.csv --png .cache/bench.png
+	bash bench/pages.sh tcp
 
 bench-rdma:
-	bash bench/softroce.sh
+	bash bench/pages.sh rdma
+
+bench-kv:
+	bash bench/pages.sh kv
+
+bench-scale:
+	bash bench/pages.sh scale

@@ -31,7 +31,7 @@ import (
 // (from the reader goroutine, or free), and a caller hands it on only to a
 // call then alone in flight: with more calls on the link, the reader
 // goroutine reads for all of them, as before. Measured over rdma:// at 16
-// callers (bench/results/clientread, one guest boot each), turns passed
+// callers (bench/results/history/2026-12-01-clientread, one guest boot each), turns passed
 // from caller to caller, and a lock of clientLink.mu per call for the turn,
 // cost more calls/s and CPU per call than the hand-offs they saved.
 // Whoever holds the turn when the link fails passes it to the reader

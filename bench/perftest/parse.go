@@ -13,7 +13,8 @@ import (
 )
 
 // LatRow is one line of ib_send_lat's result table. Times are as printed:
-// half a round trip, in microseconds.
+// half a round trip, in microseconds; all are finite but Stdev, which is
+// NaN where perftest printed -nan (see stdevColumn).
 type LatRow struct {
 	Bytes, Iterations             int
 	Min, Max, Typical, Avg, Stdev float64 // t_min … t_stdev [usec]
@@ -42,6 +43,25 @@ func (r BWRow) AvgMBps() float64 { return r.AvgMiBps * (1 << 20) / 1e6 }
 // failed (its messages are in the output), or this is not perftest output.
 var ErrNoTable = errors.New("perftest: no result table in output")
 
+// ErrBadRow is wrapped by the error returned for a result row that is not
+// a row of numbers: a cell that is not a number, a row cut short, or a
+// figure that is not finite. perftest prints inf and -nan rather than fail
+// when it could not measure the CPU's clock (on a loaded host its sampled
+// cycles-per-µs has "Correlation coefficient r^2 … < 0.9" and it divides by
+// zero); such a run has no figures, and a comparison must not go on without
+// them.
+var ErrBadRow = errors.New("perftest: result row is not a row of figures")
+
+// stdevColumn is the one column allowed to be NaN. perftest computes the
+// variance in an int, which overflows once a latency passes about 46 ms,
+// and then prints -nan (send_lat_all_client.txt, 8 MiB): the row's other
+// figures are sound, and nothing here uses the standard deviation.
+const stdevColumn = "t_stdev[usec]"
+
+// maxFigure bounds every figure: the largest number of microseconds whose
+// double (RoundTrip) a time.Duration still holds.
+const maxFigure = math.MaxInt64 / 2 / 1e3
+
 // Headers with spaces inside a column name; joined before splitting on
 // white space.
 var multiword = regexp.MustCompile(`(BW|99%|99\.9%)\s+(peak|average|percentile)`)
@@ -49,9 +69,11 @@ var multiword = regexp.MustCompile(`(BW|99%|99\.9%)\s+(peak|average|percentile)`
 // gluedNumber is a number with the start of a message stuck to it.
 var gluedNumber = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)[A-Za-z]`)
 
-// table finds the result tables (a "#bytes" header and the numeric rows
-// under it; one per perftest run, so several when outputs were joined) and
-// returns each row as a map from column name to value.
+// table finds the result tables (a "#bytes" header and the rows under it;
+// one per perftest run, so several when outputs were joined) and returns
+// each row as a map from column name to value. Under a header, a line whose
+// first field is a whole number (the size) is a row and must be whole and
+// numeric; any other line (the rules, perftest's messages) is skipped.
 func table(r io.Reader) ([]map[string]float64, error) {
 	var (
 		cols []string
@@ -73,32 +95,33 @@ func table(r io.Reader) ([]map[string]float64, error) {
 			continue
 		}
 		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if _, err := strconv.ParseUint(f[0], 10, 64); err != nil {
+			continue // a rule or a message between rows
+		}
 		if len(f) > len(cols) {
 			// perftest ends a row without a newline, so a message printed
 			// after it ("Couldn't read remote address", "Can't produce a
 			// report" for the next size) is glued to its last number. The
 			// row itself is whole: keep it.
-			m := gluedNumber.FindStringSubmatch(f[len(cols)-1])
-			if m == nil {
-				continue
+			if m := gluedNumber.FindStringSubmatch(f[len(cols)-1]); m != nil {
+				f = append(f[:len(cols)-1:len(cols)-1], m[1])
 			}
-			f = append(f[:len(cols)-1:len(cols)-1], m[1])
 		}
 		if len(f) != len(cols) {
-			continue // a warning between rows, or the table's top rule
+			return nil, fmt.Errorf("%w: %q has %d fields under a header of %d", ErrBadRow, line, len(f), len(cols))
 		}
 		row := make(map[string]float64, len(cols))
 		for i, s := range f {
-			v, err := number(s)
+			v, err := figure(s, cols[i] == stdevColumn)
 			if err != nil {
-				row = nil
-				break
+				return nil, fmt.Errorf("%w: %q: %s %w", ErrBadRow, line, cols[i], err)
 			}
 			row[cols[i]] = v
 		}
-		if row != nil {
-			rows = append(rows, row)
-		}
+		rows = append(rows, row)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -163,11 +186,25 @@ func ParseBW(r io.Reader) ([]BWRow, error) {
 	return out, nil
 }
 
-// number parses one cell. glibc prints a NaN (t_stdev of a run it could
-// not time) as "-nan", which strconv does not take.
-func number(s string) (float64, error) {
+// figure parses one cell: a finite number from 0 to maxFigure. glibc
+// prints a NaN as "-nan" or "nan" and infinity as "inf"; with nanOK, a NaN
+// is returned as NaN (the standard deviation column), anything else
+// non-finite is an error.
+func figure(s string, nanOK bool) (float64, error) {
 	if t := strings.TrimLeft(s, "+-"); strings.EqualFold(t, "nan") {
-		return math.NaN(), nil
+		if nanOK {
+			return math.NaN(), nil
+		}
+		return 0, fmt.Errorf("is %q: perftest could not time the run (see its messages)", s)
 	}
-	return strconv.ParseFloat(s, 64)
+	v, err := strconv.ParseFloat(s, 64)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("is %q, not a number", s)
+	case math.IsInf(v, 0):
+		return 0, fmt.Errorf("is %q: perftest could not time the run (see its messages)", s)
+	case v < 0 || v > maxFigure:
+		return 0, fmt.Errorf("is %s, out of range", s)
+	}
+	return v, nil
 }

@@ -149,8 +149,58 @@ func TestUnits(t *testing.T) {
 	}
 }
 
+// TestNotTimed: ib_send_lat on a loaded host, whose sampled CPU clock
+// failed (r^2 < 0.9), prints inf for every time and -nan for the standard
+// deviation, and exits 0. That is an error naming the column, not a row:
+// read as a row it became a p50 of -9.2e15 µs in rpcbench's table (issue
+// 20; bench/results/history/2026-12-01-srq-ab/softroce-ladder-srq-ab.txt shows one).
+func TestNotTimed(t *testing.T) {
+	rows, err := ParseLat(open(t, "send_lat_64_client_no_cpu_mhz.txt"))
+	if !errors.Is(err, ErrBadRow) || !strings.Contains(err.Error(), `t_min[usec] is "inf"`) {
+		t.Fatalf("ParseLat = %+v, %v; want ErrBadRow naming t_min's inf", rows, err)
+	}
+}
+
+// TestBadRows: a row that is not whole numbers fails the parse with
+// ErrBadRow, whatever its column; the lines around rows do not.
+func TestBadRows(t *testing.T) {
+	const header = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+	for _, tc := range []struct {
+		name, row, want string // want: in the error; "" for no error
+	}{
+		{"good", " 64 1000 12.38 5246.83 13.05 89.95 512.33 3993.13 5246.83", ""},
+		{"stdev nan", " 64 1000 12.38 5246.83 13.05 89.95 -nan 3993.13 5246.83", ""},
+		{"typical nan", " 64 1000 12.38 5246.83 -nan 89.95 512.33 3993.13 5246.83", `t_typical[usec] is "-nan"`},
+		{"typical NaN", " 64 1000 12.38 5246.83 NaN 89.95 512.33 3993.13 5246.83", `t_typical[usec] is "NaN"`},
+		{"p99 inf", " 64 1000 12.38 5246.83 13.05 89.95 512.33 inf 5246.83", `99%_percentile[usec] is "inf"`},
+		{"p99.9 -inf", " 64 1000 12.38 5246.83 13.05 89.95 512.33 3993.13 -inf", `99.9%_percentile[usec] is "-inf"`},
+		{"stdev inf", " 64 1000 12.38 5246.83 13.05 89.95 inf 3993.13 5246.83", `t_stdev[usec] is "inf"`},
+		{"garbage", " 64 1000 12.38 5246.83 1e3x 89.95 512.33 3993.13 5246.83", `t_typical[usec] is "1e3x", not a number`},
+		{"negative", " 64 1000 -12.38 5246.83 13.05 89.95 512.33 3993.13 5246.83", "out of range"},
+		{"too long for a Duration", " 64 1000 12.38 5246.83 1e16 89.95 512.33 3993.13 5246.83", "out of range"},
+		{"cut short", " 64 1000 12.38 5246.83", "4 fields under a header of 9"},
+		{"a message under the header", " Completion with error at client", "no result table"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows, err := ParseLat(strings.NewReader(header + tc.row + "\n"))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("ParseLat: %v", err)
+			case tc.want == "" && (len(rows) != 1 || rows[0].Typical != 13.05):
+				t.Fatalf("rows %+v, want one with t_typical 13.05", rows)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("ParseLat = %+v, %v; want an error with %q", rows, err, tc.want)
+			case tc.want != "" && tc.want != "no result table" && !errors.Is(err, ErrBadRow):
+				t.Fatalf("err = %v, want ErrBadRow", err)
+			}
+		})
+	}
+}
+
 // FuzzParse feeds perturbed perftest output to both parsers: they may refuse
-// it, never panic.
+// it, never panic, and what they return is figures a comparison can use:
+// finite, not negative, a time.Duration after RoundTrip (only the standard
+// deviation may be NaN).
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.txt")
 	for _, p := range files {
@@ -160,8 +210,20 @@ func FuzzParse(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	ok := func(v float64) bool { return v >= 0 && v <= maxFigure && RoundTrip(v) >= 0 }
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ParseLat(bytes.NewReader(b))
-		ParseBW(bytes.NewReader(b))
+		lat, err := ParseLat(bytes.NewReader(b))
+		for _, r := range lat {
+			if err != nil || r.Bytes < 0 || r.Iterations < 0 || !ok(r.Min) || !ok(r.Max) || !ok(r.Typical) ||
+				!ok(r.Avg) || !(ok(r.Stdev) || math.IsNaN(r.Stdev)) || !ok(r.P99) || !ok(r.P999) {
+				t.Fatalf("ParseLat returned %+v, %v", r, err)
+			}
+		}
+		bw, err := ParseBW(bytes.NewReader(b))
+		for _, r := range bw {
+			if err != nil || r.Bytes < 0 || r.Iterations < 0 || !ok(r.PeakMiBps) || !ok(r.AvgMiBps) || !ok(r.MsgRateMpps) {
+				t.Fatalf("ParseBW returned %+v, %v", r, err)
+			}
+		}
 	})
 }

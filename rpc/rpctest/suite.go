@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -20,31 +19,16 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/status"
-	"github.com/rdmarpc/rdmarpc/transport"
+	"github.com/rdmarpc/rdmarpc/test/conformance"
 )
 
 // Config says which transport the suite runs over.
-type Config struct {
-	Transport transport.Transport
-	// Addr is what servers listen on, e.g. "127.0.0.1:0".
-	Addr string
-	// LeakOptions are passed to goleak after each test.
-	LeakOptions []goleak.Option
-	// Timeout bounds every wait that should end promptly; hitting it is a
-	// failure (a hang). Default 30 s.
-	Timeout time.Duration
-}
+type Config = conformance.Config
 
 // Run runs the RPC suite over cfg.Transport.
 func Run(t *testing.T, cfg Config) {
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 30 * time.Second
-	}
-	s := &suite{cfg: cfg}
-	tests := []struct {
-		name string
-		fn   func(*testing.T)
-	}{
+	s := &suite{cfg: cfg.WithDefaults()}
+	conformance.Run(t, s.cfg, []conformance.Test{
 		{"Echo", s.testEcho},
 		{"Concurrent", s.testConcurrent},
 		{"StatusCodes", s.testStatusCodes},
@@ -86,23 +70,12 @@ func Run(t *testing.T, cfg Config) {
 		{"BadStreamFrames", s.testBadStreamFrames},
 		{"StreamOnDrainingConnection", s.testStreamOnDrainingConnection},
 		{"Stats", s.testStats},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			// Registered first, so it runs after the test's own cleanups.
-			t.Cleanup(func() { goleak.VerifyNone(t, cfg.LeakOptions...) })
-			tc.fn(t)
-		})
-	}
+	})
 }
 
 type suite struct{ cfg Config }
 
-func (s *suite) ctx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	t.Cleanup(cancel)
-	return ctx
-}
+func (s *suite) ctx(t *testing.T) context.Context { return s.cfg.Context(t) }
 
 // env is one server under test.
 type env struct {

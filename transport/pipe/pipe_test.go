@@ -7,6 +7,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest"
+	"github.com/rdmarpc/rdmarpc/test/conformance"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/transporttest"
 )
@@ -16,8 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestConformance(t *testing.T) {
 	const maxBuffered = 256 << 10
 	transporttest.Run(t, transporttest.Config{
-		Transport:      New(Options{MaxBuffered: maxBuffered}),
-		Addr:           "conformance:0",
+		Config:         conformance.Config{Transport: New(Options{MaxBuffered: maxBuffered}), Addr: "conformance:0"},
 		MaxBuffered:    maxBuffered,
 		MaxMessageSize: transport.DefaultMaxMessageSize,
 	})

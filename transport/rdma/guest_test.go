@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest"
+	"github.com/rdmarpc/rdmarpc/test/conformance"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/transporttest"
 )
@@ -65,8 +66,7 @@ func TestConformance(t *testing.T) {
 			tr := New(tc.o)
 			o := tr.o
 			transporttest.Run(t, transporttest.Config{
-				Transport:      tr,
-				Addr:           net.JoinHostPort(ip, "0"),
+				Config:         conformance.Config{Transport: tr, Addr: net.JoinHostPort(ip, "0")},
 				MaxMessageSize: o.MaxMessageSize,
 				// The peer's credits' worth of buffers, the reassembly
 				// queue, and one message on its way.

@@ -22,7 +22,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 )
 
-// The scale benchmark of issue 10 item 5 (bench/results/softroce-scale.md):
+// The scale benchmark of issue 10 item 5 (bench/results/scale.md; earlier runs in bench/results/history/2026-12-01-scale):
 // for each N, a fresh server process and this one as the client open N
 // idle rdma:// RPC connections, and each side reports what they cost. It
 // runs only when asked: -scale.n=100,1000,...

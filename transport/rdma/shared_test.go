@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest"
+	"github.com/rdmarpc/rdmarpc/test/conformance"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/credit"
 	"github.com/rdmarpc/rdmarpc/transport/transporttest"
@@ -52,8 +53,7 @@ func TestSharedConformance(t *testing.T) {
 			tr := New(tc.o)
 			o := tr.o
 			transporttest.Run(t, transporttest.Config{
-				Transport:      tr,
-				Addr:           net.JoinHostPort(ip, "0"),
+				Config:         conformance.Config{Transport: tr, Addr: net.JoinHostPort(ip, "0")},
 				MaxMessageSize: o.MaxMessageSize,
 				MaxBuffered:    int64(o.RecvBuffers*o.BufferSize+o.RecvQueueBytes) + 2*256<<10,
 			})

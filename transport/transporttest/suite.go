@@ -12,46 +12,34 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/test/conformance"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
-// Config says what to test and what the transport promises.
+// Config says what to test and what the transport promises. Its
+// Timeout also bounds how long a test that moves many bytes may go without
+// a byte received, on connections that implement transport.Activity;
+// however long the whole transfer takes, it fails only then.
 type Config struct {
-	Transport transport.Transport
-	// Addr is what the listener listens on, e.g. "127.0.0.1:0".
-	Addr string
+	conformance.Config
 	// MaxMessageSize is the limit both sides were configured with.
+	// Default transport.DefaultMaxMessageSize.
 	MaxMessageSize int
 	// MaxBuffered bounds, in bytes, how far a sender may get ahead of a
 	// receiver that does not read (queues, windows, socket buffers).
 	MaxBuffered int64
-	// LeakOptions are passed to goleak after each test, for goroutines a
-	// transport legitimately keeps beyond its connections.
-	LeakOptions []goleak.Option
-	// Timeout bounds every wait in the suite that should end promptly; a
-	// wait that hits it is a failure (a hang), not a performance verdict.
-	// Tests that move many bytes fail only after Timeout without a byte
-	// received, on connections that implement transport.Activity.
-	// Default 30 s.
-	Timeout time.Duration
 }
 
 // Run runs the conformance suite. Every transport must pass it.
 func Run(t *testing.T, cfg Config) {
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 30 * time.Second
-	}
+	cfg.Config = cfg.Config.WithDefaults()
 	if cfg.MaxMessageSize == 0 {
 		cfg.MaxMessageSize = transport.DefaultMaxMessageSize
 	}
 	s := &suite{cfg: cfg}
-	tests := []struct {
-		name string
-		fn   func(*testing.T)
-	}{
+	conformance.Run(t, s.cfg.Config, []conformance.Test{
 		{"Addresses", s.testAddresses},
 		{"Ordering", s.testOrdering},
 		{"Sizes", s.testSizes},
@@ -72,24 +60,12 @@ func Run(t *testing.T, cfg Config) {
 		{"Activity", s.testActivity},
 		{"Arrivals", s.testArrivals},
 		{"Logged", s.testLogged},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			// Registered first, so it runs after the test's own cleanups
-			// have closed its connections and listeners.
-			t.Cleanup(func() { goleak.VerifyNone(t, cfg.LeakOptions...) })
-			tc.fn(t)
-		})
-	}
+	})
 }
 
 type suite struct{ cfg Config }
 
-func (s *suite) ctx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	t.Cleanup(cancel)
-	return ctx
-}
+func (s *suite) ctx(t *testing.T) context.Context { return s.cfg.Context(t) }
 
 // pair returns a connected client and server; both are closed when the test
 // ends, then the listener.

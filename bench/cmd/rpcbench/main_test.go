@@ -130,7 +130,7 @@ func TestPerCall(t *testing.T) {
 }
 
 // mapKV is the KV service's Batch and Get over a map: what --kv uses of it
-// (the kvstore itself is measured in bench/results/kv-get-vs-echo.md).
+// (the kvstore itself is measured in bench/results/kv.md).
 type mapKV struct {
 	kvpb.UnimplementedKVServer
 	mu   sync.Mutex

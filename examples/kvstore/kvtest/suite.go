@@ -7,9 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/rdmarpc/rdmarpc/codes"
@@ -19,31 +17,17 @@ import (
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/store"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/status"
+	"github.com/rdmarpc/rdmarpc/test/conformance"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
 // Config says which transport the suite runs over.
-type Config struct {
-	Transport transport.Transport
-	// Addr is what servers listen on, e.g. "127.0.0.1:0".
-	Addr string
-	// LeakOptions are passed to goleak after each test.
-	LeakOptions []goleak.Option
-	// Timeout bounds every call and wait; hitting it is a failure (a
-	// hang). Default 30 s.
-	Timeout time.Duration
-}
+type Config = conformance.Config
 
 // Run runs the suite over cfg.Transport.
 func Run(t *testing.T, cfg Config) {
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 30 * time.Second
-	}
-	s := &suite{cfg: cfg}
-	tests := []struct {
-		name string
-		fn   func(*testing.T)
-	}{
+	s := &suite{cfg: cfg.WithDefaults()}
+	conformance.Run(t, s.cfg, []conformance.Test{
 		{"GetPutDelete", s.testGetPutDelete},
 		{"Scan", s.testScan},
 		{"ScanPaging", s.testScanPaging},
@@ -61,23 +45,13 @@ func Run(t *testing.T, cfg Config) {
 		{"WatchSlowWatcher", s.testWatchSlowWatcher},
 		{"WatchCancel", s.testWatchCancel},
 		{"WatchAcrossRestart", s.testWatchAcrossRestart},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Cleanup(func() { goleak.VerifyNone(t, cfg.LeakOptions...) })
-			tc.fn(t)
-		})
-	}
+	})
 }
 
 type suite struct{ cfg Config }
 
 // ctx returns a context that ends with the test, or at the suite's timeout.
-func (s *suite) ctx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	t.Cleanup(cancel)
-	return ctx
-}
+func (s *suite) ctx(t *testing.T) context.Context { return s.cfg.Context(t) }
 
 // start runs a server over the transport under test until the test ends;
 // an empty dir means an in-memory store. It returns the address to dial.

@@ -282,7 +282,7 @@ func TestThresholdAndPiggyback(t *testing.T) {
 }
 
 // TestPostBatchAfterAnUntoldLend is the stall TestSharedRPC hit in CI
-// (bench/results/stall-sharedrpc): a peer out of its 4 credits, a lend of 4
+// (bench/results/history/2026-12-02-stall-sharedrpc): a peer out of its 4 credits, a lend of 4
 // more not yet told (the threshold is already the window of 8's, 4), its 4
 // messages released with the poller running once after the first. Posting
 // in batches of a quarter of the window (2) held the last buffer back: 3

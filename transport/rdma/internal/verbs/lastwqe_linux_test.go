@@ -37,7 +37,7 @@ func TestSRQFlushOnError(t *testing.T) {
 // srqFlushRounds runs the rounds and returns the receives lost, those
 // flushed, and the LAST_WQE_REACHED events. (Destroying each QP right
 // after ERR instead, with its messages still arriving, lost 3, 2 and 1
-// receives in three such runs: bench/results/lastwqe.md.)
+// receives in three such runs: bench/results/history/2026-12-01-lastwqe/lastwqe.md.)
 func srqFlushRounds(t *testing.T) (lost, flushed, events int) {
 	ctx, e := openTest(t)
 	p := newPair(t, ctx, e, pairOpts{noAccept: true, mrSize: 10 << 20})

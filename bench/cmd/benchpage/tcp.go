@@ -1,0 +1,153 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/rdmarpc/rdmarpc/bench"
+)
+
+var tcpArea = area{
+	title: "rdmarpc over tcp:// against raw TCP, drpc and gRPC-go, loopback",
+	about: "A unary Echo carrying the cell's size each way, its callers calling back to back on one connection " +
+		"(raw TCP and drpc carry one call per connection, so they use as many connections as callers), " +
+		"rdmarpc then each peer back to back per cell ([bench/README.md](../README.md) says exactly what each does). " +
+		"Only ratios inside one run mean anything on a shared machine.",
+	target:  "make bench",
+	figures: tcpFigures,
+}
+
+// peers are the implementations rdmarpc is compared with, in the order of
+// the ratio columns.
+var peers = []struct{ impl, name string }{
+	{"raw", "raw"},
+	{"drpc", "drpc"},
+	{"grpc", "gRPC-go"},
+}
+
+func readResults(path string) ([]bench.Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rs, err := bench.ReadCSV(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rs, nil
+}
+
+// find returns the result of impl at size and concurrency.
+func find(rs []bench.Result, impl string, size, conc int) (bench.Result, bool) {
+	for _, r := range rs {
+		if r.Impl == impl && r.Size == size && r.Concurrency == conc {
+			return r, true
+		}
+	}
+	return bench.Result{}, false
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// ratio formats a/b, or "—" when either is missing.
+func ratio(a, b float64) string {
+	if a == 0 || b == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+// perCall formats a per-call cost, or "—" for a CSV that did not count it.
+func perCall(v float64, format string) string {
+	if v == 0 {
+		return "—"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// sizeName writes a size as the pages do: 64 B, 1 KiB, 64 KiB.
+func sizeName(n int) string {
+	s := bench.SizeName(n)
+	i := strings.IndexFunc(s, unicode.IsLetter)
+	return s[:i] + " " + s[i:]
+}
+
+func tcpFigures(w io.Writer, dir string) error {
+	rs, err := readResults(filepath.Join(dir, "peers.csv"))
+	if err != nil {
+		return err
+	}
+	split, err := readResults(filepath.Join(dir, "split.csv"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	var ours []bench.Result
+	for _, r := range rs {
+		if r.Impl == "rdmarpc" {
+			ours = append(ours, r)
+		}
+	}
+	if len(ours) == 0 {
+		return fmt.Errorf("peers.csv: %w for rdmarpc", errNoFigures)
+	}
+	fmt.Fprintf(w, "## rdmarpc, and its p50 over each peer's\n\n")
+	fmt.Fprintf(w, "Client and server in one process; allocations and CPU per call are the whole process's (both ends). ")
+	fmt.Fprintf(w, "p50 / peer below 1: rdmarpc is faster; calls/s / gRPC-go above 1: rdmarpc does more.\n\n")
+	fmt.Fprintf(w, "| size | callers | p50 µs | p99 µs | calls/s | allocs/call | CPU µs/call |")
+	for _, p := range peers {
+		fmt.Fprintf(w, " p50 / %s |", p.name)
+	}
+	fmt.Fprintf(w, " calls/s / gRPC-go | p50 µs, separate processes |\n|---|---|---|---|---|---|---|")
+	for range peers {
+		fmt.Fprintf(w, "---|")
+	}
+	fmt.Fprintf(w, "---|---|\n")
+	for _, r := range ours {
+		fmt.Fprintf(w, "| %s | %d | %.1f | %.1f | %.0f | %s | %s |", sizeName(r.Size), r.Concurrency,
+			us(r.P50), us(r.P99), r.CallsPerSec(), perCall(r.AllocsPerCall, "%.1f"), perCall(us(r.CPUPerCall), "%.1f"))
+		for _, p := range peers {
+			pr, _ := find(rs, p.impl, r.Size, r.Concurrency)
+			fmt.Fprintf(w, " %s |", ratio(us(r.P50), us(pr.P50)))
+		}
+		g, _ := find(rs, "grpc", r.Size, r.Concurrency)
+		sp := "—"
+		if s, ok := find(split, "rdmarpc", r.Size, r.Concurrency); ok {
+			sp = fmt.Sprintf("%.1f", us(s.P50))
+		}
+		fmt.Fprintf(w, " %s | %s |\n", ratio(r.CallsPerSec(), g.CallsPerSec()), sp)
+	}
+	if split == nil {
+		fmt.Fprintf(w, "\nThe last column waits for a run with client and server in separate processes "+
+			"(`rpcbench --serve` in one, `--target` in the other, split.csv here): not measured yet, "+
+			"so every figure on this page has both ends in one process, sharing its cores.\n")
+	}
+	fmt.Fprintf(w, "\n## Every implementation\n\n")
+	fmt.Fprintf(w, "| impl | size | callers | p50 µs | p99 µs | p99.9 µs | calls/s | allocs/call | CPU µs/call |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
+	byImpl := slices.Clone(rs)
+	rank := func(impl string) int {
+		for i, p := range peers {
+			if p.impl == impl {
+				return i + 1
+			}
+		}
+		if impl == "rdmarpc" {
+			return 0
+		}
+		return len(peers) + 1
+	}
+	slices.SortStableFunc(byImpl, func(a, b bench.Result) int { return rank(a.Impl) - rank(b.Impl) })
+	for _, r := range byImpl {
+		fmt.Fprintf(w, "| %s | %s | %d | %.1f | %.1f | %.1f | %.0f | %s | %s |\n", r.Impl, sizeName(r.Size), r.Concurrency,
+			us(r.P50), us(r.P99), us(r.P999), r.CallsPerSec(), perCall(r.AllocsPerCall, "%.1f"), perCall(us(r.CPUPerCall), "%.1f"))
+	}
+	return nil
+}
