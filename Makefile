@@ -47,9 +47,12 @@ lint:
 	$(call each,$(STATICCHECK) ./...)
 	$(call each,go mod tidy -diff)
 
+# Builds with and without cgo, and the commands with cgo but without
+# libibverbs-dev (scripts/check-noverbs.sh).
 build:
 	$(call each,go build ./...)
 	$(call each,CGO_ENABLED=0 go build ./...)
+	bash scripts/check-noverbs.sh
 
 unit:
 	$(call each,go test -race -count=1 -timeout 20m ./...)

@@ -166,7 +166,7 @@ in_root() {
 # whole process trees among them.
 child_ticks() {
   local s
-  s=$(</proc/$BASHPID/stat)
+  s=$(</proc/$$/stat) # $$: the script itself, also inside $( )
   s=${s##*) }
   # shellcheck disable=SC2086 # the fields, split
   set -- $s
