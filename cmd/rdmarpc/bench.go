@@ -67,7 +67,7 @@ It exits 1 when no call succeeded; failed calls are otherwise counted, not
 fatal. It loads unary methods only; streaming methods are refused.`,
 		Example: `  rdmarpc bench -d '{"key": "Z3JlZXRpbmc="}' -c 16 --connections 2 -n 100000 \
       tcp://127.0.0.1:7070 rdmarpc.kvstore.v1.KV/Get`,
-		Args: cobra.ExactArgs(2),
+		Args: nArgs(2, 2, "TARGET (tcp://host:port, rdma://host:port) and METHOD (package.Service/Method)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd, f, args[0], args[1])
 		},
@@ -113,6 +113,9 @@ func (f *benchFlags) check() error {
 
 func runBench(cmd *cobra.Command, f benchFlags, target, method string) error {
 	if err := f.check(); err != nil {
+		return &usageError{err}
+	}
+	if err := checkTarget(target); err != nil {
 		return err
 	}
 	ctx := cmd.Context()
@@ -152,7 +155,7 @@ func runBench(cmd *cobra.Command, f benchFlags, target, method string) error {
 	}
 	md, err := parseHeaders(f.headers)
 	if err != nil {
-		return err
+		return &usageError{err}
 	}
 	in, closeIn, err := openData(f.data, cmd.InOrStdin())
 	if err != nil {
