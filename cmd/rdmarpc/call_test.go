@@ -32,10 +32,13 @@ func TestDescribe(t *testing.T) {
 	}{
 		{"probe.v1.Probe", []string{
 			"probe.v1.Probe is a service:",
-			"rpc Echo ( .probe.v1.EchoRequest ) returns ( .probe.v1.EchoResponse );",
+			"  // Echo answers with the request's text and the request metadata.",
+			"  rpc Echo ( .probe.v1.EchoRequest ) returns ( .probe.v1.EchoResponse );",
 			"rpc Watch ( .probe.v1.EchoRequest ) returns ( stream .probe.v1.EchoResponse );",
 		}},
-		{"probe.v1.Probe/Fail", []string{"probe.v1.Probe.Fail is a method:", "rpc Fail ( .probe.v1.FailRequest ) returns ( .probe.v1.EchoResponse );"}},
+		{"probe.v1.Probe/Fail", []string{"probe.v1.Probe.Fail is a method:", "// Fail answers with the code and message asked for, and a",
+			"// google.rpc.ErrorInfo and a Note as details.", "rpc Fail ( .probe.v1.FailRequest ) returns ( .probe.v1.EchoResponse );"}},
+		{"probe.v1.EchoResponse", []string{"  // The request metadata, \"key=value\" per entry, sorted.", "  repeated string metadata = 2;"}},
 		{"probe.v1.EchoRequest", []string{"message EchoRequest {", "  string text = 1;", "  int32 count = 2;", "  .probe.v1.Color color = 3;"}},
 		{"probe.v1.EchoResponse", []string{"  repeated string metadata = 2;"}},
 		{"probe.v1.Color", []string{"enum Color {", "  COLOR_RED = 1;"}},
