@@ -266,19 +266,8 @@ func progress(w io.Writer, calls int64, d time.Duration, done *atomic.Int64) fun
 	if !ok || !term.IsTerminal(int(fh.Fd())) {
 		return func() {}
 	}
-	total, desc := calls, "calls"
-	if d > 0 {
-		total, desc = -1, fmt.Sprintf("calls (for %s)", d)
-	}
-	bar := progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(desc),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("calls"),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish())
-	bar.StartWithoutRender() // the rate counts from now, not from the first update
+	bar := newBar(w, calls, d)
+	start := time.Now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -291,14 +280,54 @@ func progress(w io.Writer, calls int64, d time.Duration, done *atomic.Int64) fun
 			case <-stop:
 				return
 			case <-t.C:
-				bar.Set64(done.Load())
+				bar.update(done.Load(), time.Since(start))
 			}
 		}
 	}()
 	return func() {
 		close(stop)
 		wg.Wait()
-		bar.Finish()
-		bar.Exit()
+		bar.pb.Finish()
+		bar.pb.Exit()
 	}
+}
+
+// bar is the progress bar: with -n, the calls made out of the total and
+// their rate; with --duration, the time run out of the duration, and the
+// calls made so far (there is no total to count them against).
+type bar struct {
+	pb *progressbar.ProgressBar
+	d  time.Duration // --duration, or 0
+}
+
+func newBar(w io.Writer, calls int64, d time.Duration) *bar {
+	opts := []progressbar.Option{
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionClearOnFinish(),
+	}
+	total := calls
+	if d > 0 {
+		total = d.Milliseconds()
+		opts = append(opts, progressbar.OptionSetDescription(durationDesc(0, 0, d)))
+	} else {
+		opts = append(opts, progressbar.OptionSetDescription("calls"), progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(), progressbar.OptionSetItsString("calls"))
+	}
+	b := &bar{pb: progressbar.NewOptions64(total, opts...), d: d}
+	b.pb.StartWithoutRender() // the rate counts from now, not from the first update
+	return b
+}
+
+// update shows that n calls were made in elapsed.
+func (b *bar) update(n int64, elapsed time.Duration) {
+	if b.d <= 0 {
+		b.pb.Set64(n)
+		return
+	}
+	b.pb.Describe(durationDesc(n, elapsed, b.d))
+	b.pb.Set64(min(elapsed, b.d).Milliseconds())
+}
+
+func durationDesc(n int64, elapsed, d time.Duration) string {
+	return fmt.Sprintf("%d calls, %s of %s", n, min(elapsed, d).Truncate(100*time.Millisecond), d)
 }
