@@ -427,7 +427,7 @@ func TestModuleVersion(t *testing.T) {
 		{"v0.0.0-20261202133748-8d61a1d31d92+dirty", stamp, "v0.0.0-20261202133748-8d61a1d31d92+dirty"},
 		{"(devel)", stamp, "(devel) 8d61a1d31d92+dirty 2026-12-02T13:37:48Z"},
 		{"v0.0.0-00010101000000-000000000000", stamp[:3], "(devel) 8d61a1d31d92 2026-12-02T13:37:48Z"},
-		{"(devel)", nil, "(devel, no VCS stamp: built with -buildvcs=false, or outside a git clone)"},
+		{"(devel)", nil, "(devel, no version or VCS stamp)"},
 	} {
 		bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/rdmarpc/rdmarpc", Version: tc.version}, Settings: tc.settings}
 		if got := moduleVersion(bi); got != tc.want {

@@ -32,8 +32,9 @@ func version() string {
 // later). Without either (an older Go records "(devel)" next to the VCS
 // stamp; a module used through a replace has the zero pseudo-version), the
 // VCS stamp says which commit: "(devel) <revision>[+dirty] <time>". A build
-// with no stamp at all (-buildvcs=false, or a git worktree, which go build
-// does not recognise) says so.
+// with no stamp at all says so: -buildvcs=false, a git worktree (which go
+// build does not recognise), or a module used through a replace (go tool
+// rdmarpc from a clone: only the main module is stamped).
 func moduleVersion(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
 	if v != "" && v != "(devel)" && !strings.HasPrefix(v, "v0.0.0-00010101000000-") {
@@ -45,7 +46,7 @@ func moduleVersion(bi *debug.BuildInfo) string {
 	}
 	rev := vcs["vcs.revision"]
 	if rev == "" {
-		return "(devel, no VCS stamp: built with -buildvcs=false, or outside a git clone)"
+		return "(devel, no version or VCS stamp)"
 	}
 	if len(rev) > 12 {
 		rev = rev[:12]
