@@ -47,9 +47,14 @@ lint:
 	$(call each,$(STATICCHECK) ./...)
 	$(call each,go mod tidy -diff)
 
+# Builds with and without cgo, the commands with cgo but without
+# libibverbs-dev (scripts/check-noverbs.sh), and the README's route from a
+# clone into another module (scripts/check-clone-route.sh).
 build:
 	$(call each,go build ./...)
 	$(call each,CGO_ENABLED=0 go build ./...)
+	bash scripts/check-noverbs.sh
+	bash scripts/check-clone-route.sh
 
 unit:
 	$(call each,go test -race -count=1 -timeout 20m ./...)

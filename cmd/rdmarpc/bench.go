@@ -67,7 +67,7 @@ It exits 1 when no call succeeded; failed calls are otherwise counted, not
 fatal. It loads unary methods only; streaming methods are refused.`,
 		Example: `  rdmarpc bench -d '{"key": "Z3JlZXRpbmc="}' -c 16 --connections 2 -n 100000 \
       tcp://127.0.0.1:7070 rdmarpc.kvstore.v1.KV/Get`,
-		Args: cobra.ExactArgs(2),
+		Args: nArgs(2, 2, "TARGET (tcp://host:port, rdma://host:port) and METHOD (package.Service/Method)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd, f, args[0], args[1])
 		},
@@ -113,6 +113,9 @@ func (f *benchFlags) check() error {
 
 func runBench(cmd *cobra.Command, f benchFlags, target, method string) error {
 	if err := f.check(); err != nil {
+		return &usageError{err}
+	}
+	if err := checkTarget(target); err != nil {
 		return err
 	}
 	ctx := cmd.Context()
@@ -152,7 +155,7 @@ func runBench(cmd *cobra.Command, f benchFlags, target, method string) error {
 	}
 	md, err := parseHeaders(f.headers)
 	if err != nil {
-		return err
+		return &usageError{err}
 	}
 	in, closeIn, err := openData(f.data, cmd.InOrStdin())
 	if err != nil {
@@ -263,19 +266,8 @@ func progress(w io.Writer, calls int64, d time.Duration, done *atomic.Int64) fun
 	if !ok || !term.IsTerminal(int(fh.Fd())) {
 		return func() {}
 	}
-	total, desc := calls, "calls"
-	if d > 0 {
-		total, desc = -1, fmt.Sprintf("calls (for %s)", d)
-	}
-	bar := progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(desc),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("calls"),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish())
-	bar.StartWithoutRender() // the rate counts from now, not from the first update
+	bar := newBar(w, calls, d)
+	start := time.Now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -288,14 +280,54 @@ func progress(w io.Writer, calls int64, d time.Duration, done *atomic.Int64) fun
 			case <-stop:
 				return
 			case <-t.C:
-				bar.Set64(done.Load())
+				bar.update(done.Load(), time.Since(start))
 			}
 		}
 	}()
 	return func() {
 		close(stop)
 		wg.Wait()
-		bar.Finish()
-		bar.Exit()
+		bar.pb.Finish()
+		bar.pb.Exit()
 	}
+}
+
+// bar is the progress bar: with -n, the calls made out of the total and
+// their rate; with --duration, the time run out of the duration, and the
+// calls made so far (there is no total to count them against).
+type bar struct {
+	pb *progressbar.ProgressBar
+	d  time.Duration // --duration, or 0
+}
+
+func newBar(w io.Writer, calls int64, d time.Duration) *bar {
+	opts := []progressbar.Option{
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionClearOnFinish(),
+	}
+	total := calls
+	if d > 0 {
+		total = d.Milliseconds()
+		opts = append(opts, progressbar.OptionSetDescription(durationDesc(0, 0, d)))
+	} else {
+		opts = append(opts, progressbar.OptionSetDescription("calls"), progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(), progressbar.OptionSetItsString("calls"))
+	}
+	b := &bar{pb: progressbar.NewOptions64(total, opts...), d: d}
+	b.pb.StartWithoutRender() // the rate counts from now, not from the first update
+	return b
+}
+
+// update shows that n calls were made in elapsed.
+func (b *bar) update(n int64, elapsed time.Duration) {
+	if b.d <= 0 {
+		b.pb.Set64(n)
+		return
+	}
+	b.pb.Describe(durationDesc(n, elapsed, b.d))
+	b.pb.Set64(min(elapsed, b.d).Milliseconds())
+}
+
+func durationDesc(n int64, elapsed, d time.Duration) string {
+	return fmt.Sprintf("%d calls, %s of %s", n, min(elapsed, d).Truncate(100*time.Millisecond), d)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rdmarpc/rdmarpc/internal/loadgen"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -233,5 +234,28 @@ func TestBenchInterrupted(t *testing.T) {
 	var s loadgen.Summary
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil || s.Calls != 2 || s.Codes["Canceled"] != 2 {
 		t.Fatalf("summary of an interrupted bench: %+v (%v); want 2 Canceled calls", s, err)
+	}
+}
+
+// TestProgressBar: the bar shows a count against a total (-n), or the time
+// run against the duration with the calls so far (--duration), never a
+// count against an unknown total ("82/-").
+func TestProgressBar(t *testing.T) {
+	for _, tc := range []struct {
+		calls   int64
+		d       time.Duration
+		n       int64
+		elapsed time.Duration
+		want    string
+	}{
+		{calls: 5000, n: 82, elapsed: time.Second, want: "82/5000"},
+		{d: 3 * time.Second, n: 82, elapsed: 1500 * time.Millisecond, want: "82 calls, 1.5s of 3s"},
+	} {
+		var out bytes.Buffer
+		b := newBar(&out, tc.calls, tc.d)
+		b.update(tc.n, tc.elapsed)
+		if s := out.String(); !strings.Contains(s, tc.want) || strings.Contains(s, "/-") {
+			t.Errorf("-n %d --duration %v: the bar shows %q, want %q in it", tc.calls, tc.d, s, tc.want)
+		}
 	}
 }

@@ -56,8 +56,12 @@ The schema comes from the server's reflection service
 A failed call prints its code, message and details (as JSON when their type
 is known: google.rpc's error details and the .proto files' messages; type URL
 otherwise) on stderr, and exits with 64 + the status code (grpcurl's
-convention: 69 for Unavailable(14), 68 for DeadlineExceeded(4)); any other
-failure (flags, schema, JSON) exits 1.`,
+convention: 78 for Unavailable(14), 68 for DeadlineExceeded(4)), also when
+the connection fails; a command line that cannot run (flags, arguments, a
+target that does not parse) exits 2, any other failure (schema, JSON) 1.
+
+-v prints the response headers and trailers on stderr ("(empty)" when there
+are none), and how many requests were sent and responses received.`,
 		Example: `  rdmarpc call -d '{"key": "Z3JlZXRpbmc="}' tcp://127.0.0.1:7070 rdmarpc.kvstore.v1.KV/Get
 
   rdmarpc call tcp://127.0.0.1:7070 grpc.health.v1.Health/Check
@@ -67,7 +71,7 @@ failure (flags, schema, JSON) exits 1.`,
 
   echo '{"key": "Z3JlZXRpbmc="}' | rdmarpc call --proto kv.proto -d @ \
       -H 'request-id: 42' --timeout 2s rdma://10.0.0.1:7070 rdmarpc.kvstore.v1.KV/Get`,
-		Args: cobra.ExactArgs(2),
+		Args: nArgs(2, 2, "TARGET (tcp://host:port, rdma://host:port) and METHOD (package.Service/Method)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCall(cmd, f, args[0], args[1])
 		},
@@ -78,13 +82,16 @@ failure (flags, schema, JSON) exits 1.`,
 	fl := cmd.Flags()
 	fl.DurationVar(&f.timeout, "timeout", 0, "the call's deadline, sent to the server (0: none)")
 	fl.BoolVar(&f.emitDefaults, "emit-defaults", false, "print fields that hold their default value too")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print the response headers and trailers on stderr")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print the response headers and trailers, and what was sent and received, on stderr")
 	return cmd
 }
 
 func init() { rootCmd.AddCommand(newCallCmd()) }
 
 func runCall(cmd *cobra.Command, f callFlags, target, method string) error {
+	if err := checkTarget(target); err != nil {
+		return err
+	}
 	ctx := cmd.Context()
 	// With --proto the request is checked before anything is dialled;
 	// reflection needs the connection first.
@@ -119,7 +126,7 @@ func runCall(cmd *cobra.Command, f callFlags, target, method string) error {
 	}
 	md, err := parseHeaders(f.headers)
 	if err != nil {
-		return err
+		return &usageError{err}
 	}
 	in, closeIn, err := openData(f.data, cmd.InOrStdin())
 	if err != nil {
@@ -157,21 +164,22 @@ func runCall(cmd *cobra.Command, f callFlags, target, method string) error {
 		ctx = metadata.NewOutgoingContext(ctx, md)
 	}
 	enc := dynamic.NewEncoder(cmd.OutOrStdout(), src.Types(), f.emitDefaults)
-	var header, trailer metadata.MD
+	var x exchange
 	if m.Streaming() {
-		header, trailer, err = callStream(ctx, cc, m, next, enc)
+		x, err = callStream(ctx, cc, m, next, enc)
 	} else {
 		req, _ := next()
 		resp := newMessage(m.Desc.Output())
-		if err = cc.Invoke(ctx, m.FullMethod, req, resp, rpc.Header(&header), rpc.Trailer(&trailer)); err != nil {
+		x.sent = 1
+		if err = cc.Invoke(ctx, m.FullMethod, req, resp, rpc.Header(&x.header), rpc.Trailer(&x.trailer)); err != nil {
 			err = &statusErr{err}
 		} else {
+			x.received = 1
 			err = enc.Encode(resp)
 		}
 	}
 	if f.verbose {
-		printMD(cmd.ErrOrStderr(), "header", header)
-		printMD(cmd.ErrOrStderr(), "trailer", trailer)
+		x.print(cmd.ErrOrStderr())
 	}
 	var se *statusErr
 	if errors.As(err, &se) {
@@ -232,15 +240,42 @@ func openData(data string, stdin io.Reader) (io.Reader, func(), error) {
 	return strings.NewReader(data), func() {}, nil
 }
 
-func printMD(w io.Writer, kind string, md metadata.MD) {
+// exchange is what a call sent and received, which -v prints.
+type exchange struct {
+	header, trailer metadata.MD
+	sent, received  int
+}
+
+// print writes the exchange as grpcurl -v does: the headers, the trailers
+// ("(empty)" when there are none), and the counts.
+func (x exchange) print(w io.Writer) {
+	fmt.Fprintln(w, "Response headers received:")
+	printMD(w, x.header)
+	fmt.Fprintln(w, "\nResponse trailers received:")
+	printMD(w, x.trailer)
+	fmt.Fprintf(w, "Sent %s and received %s\n", plural(x.sent, "request"), plural(x.received, "response"))
+}
+
+func printMD(w io.Writer, md metadata.MD) {
+	if len(md) == 0 {
+		fmt.Fprintln(w, "(empty)")
+		return
+	}
 	for _, k := range sortedKeys(md) {
 		for _, v := range md[k] {
 			if strings.HasSuffix(k, "-bin") {
 				v = base64.StdEncoding.EncodeToString([]byte(v))
 			}
-			fmt.Fprintf(w, "%s %s: %s\n", kind, k, v)
+			fmt.Fprintf(w, "%s: %s\n", k, v)
 		}
 	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // exitError makes main exit with code, having printed nothing more: what
@@ -256,6 +291,12 @@ func (e *exitError) Unwrap() error { return e.err }
 // rpcFailure prints a failed call's status on w and returns the error that
 // makes main exit with 64 + its code.
 func rpcFailure(w io.Writer, err error, types dynamic.Resolver) error {
+	return &exitError{code: printStatus(w, err, types), err: err}
+}
+
+// printStatus prints a failed RPC's status, its details decoded with types,
+// and returns its exit code, 64 + the status code.
+func printStatus(w io.Writer, err error, types dynamic.Resolver) int {
 	st := status.Convert(err)
 	fmt.Fprintf(w, "ERROR:\n  Code: %s\n  Message: %s\n", st.Code(), st.Message())
 	if ds := st.RawDetails(); len(ds) > 0 {
@@ -264,7 +305,7 @@ func rpcFailure(w io.Writer, err error, types dynamic.Resolver) error {
 			fmt.Fprintf(w, "  %d) %s\n", i+1, dynamic.Detail(d, types))
 		}
 	}
-	return &exitError{code: 64 + int(st.Code()), err: err}
+	return exitStatus + int(st.Code())
 }
 
 func newMessage(d protoreflect.MessageDescriptor) *dynamicpb.Message { return dynamicpb.NewMessage(d) }

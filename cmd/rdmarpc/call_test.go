@@ -1,7 +1,7 @@
 package main
 
 import (
-	"errors"
+	"cmp"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,10 +32,13 @@ func TestDescribe(t *testing.T) {
 	}{
 		{"probe.v1.Probe", []string{
 			"probe.v1.Probe is a service:",
-			"rpc Echo ( .probe.v1.EchoRequest ) returns ( .probe.v1.EchoResponse );",
+			"  // Echo answers with the request's text and the request metadata.",
+			"  rpc Echo ( .probe.v1.EchoRequest ) returns ( .probe.v1.EchoResponse );",
 			"rpc Watch ( .probe.v1.EchoRequest ) returns ( stream .probe.v1.EchoResponse );",
 		}},
-		{"probe.v1.Probe/Fail", []string{"probe.v1.Probe.Fail is a method:", "rpc Fail ( .probe.v1.FailRequest ) returns ( .probe.v1.EchoResponse );"}},
+		{"probe.v1.Probe/Fail", []string{"probe.v1.Probe.Fail is a method:", "// Fail answers with the code and message asked for, and a",
+			"// google.rpc.ErrorInfo and a Note as details.", "rpc Fail ( .probe.v1.FailRequest ) returns ( .probe.v1.EchoResponse );"}},
+		{"probe.v1.EchoResponse", []string{"  // The request metadata, \"key=value\" per entry, sorted.", "  repeated string metadata = 2;"}},
 		{"probe.v1.EchoRequest", []string{"message EchoRequest {", "  string text = 1;", "  int32 count = 2;", "  .probe.v1.Color color = 3;"}},
 		{"probe.v1.EchoResponse", []string{"  repeated string metadata = 2;"}},
 		{"probe.v1.Color", []string{"enum Color {", "  COLOR_RED = 1;"}},
@@ -102,8 +105,28 @@ func TestCallVerbose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "header x-answer: header\nheader x-answer-bin: AP8=\ntrailer x-answer: trailer\n"; stderr != want {
+	want := "Response headers received:\nx-answer: header\nx-answer-bin: AP8=\n\n" +
+		"Response trailers received:\nx-answer: trailer\nSent 1 request and received 1 response\n"
+	if stderr != want {
 		t.Fatalf("-v printed %q, want %q", stderr, want)
+	}
+}
+
+// TestVerboseWithoutMetadata: -v prints its sections when the server sent
+// no metadata, as grpcurl does, instead of nothing.
+func TestVerboseWithoutMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		x    exchange
+		want string
+	}{
+		{exchange{sent: 1, received: 1}, "Response headers received:\n(empty)\n\nResponse trailers received:\n(empty)\nSent 1 request and received 1 response\n"},
+		{exchange{sent: 3}, "Response headers received:\n(empty)\n\nResponse trailers received:\n(empty)\nSent 3 requests and received 0 responses\n"},
+	} {
+		var b strings.Builder
+		tc.x.print(&b)
+		if b.String() != tc.want {
+			t.Errorf("%+v printed %q, want %q", tc.x, b.String(), tc.want)
+		}
 	}
 }
 
@@ -152,8 +175,8 @@ func TestCallFails(t *testing.T) {
 		{name: "malformed JSON", args: []string{"-d", `{"text": `, target, "probe.v1.Probe/Echo"}, errWant: "request 1: not JSON"},
 		{name: "JSON of another message", args: []string{"-d", `{"nosuch": 1}`, target, "probe.v1.Probe/Echo"}, errWant: "request 1: not a probe.v1.EchoRequest"},
 		{name: "two requests to a unary method", args: []string{"-d", `{} {}`, target, "probe.v1.Probe/Echo"}, errWant: "takes one request"},
-		{name: "bad header", args: []string{"-H", "nocolon", target, "probe.v1.Probe/Echo"}, errWant: "want key: value"},
-		{name: "bad -bin header", args: []string{"-H", "k-bin: !!", target, "probe.v1.Probe/Echo"}, errWant: "base64"},
+		{name: "bad header", args: []string{"-H", "nocolon", target, "probe.v1.Probe/Echo"}, exit: exitUsage, errWant: "want key: value"},
+		{name: "bad -bin header", args: []string{"-H", "k-bin: !!", target, "probe.v1.Probe/Echo"}, exit: exitUsage, errWant: "base64"},
 		{name: "no such file", args: []string{"-d", "@/nonexistent/req.json", target, "probe.v1.Probe/Echo"}, errWant: "no such file"},
 		{name: "unknown method", args: []string{target, "probe.v1.Probe/Nope"}, errWant: `has no method "Nope" (it has: Echo, Fail, Block, Watch, Collect, Chat)`},
 		{name: "unknown service", args: []string{target, "probe.v1.Nope/Echo"}, errWant: `service "probe.v1.Nope" not found`},
@@ -172,13 +195,16 @@ func TestCallFails(t *testing.T) {
 			if indexOf(a, "--proto") < 0 && !tc.reflect {
 				a = args(probeFlags, a)
 			}
-			_, stderr, err := runCmd(t, newCallCmd(), "", a...)
+			cmd := newCallCmd()
+			_, stderr, err := runCmd(t, cmd, "", a...)
 			if err == nil {
 				t.Fatal("call succeeded")
 			}
-			var ee *exitError
-			if got := errors.As(err, &ee); got != (tc.exit != 0) || got && ee.code != tc.exit {
-				t.Fatalf("call: %v (exit error %v %+v); want exit %d", err, got, ee, tc.exit)
+			var rep strings.Builder
+			code := report(&rep, cmd, err)
+			stderr += rep.String()
+			if want := cmp.Or(tc.exit, exitFailure); code != want {
+				t.Fatalf("call: %v, exit %d; want exit %d\n%s", err, code, want, stderr)
 			}
 			if tc.errWant != "" && !strings.Contains(err.Error(), tc.errWant) {
 				t.Fatalf("call: %v; want %q in it", err, tc.errWant)

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/rdmarpc/rdmarpc/resolver"
 	"github.com/rdmarpc/rdmarpc/rpc"
 )
 
@@ -34,6 +35,15 @@ func (f *requestFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVarP(&f.data, "data", "d", "", "the request as JSON; @ reads it from stdin, @FILE from FILE")
 	fl.StringArrayVarP(&f.headers, "header", "H", nil, `request metadata "key: value" (repeatable); a key ending in -bin takes its value in base64`)
+}
+
+// checkTarget fails with a usage error when target does not parse (an
+// unknown scheme, say): a mistake on the command line, not a failed RPC.
+func checkTarget(target string) error {
+	if _, _, err := resolver.ParseTarget(target); err != nil {
+		return &usageError{err}
+	}
+	return nil
 }
 
 // dial connects to target; warnings (a fallback taken) go to stderr.

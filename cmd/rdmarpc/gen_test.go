@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -405,5 +406,32 @@ func TestGenDescriptorSetIn2024(t *testing.T) {
 	want := []string{"e/v1/e.pb.go", "e/v1/e_rdmarpc.pb.go"}
 	if got := pbFiles(t, dir); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("wrote %q; want %q", got, want)
+	}
+}
+
+// TestModuleVersion: a build without a module version says which commit it
+// was built from, as its VCS stamp records, instead of a bare "(devel)".
+func TestModuleVersion(t *testing.T) {
+	stamp := []debug.BuildSetting{
+		{Key: "vcs", Value: "git"},
+		{Key: "vcs.revision", Value: "8d61a1d31d92d20b045ae30c6dda54c3759768d0"},
+		{Key: "vcs.time", Value: "2026-12-02T13:37:48Z"},
+		{Key: "vcs.modified", Value: "true"},
+	}
+	for _, tc := range []struct {
+		version  string
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{"v0.3.0", stamp, "v0.3.0"},
+		{"v0.0.0-20261202133748-8d61a1d31d92+dirty", stamp, "v0.0.0-20261202133748-8d61a1d31d92+dirty"},
+		{"(devel)", stamp, "(devel) 8d61a1d31d92+dirty 2026-12-02T13:37:48Z"},
+		{"v0.0.0-00010101000000-000000000000", stamp[:3], "(devel) 8d61a1d31d92 2026-12-02T13:37:48Z"},
+		{"(devel)", nil, "(devel, no version or VCS stamp)"},
+	} {
+		bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/rdmarpc/rdmarpc", Version: tc.version}, Settings: tc.settings}
+		if got := moduleVersion(bi); got != tc.want {
+			t.Errorf("version %q with %d settings: %q, want %q", tc.version, len(tc.settings), got, tc.want)
+		}
 	}
 }

@@ -25,13 +25,16 @@ type schemaCmdFlags struct {
 func (f *schemaCmdFlags) open(cmd *cobra.Command, args []string) (dynamic.Source, []string, func(), error) {
 	if !f.reflect() {
 		if len(args) > 0 && strings.Contains(args[0], "://") {
-			return nil, nil, nil, fmt.Errorf("%s: with --proto the schema comes from the files, and no server is asked; drop the TARGET (or --proto, to ask its reflection service)", args[0])
+			return nil, nil, nil, &usageError{fmt.Errorf("%s: with --proto the schema comes from the files, and no server is asked; drop the TARGET (or --proto, to ask its reflection service)", args[0])}
 		}
 		src, done, err := f.source(cmd.Context(), nil)
 		return src, args, done, err
 	}
 	if len(args) == 0 || !strings.Contains(args[0], "://") {
-		return nil, nil, nil, errors.New("give the TARGET (tcp://host:port, rdma://host:port) whose reflection service to ask, or the services' .proto files with --proto")
+		return nil, nil, nil, &usageError{errors.New("give the TARGET (tcp://host:port, rdma://host:port) whose reflection service to ask, or the services' .proto files with --proto")}
+	}
+	if err := checkTarget(args[0]); err != nil {
+		return nil, nil, nil, err
 	}
 	var cc *rpc.ClientConn
 	src, done, err := f.source(cmd.Context(), func() (*rpc.ClientConn, error) {
@@ -61,7 +64,7 @@ import), and takes no TARGET.`,
 		Example: `  rdmarpc list tcp://127.0.0.1:7070
   rdmarpc list tcp://127.0.0.1:7070 rdmarpc.kvstore.v1.KV
   rdmarpc list -I examples/kvstore/kvpb --proto kv.proto rdmarpc.kvstore.v1.KV`,
-		Args: cobra.MaximumNArgs(2),
+		Args: nArgs(0, 2, "[TARGET] and [SERVICE]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, rest, done, err := f.open(cmd, args)
 			if err != nil {
@@ -81,7 +84,7 @@ import), and takes no TARGET.`,
 				return nil
 			case 1:
 			default:
-				return fmt.Errorf("list takes one SERVICE, not %d", len(rest))
+				return &usageError{fmt.Errorf("list takes one SERVICE, not %d", len(rest))}
 			}
 			d, err := src.FindSymbol(cmd.Context(), strings.TrimPrefix(rest[0], "/"))
 			if err != nil {

@@ -30,7 +30,9 @@ func TestReflection(t *testing.T) {
 		t.Fatalf("list %s probe.v1.Probe: %q, %v; want %q", target, out, err, want)
 	}
 	out, _, err = runCmd(t, newDescribeCmd(), "", target, "probe.v1.Probe/Fail", "probe.v1.EchoRequest")
-	for _, w := range []string{"rpc Fail ( .probe.v1.FailRequest ) returns ( .probe.v1.EchoResponse );", "message EchoRequest {", "  .probe.v1.Color color = 3;"} {
+	// The probe's descriptors carry their .proto's comments (compiled in
+	// process), so its reflection sends them, and describe prints them.
+	for _, w := range []string{"// Fail answers with the code and message asked for, and a", "rpc Fail ( .probe.v1.FailRequest ) returns ( .probe.v1.EchoResponse );", "message EchoRequest {", "  .probe.v1.Color color = 3;"} {
 		if err != nil || !strings.Contains(out, w+"\n") {
 			t.Fatalf("describe: %v; no line %q in\n%s", err, w, out)
 		}

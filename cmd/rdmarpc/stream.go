@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/rdmarpc/rdmarpc/internal/dynamic"
-	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc"
 )
 
@@ -36,7 +35,7 @@ type streamer interface {
 //
 // Without rdmarpc's streaming runtime, ClientConn.NewStream answers
 // Unimplemented and that is what the command prints.
-func callStream(ctx context.Context, cc streamer, m dynamic.Method, next func() (*dynamicpb.Message, error), enc *dynamic.Encoder) (header, trailer metadata.MD, err error) {
+func callStream(ctx context.Context, cc streamer, m dynamic.Method, next func() (*dynamicpb.Message, error), enc *dynamic.Encoder) (x exchange, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	desc := &rpc.StreamDesc{
@@ -46,10 +45,10 @@ func callStream(ctx context.Context, cc streamer, m dynamic.Method, next func() 
 	}
 	cs, err := cc.NewStream(ctx, desc, m.FullMethod)
 	if err != nil {
-		return nil, nil, &statusErr{err}
+		return x, &statusErr{err}
 	}
 	inputErr := make(chan error, 1)
-	go func() { inputErr <- sendAll(cs, next, cancel) }()
+	go func() { inputErr <- sendAll(cs, next, cancel, &x.sent) }()
 
 	var recvErr, outErr error
 	for {
@@ -57,30 +56,31 @@ func callStream(ctx context.Context, cc streamer, m dynamic.Method, next func() 
 		if recvErr = cs.RecvMsg(resp); recvErr != nil {
 			break
 		}
+		x.received++
 		if outErr = enc.Encode(resp); outErr != nil {
 			cancel()
 			break
 		}
 	}
-	header, _ = cs.Header()
-	trailer = cs.Trailer()
-	cancel() // the sender stops at its next message, if it has not yet
-	inErr := <-inputErr
+	x.header, _ = cs.Header()
+	x.trailer = cs.Trailer()
+	cancel()            // the sender stops at its next message, if it has not yet
+	inErr := <-inputErr // after this, x.sent is final
 	switch {
 	case inErr != nil:
-		return header, trailer, inErr
+		return x, inErr
 	case outErr != nil:
-		return header, trailer, outErr
+		return x, outErr
 	case recvErr != nil && !errors.Is(recvErr, io.EOF):
-		return header, trailer, &statusErr{recvErr}
+		return x, &statusErr{recvErr}
 	}
-	return header, trailer, nil
+	return x, nil
 }
 
 // sendAll sends the requests, then half-closes. It returns only input
 // errors (a send that fails means the stream ended, and RecvMsg reports
-// why); on one it cancels the stream.
-func sendAll(cs rpc.ClientStream, next func() (*dynamicpb.Message, error), cancel context.CancelFunc) error {
+// why); on one it cancels the stream. It counts the messages sent in *sent.
+func sendAll(cs rpc.ClientStream, next func() (*dynamicpb.Message, error), cancel context.CancelFunc, sent *int) error {
 	for {
 		if cs.Context().Err() != nil {
 			return nil
@@ -97,5 +97,6 @@ func sendAll(cs rpc.ClientStream, next func() (*dynamicpb.Message, error), cance
 		if cs.SendMsg(req) != nil {
 			return nil
 		}
+		*sent++
 	}
 }

@@ -198,7 +198,7 @@ func TestCallStream(t *testing.T) {
 			fs := &fakeStreams{handler: tc.handler}
 			var out bytes.Buffer
 			dec := dynamic.NewDecoder(strings.NewReader(tc.input), m.Desc.Input(), src.Types())
-			header, trailer, err := callStream(context.Background(), fs, m, dec.Next, dynamic.NewEncoder(&out, src.Types(), false))
+			x, err := callStream(context.Background(), fs, m, dec.Next, dynamic.NewEncoder(&out, src.Types(), false))
 			fs.wg.Wait()
 			if fs.method != m.FullMethod || fs.desc.ServerStreams != m.Desc.IsStreamingServer() || fs.desc.ClientStreams != m.Desc.IsStreamingClient() {
 				t.Errorf("stream opened as %s %+v", fs.method, fs.desc)
@@ -222,8 +222,11 @@ func TestCallStream(t *testing.T) {
 			if canceled != tc.wantCanceled {
 				t.Errorf("server saw the stream canceled: %v, want %v", canceled, tc.wantCanceled)
 			}
-			if tc.errWant == "" && (header.Get("x-fake")[0] != "header" || len(trailer.Get("x-fake")) != 1) {
-				t.Errorf("header %v, trailer %v", header, trailer)
+			if tc.errWant == "" && (x.header.Get("x-fake")[0] != "header" || len(x.trailer.Get("x-fake")) != 1) {
+				t.Errorf("header %v, trailer %v", x.header, x.trailer)
+			}
+			if got := strings.Count(out.String(), "\n"); tc.errWant == "" && x.received != got {
+				t.Errorf("counted %d responses received, printed %d", x.received, got)
 			}
 		})
 	}

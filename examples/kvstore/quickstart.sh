@@ -13,12 +13,6 @@ command -v go >/dev/null || { echo "quickstart: needs Go 1.26 (https://go.dev/dl
 port=${PORT:-7070}
 target=tcp://127.0.0.1:$port
 
-# The RDMA transport needs libibverbs' headers to build with cgo; without
-# them (or without a C compiler) build without cgo, where it serves no device.
-if [ -z "${CGO_ENABLED:-}" ] && ! echo '#include <infiniband/verbs.h>' | cc -E - >/dev/null 2>&1; then
-  export CGO_ENABLED=0
-  echo "# no libibverbs-dev here: building without cgo, so without RDMA"
-fi
 echo "# building bin/kvserver and bin/kvctl"
 mkdir -p bin
 go build -o bin/kvserver ./examples/kvstore/cmd/kvserver

@@ -18,6 +18,7 @@ import (
 	"github.com/bufbuild/protocompile/protoutil"
 	"github.com/bufbuild/protocompile/reporter"
 	"github.com/bufbuild/protocompile/wellknownimports"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/gofeaturespb"
@@ -130,7 +131,7 @@ func buildRequest(names []string, files linker.Files) (*pluginpb.CodeGeneratorRe
 				return err
 			}
 		}
-		full := protoutil.ProtoFromFileDescriptor(fd)
+		full := protocPaths(protoutil.ProtoFromFileDescriptor(fd))
 		// Plugins get options kept only in source in their own field, as
 		// with protoc 22 and later.
 		stripped, err := options.StripSourceRetentionOptionsFromFile(full)
@@ -145,12 +146,36 @@ func buildRequest(names []string, files linker.Files) (*pluginpb.CodeGeneratorRe
 		if err := add(f); err != nil {
 			return nil, err
 		}
-		bySource[f.Path()] = protoutil.ProtoFromFileDescriptor(f)
+		bySource[f.Path()] = protocPaths(protoutil.ProtoFromFileDescriptor(f))
 	}
 	for _, name := range names {
 		req.SourceFileDescriptors = append(req.SourceFileDescriptors, bySource[name])
 	}
 	return req, nil
+}
+
+// protocPaths returns fd with its source info as protoc records it. protoc
+// records the location of an editions file's `edition = "2023";` statement,
+// and the comments before it (a license header), under the syntax field's
+// path ([12]), as descriptor.proto says; protocompile v0.14 records it under
+// the edition field's ([14]). protoc-gen-go and protoc-gen-go-rdmarpc copy
+// the file's leading comments from [12], so without this an editions file's
+// header would be dropped by rdmarpc gen and kept by protoc. fd is not
+// changed (it may be the compiler's own); a changed copy is returned.
+func protocPaths(fd *descriptorpb.FileDescriptorProto) *descriptorpb.FileDescriptorProto {
+	const syntaxField, editionField = 12, 14
+	locs := fd.GetSourceCodeInfo().GetLocation()
+	i := slices.IndexFunc(locs, func(l *descriptorpb.SourceCodeInfo_Location) bool {
+		return len(l.Path) == 1 && l.Path[0] == editionField
+	})
+	if i < 0 || slices.ContainsFunc(locs, func(l *descriptorpb.SourceCodeInfo_Location) bool {
+		return len(l.Path) == 1 && l.Path[0] == syntaxField
+	}) {
+		return fd
+	}
+	fd = proto.CloneOf(fd)
+	fd.SourceCodeInfo.Location[i].Path = []int32{syntaxField}
+	return fd
 }
 
 // builtinDescs are built-in imports taken as the descriptors compiled into

@@ -15,23 +15,46 @@ func Describe(d protoreflect.Descriptor) string {
 	fmt.Fprintf(&b, "%s is %s:\n", d.FullName(), article(kindOf(d)))
 	switch d := d.(type) {
 	case protoreflect.ServiceDescriptor:
+		writeComments(&b, d, "")
 		fmt.Fprintf(&b, "service %s {\n", d.Name())
 		for i := range d.Methods().Len() {
+			writeComments(&b, d.Methods().Get(i), "  ")
 			fmt.Fprintf(&b, "  %s\n", methodLine(d.Methods().Get(i)))
 		}
 		b.WriteString("}\n")
 	case protoreflect.MethodDescriptor:
+		writeComments(&b, d, "")
 		b.WriteString(methodLine(d) + "\n")
 	case protoreflect.MessageDescriptor:
 		writeMessage(&b, d, "")
 	case protoreflect.EnumDescriptor:
 		writeEnum(&b, d, "")
 	case protoreflect.FieldDescriptor:
+		writeComments(&b, d, "")
 		b.WriteString(fieldLine(d) + "\n")
 	case protoreflect.EnumValueDescriptor:
+		writeComments(&b, d, "")
 		fmt.Fprintf(&b, "%s = %d;\n", d.Name(), d.Number())
 	}
 	return b.String()
+}
+
+// writeComments writes the comment before d in its .proto file, as "//"
+// lines at indent: what the file's source info holds (.proto files
+// compiled in process have it; a server's reflection sends it when its
+// descriptors carry it, which generated Go code's do not).
+func writeComments(b *strings.Builder, d protoreflect.Descriptor, indent string) {
+	f := d.ParentFile()
+	if f == nil {
+		return
+	}
+	c := f.SourceLocations().ByDescriptor(d).LeadingComments
+	if c == "" {
+		return
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(c, "\n"), "\n") {
+		fmt.Fprintf(b, "%s//%s\n", indent, line)
+	}
 }
 
 // article puts "a" or "an" before a kind.
@@ -79,6 +102,7 @@ func methodLine(m protoreflect.MethodDescriptor) string {
 }
 
 func writeMessage(b *strings.Builder, m protoreflect.MessageDescriptor, indent string) {
+	writeComments(b, m, indent)
 	fmt.Fprintf(b, "%smessage %s {\n", indent, m.Name())
 	in := indent + "  "
 	for i := range m.Enums().Len() {
@@ -97,22 +121,27 @@ func writeMessage(b *strings.Builder, m protoreflect.MessageDescriptor, indent s
 				continue
 			}
 			seenOneof[o.FullName()] = true
+			writeComments(b, o, in)
 			fmt.Fprintf(b, "%soneof %s {\n", in, o.Name())
 			for j := range o.Fields().Len() {
+				writeComments(b, o.Fields().Get(j), in+"  ")
 				fmt.Fprintf(b, "%s  %s\n", in, fieldLine(o.Fields().Get(j)))
 			}
 			fmt.Fprintf(b, "%s}\n", in)
 			continue
 		}
+		writeComments(b, f, in)
 		fmt.Fprintf(b, "%s%s\n", in, fieldLine(f))
 	}
 	fmt.Fprintf(b, "%s}\n", indent)
 }
 
 func writeEnum(b *strings.Builder, e protoreflect.EnumDescriptor, indent string) {
+	writeComments(b, e, indent)
 	fmt.Fprintf(b, "%senum %s {\n", indent, e.Name())
 	for i := range e.Values().Len() {
 		v := e.Values().Get(i)
+		writeComments(b, v, indent+"  ")
 		fmt.Fprintf(b, "%s  %s = %d;\n", indent, v.Name(), v.Number())
 	}
 	fmt.Fprintf(b, "%s}\n", indent)

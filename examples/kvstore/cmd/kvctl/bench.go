@@ -33,6 +33,7 @@ type benchConfig struct {
 	duration    time.Duration
 	preload     bool
 	prefix      string
+	keep        bool // leave the keys written in the store
 	progress    bool
 	seed        uint64
 }
@@ -47,6 +48,10 @@ time: a Get with probability --reads percent, else a Put, of a key drawn
 uniformly from --keys keys, with --value-size-byte values. The workers share
 --conns connections (calls are multiplexed). With --preload (the default)
 every key is written once first, so that Gets find their key.
+
+The keys are --key-prefix and a number (kvctl-bench/00000000 ...), written
+into the live store: bench says so before it starts, and deletes them when
+it ends (also when it fails or is interrupted) unless --keep is given.
 
 It prints the calls made, QPS, and latency percentiles (p50/p99/p999,
 measured by the client, a call's whole round trip) for Gets, Puts and both.
@@ -74,7 +79,8 @@ Calls that fail are counted by status code; any makes the exit status 1.`,
 	f.IntVar(&bc.reads, "reads", 50, "percent of calls that are Gets; the rest are Puts")
 	f.DurationVarP(&bc.duration, "duration", "d", 10*time.Second, "how long to run")
 	f.BoolVar(&bc.preload, "preload", true, "write every key once before measuring")
-	f.StringVar(&bc.prefix, "key-prefix", "bench/", "prefix of the keys written")
+	f.StringVar(&bc.prefix, "key-prefix", "kvctl-bench/", "prefix of the keys written (and deleted at the end)")
+	f.BoolVar(&bc.keep, "keep", false, "leave the keys written in the store instead of deleting them at the end")
 	f.BoolVar(&bc.progress, "progress", isTerminal(c.stderr), "show a progress bar on stderr (default: when stderr is a terminal)")
 	f.Uint64Var(&bc.seed, "seed", 1, "seed of the key and operation choices")
 	return cmd
@@ -86,7 +92,7 @@ type worker struct {
 	errs     map[string]uint64
 }
 
-func (c *cli) bench(ctx context.Context, bc benchConfig) error {
+func (c *cli) bench(ctx context.Context, bc benchConfig) (err error) {
 	clients := make([]kvpb.KVClient, bc.conns)
 	for i := range clients {
 		dctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -103,6 +109,28 @@ func (c *cli) bench(ctx context.Context, bc benchConfig) error {
 	binary.LittleEndian.PutUint64(seed[:], bc.seed)
 	rand.NewChaCha8(seed).Read(value)
 	key := func(i int) []byte { return fmt.Appendf(nil, "%s%08d", bc.prefix, i) }
+
+	// The keys go into the live store: say which, and take them out again.
+	fmt.Fprintf(c.stderr, "bench: writing up to %d keys %s … %s (%d-byte values) into the store at %s; ",
+		bc.keys, key(0), key(bc.keys-1), bc.valueSize, c.addr)
+	if bc.keep {
+		fmt.Fprintln(c.stderr, "--keep: they stay there")
+	} else {
+		fmt.Fprintln(c.stderr, "they are deleted at the end (--keep keeps them)")
+		defer func() {
+			// Also after ^C or a failure: the context may be done, the
+			// cleanup's calls still get their own deadline.
+			derr := c.deleteKeys(context.WithoutCancel(ctx), bc, clients[0], key)
+			if derr != nil {
+				fmt.Fprintf(c.stderr, "bench: could not delete the keys under %s: %v\n", bc.prefix, derr)
+				if err == nil {
+					err = &exitError{code: 1, err: derr}
+				}
+				return
+			}
+			fmt.Fprintf(c.stderr, "bench: deleted the %d keys under %s\n", bc.keys, bc.prefix)
+		}()
+	}
 
 	if bc.preload {
 		if err := c.preload(ctx, bc, clients, key, value); err != nil {
@@ -196,6 +224,27 @@ func (c *cli) watch(ctx context.Context, bc benchConfig, start time.Time, calls 
 			}
 		}
 	}
+}
+
+// deleteBatch is how many keys one Batch of the cleanup deletes (well under
+// the store's MaxBatchMutations).
+const deleteBatch = 1000
+
+// deleteKeys deletes every key bench may have written, deleteBatch a call.
+func (c *cli) deleteKeys(ctx context.Context, bc benchConfig, kv kvpb.KVClient, key func(int) []byte) error {
+	for first := 0; first < bc.keys; first += deleteBatch {
+		req := &kvpb.BatchRequest{}
+		for i := first; i < min(first+deleteBatch, bc.keys); i++ {
+			req.Mutations = append(req.Mutations, &kvpb.Mutation{Op: &kvpb.Mutation_Delete{Delete: key(i)}})
+		}
+		cctx, cancel := context.WithTimeout(ctx, c.timeout)
+		_, err := kv.Batch(cctx, req)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // preload writes every key once, bc.concurrency at a time.

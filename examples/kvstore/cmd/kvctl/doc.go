@@ -7,7 +7,8 @@
 //	kvctl batch put KEY VALUE | del KEY ...
 //	kvctl cas KEY NEW (--expect OLD | --expect-absent)
 //	kvctl watch [PREFIX] [--from REV]    (until ^C; reconnects and resumes)
-//	kvctl bench [--concurrency N] [--keys N] [--value-size B] [--reads PCT] [--duration D]
+//	kvctl bench [--concurrency N] [--keys N] [--value-size B] [--reads PCT] [--duration D] [--keep]
+//	                               (writes kvctl-bench/* keys, says so, deletes them at the end)
 //
 // Global flags: --addr (default $KVCTL_ADDR, else tcp://127.0.0.1:7070),
 // --timeout, --json. Output is for people by default; --json prints one

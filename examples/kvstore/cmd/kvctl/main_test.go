@@ -167,7 +167,7 @@ func TestUnreachable(t *testing.T) {
 
 func TestBench(t *testing.T) {
 	target := startServer(t)
-	r := kvctl(t, target, "", "--json", "bench", "--duration", "300ms", "--concurrency", "3", "--keys", "20", "--value-size", "100", "--reads", "50")
+	r := kvctl(t, target, "", "--json", "bench", "--duration", "300ms", "--concurrency", "3", "--keys", "20", "--value-size", "100", "--reads", "50", "--keep")
 	if r.code != 0 {
 		t.Fatalf("bench: %+v", r)
 	}
@@ -189,8 +189,8 @@ func TestBench(t *testing.T) {
 		t.Fatalf("percentiles out of order: %+v", rep.All)
 	}
 	// Reads of preloaded keys find them: a Get that missed would still be
-	// OK, so check the keys are there.
-	if r := kvctl(t, target, "", "get", "bench/00000019"); r.code != 0 || len(r.stdout) != 101 {
+	// OK, so check the keys are there (--keep left them).
+	if r := kvctl(t, target, "", "get", "kvctl-bench/00000019"); r.code != 0 || len(r.stdout) != 101 {
 		t.Fatalf("preloaded key: %+v", r)
 	}
 	// Human output, all reads, no preload.
@@ -202,5 +202,33 @@ func TestBench(t *testing.T) {
 	}
 	if r := kvctl(t, target, "", "bench", "--reads", "101"); r.code != 2 {
 		t.Fatalf("bench --reads 101: %+v, want exit 2", r)
+	}
+}
+
+// TestBenchCleansUp: bench says where it writes, and deletes what it wrote
+// (without --keep), leaving the store's other keys alone.
+func TestBenchCleansUp(t *testing.T) {
+	target := startServer(t)
+	if r := kvctl(t, target, "", "put", "kvctl-benchmark-notes", "mine"); r.code != 0 {
+		t.Fatalf("put: %+v", r)
+	}
+	r := kvctl(t, target, "", "bench", "-d", "200ms", "-c", "2", "--keys", "1500", "--value-size", "10", "--progress=false")
+	if r.code != 0 {
+		t.Fatalf("bench: %+v", r)
+	}
+	for _, want := range []string{
+		"bench: writing up to 1500 keys kvctl-bench/00000000 … kvctl-bench/00001499 (10-byte values) into the store at " + target + "; they are deleted at the end (--keep keeps them)\n",
+		"bench: deleted the 1500 keys under kvctl-bench/\n",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	// More keys than one cleanup batch: every one is gone.
+	if r := kvctl(t, target, "", "scan", "--prefix", "kvctl-bench/", "--keys-only"); r.code != 0 || r.stdout != "" {
+		t.Fatalf("keys left under kvctl-bench/: %+v", r)
+	}
+	if r := kvctl(t, target, "", "get", "kvctl-benchmark-notes"); r.code != 0 || r.stdout != "mine\n" {
+		t.Fatalf("another key: %+v", r)
 	}
 }

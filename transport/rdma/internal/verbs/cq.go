@@ -76,13 +76,14 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 		return nil, err
 	}
 	defer c.mu.RUnlock()
-	ch, errno := C.ibv_create_comp_channel(c.ctx)
+	var fd C.int
+	ch, errno := C.rr_create_comp_channel(c.ctx, &fd)
 	if ch == nil {
 		return nil, verbError("ibv_create_comp_channel", errno)
 	}
-	f, err := newEventFile(ch.fd, c.name+" completion channel")
+	f, err := newEventFile(fd, c.name+" completion channel")
 	if err != nil {
-		C.ibv_destroy_comp_channel(ch)
+		C.rr_destroy_comp_channel(ch)
 		return nil, err
 	}
 	c.children.Add(1)
@@ -146,7 +147,7 @@ func (ch *CompChannel) readEvent() (*CQ, error) {
 	cq := cgo.Handle(h).Value().(*CQ)
 	cq.unacked++
 	if cq.unacked >= ackBatch {
-		C.ibv_ack_cq_events(cq.cq, C.uint(cq.unacked))
+		C.rr_ack_cq_events(cq.cq, C.uint(cq.unacked))
 		cq.unacked = 0
 	}
 	return cq, nil
@@ -181,7 +182,7 @@ func (ch *CompChannel) maybeDestroy() error {
 	}
 	ch.destroyed = true
 	ch.ctx.children.Add(-1)
-	if rc, errno := C.ibv_destroy_comp_channel(ch.ch); rc != 0 {
+	if rc, errno := C.rr_destroy_comp_channel(ch.ch); rc != 0 {
 		return rcError("ibv_destroy_comp_channel", int(rc), errno)
 	}
 	return nil
@@ -229,13 +230,14 @@ func (c *Context) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 	}
 	cq := &CQ{ctx: c, ch: ch}
 	cq.handle = cgo.NewHandle(cq)
-	ccq, errno := C.rr_create_cq(c.ctx, C.int(cqe), C.uintptr_t(cq.handle), cch)
+	var size C.int
+	ccq, errno := C.rr_create_cq(c.ctx, C.int(cqe), C.uintptr_t(cq.handle), cch, &size)
 	if ccq == nil {
 		cq.handle.Delete()
 		return nil, verbError(fmt.Sprintf("ibv_create_cq (%d entries)", cqe), errno)
 	}
 	cq.cq = ccq
-	cq.size = int(ccq.cqe)
+	cq.size = int(size)
 	c.children.Add(1)
 	if ch != nil {
 		ch.cqs.Add(1)
@@ -319,11 +321,11 @@ func (cq *CQ) destroy() error {
 		cq.ch.evMu.Lock()
 		defer cq.ch.evMu.Unlock()
 		if cq.unacked > 0 {
-			C.ibv_ack_cq_events(cq.cq, C.uint(cq.unacked))
+			C.rr_ack_cq_events(cq.cq, C.uint(cq.unacked))
 			cq.unacked = 0
 		}
 	}
-	if rc, errno := C.ibv_destroy_cq(cq.cq); rc != 0 {
+	if rc, errno := C.rr_destroy_cq(cq.cq); rc != 0 {
 		return rcError("ibv_destroy_cq", int(rc), errno)
 	}
 	return nil

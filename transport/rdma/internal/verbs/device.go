@@ -3,14 +3,13 @@
 package verbs
 
 /*
-#cgo LDFLAGS: -libverbs
+#cgo LDFLAGS: -ldl
 #cgo noescape rr_query_port
 #cgo nocallback rr_query_port
 #cgo noescape rr_query_gid
 #cgo nocallback rr_query_gid
 #cgo noescape rr_get_async_event
 #cgo nocallback rr_get_async_event
-#include <stdlib.h>
 #include "shim.h"
 */
 import "C"
@@ -24,24 +23,50 @@ import (
 	"unsafe"
 )
 
+// errNoHeaders is load's error in a build made with cgo but without
+// <infiniband/verbs.h>: shim.h then compiles its stub half.
+var errNoHeaders = unsupported("rdma: this binary was built without libibverbs' headers " +
+	"(<infiniband/verbs.h>), so it has no RDMA: install libibverbs-dev " +
+	"(Debian, Ubuntu; rdma-core-devel on Fedora) and rebuild it with go build -a " +
+	"(the build cache does not notice a new system header)")
+
+// load loads libibverbs, once: every other C call needs it. Its error wraps
+// ErrNotSupported and says what to install.
+var load = sync.OnceValue(func() error {
+	var msg [256]C.char
+	switch C.rr_load(&msg[0], C.int(len(msg))) {
+	case C.RR_LOAD_OK:
+		return nil
+	case C.RR_LOAD_NO_HEADERS:
+		return errNoHeaders
+	default:
+		return unsupported(fmt.Sprintf("rdma: cannot load libibverbs (%s), so there is no RDMA: "+
+			"install libibverbs and a provider (Debian, Ubuntu: apt-get install ibverbs-providers; "+
+			"Fedora: dnf install rdma-core)", C.GoString(&msg[0])))
+	}
+})
+
 // Devices lists the RDMA devices libibverbs sees. No device is not an
 // error: the list is empty, also when the kernel has no RDMA support at all.
 func Devices() ([]DeviceInfo, error) {
+	if err := load(); err != nil {
+		return nil, fmt.Errorf("rdma: list devices: %w", err)
+	}
 	var n C.int
-	list, err := C.ibv_get_device_list(&n)
+	list, err := C.rr_get_device_list(&n)
 	if list == nil {
 		if err == syscall.ENOSYS {
 			return []DeviceInfo{}, nil
 		}
 		return nil, verbError("ibv_get_device_list", err)
 	}
-	defer C.ibv_free_device_list(list)
+	defer C.rr_free_device_list(list)
 	devs := make([]DeviceInfo, 0, int(n))
 	for _, d := range unsafe.Slice(list, int(n)) {
 		devs = append(devs, DeviceInfo{
-			Name:     C.GoString(C.ibv_get_device_name(d)),
+			Name:     C.GoString(C.rr_device_name(d)),
 			GUID:     GUID(C.rr_device_guid(d)),
-			NodeType: C.GoString(C.ibv_node_type_str(d.node_type)),
+			NodeType: C.GoString(C.rr_device_node_type(d)),
 		})
 	}
 	return devs, nil
@@ -63,29 +88,33 @@ type Context struct {
 
 // Open opens the device with the given name ("rxe0", "mlx5_0").
 func Open(name string) (*Context, error) {
+	if err := load(); err != nil {
+		return nil, fmt.Errorf("rdma: open %s: %w", name, err)
+	}
 	var n C.int
-	list, err := C.ibv_get_device_list(&n)
+	list, err := C.rr_get_device_list(&n)
 	if list == nil {
 		if err == syscall.ENOSYS {
 			return nil, fmt.Errorf("rdma: open %q: this kernel has no RDMA support (ibv_get_device_list: %w)", name, err)
 		}
 		return nil, verbError("ibv_get_device_list", err)
 	}
-	defer C.ibv_free_device_list(list)
+	defer C.rr_free_device_list(list)
 	var names []string
 	for _, d := range unsafe.Slice(list, int(n)) {
-		dn := C.GoString(C.ibv_get_device_name(d))
+		dn := C.GoString(C.rr_device_name(d))
 		if dn != name {
 			names = append(names, dn)
 			continue
 		}
-		ctx, err := C.ibv_open_device(d)
+		var fd C.int
+		ctx, err := C.rr_open_device(d, &fd)
 		if ctx == nil {
 			return nil, verbError("ibv_open_device "+name, err)
 		}
-		async, err := newEventFile(ctx.async_fd, name+" async events")
+		async, err := newEventFile(fd, name+" async events")
 		if err != nil {
-			C.ibv_close_device(ctx)
+			C.rr_close_device(ctx)
 			return nil, err
 		}
 		return &Context{name: name, ctx: ctx, async: async}, nil
@@ -112,14 +141,14 @@ func (c *Context) QueryDevice() (DeviceAttr, error) {
 		return DeviceAttr{}, err
 	}
 	defer c.mu.RUnlock()
-	var a C.struct_ibv_device_attr
-	if rc, errno := C.ibv_query_device(c.ctx, &a); rc != 0 {
+	var a C.struct_rr_device_attr
+	if rc, errno := C.rr_query_device(c.ctx, &a); rc != 0 {
 		return DeviceAttr{}, rcError("ibv_query_device", int(rc), errno)
 	}
 	return DeviceAttr{
 		FWVersion:       C.GoString(&a.fw_ver[0]),
-		NodeGUID:        GUID(C.rr_be64toh(C.uint64_t(a.node_guid))),
-		SysImageGUID:    GUID(C.rr_be64toh(C.uint64_t(a.sys_image_guid))),
+		NodeGUID:        GUID(a.node_guid),
+		SysImageGUID:    GUID(a.sys_image_guid),
 		MaxMRSize:       uint64(a.max_mr_size),
 		PageSizeCap:     uint64(a.page_size_cap),
 		VendorID:        uint32(a.vendor_id),
@@ -147,7 +176,7 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 		return PortAttr{}, err
 	}
 	defer c.mu.RUnlock()
-	var a C.struct_ibv_port_attr
+	var a C.struct_rr_port_attr
 	if rc, errno := C.rr_query_port(c.ctx, C.uint8_t(port), &a); rc != 0 {
 		return PortAttr{}, rcError(fmt.Sprintf("ibv_query_port %s/%d", c.name, port), int(rc), errno)
 	}
@@ -230,7 +259,7 @@ func (c *Context) Close() error {
 	}
 	c.closed = true
 	c.async.close() // the dup'ed fd; waits for an ibv_get_async_event in flight
-	if rc, errno := C.ibv_close_device(c.ctx); rc != 0 {
+	if rc, errno := C.rr_close_device(c.ctx); rc != 0 {
 		return rcError("ibv_close_device", int(rc), errno)
 	}
 	return nil

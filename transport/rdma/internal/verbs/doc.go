@@ -49,6 +49,29 @@
 // connection with IBV_WC_RNR_RETRY_EXC_ERR instead of being retried, because
 // rdmarpc's credits make that impossible and tests must see it if it happens.
 //
-// Without Linux or cgo the package still builds; every constructor then
-// fails with an error wrapping ErrNotSupported.
+// # Building and running without libibverbs
+//
+// The binary does not link libibverbs: shim.c loads libibverbs.so.1 with
+// dlopen the first time Devices or Open is called and looks up the exported
+// functions it needs. The data path (PostSend, PostRecv, Poll, ReqNotify)
+// does not use those pointers: the verbs it calls are static inline
+// functions of <infiniband/verbs.h> that jump straight into the provider,
+// compiled into shim.h's functions, so each call is still one cgo crossing
+// and no more. The header is needed at build time for those inline
+// functions and for the structs' layout; the library's link-time file
+// (libibverbs.so, in libibverbs-dev) is not needed at all.
+//
+// So one binary runs on machines with and without RDMA: without the library
+// Devices and Open fail with an error matching ErrNotSupported that says what
+// to install, and the transport treats that as "no device" (auto:// serves
+// TCP). And the package builds where gcc is installed but libibverbs-dev is
+// not: shim.h tests __has_include(<infiniband/verbs.h>) and, without it,
+// declares its handles as incomplete types and compiles a stub whose loader
+// fails with an error saying to install libibverbs-dev and rebuild (with
+// go build -a: Go's build cache does not notice a new system header). Build
+// tags could not do this: go build cannot select files by what is installed.
+// scripts/check-noverbs.sh (make build) checks both.
+//
+// Without Linux or cgo the package still builds (stub.go); every
+// constructor then fails with an error wrapping ErrNotSupported.
 package verbs

@@ -7,8 +7,9 @@ import (
 )
 
 var (
-	// ErrNotSupported is wrapped by every constructor of a build without
-	// RDMA support (not Linux, or cgo disabled).
+	// ErrNotSupported is wrapped by every constructor (and Devices) when
+	// there is no RDMA support: a build without Linux or cgo, a build
+	// without libibverbs' headers, or a machine without libibverbs.
 	ErrNotSupported = errors.New("rdma: RDMA not supported in this build (needs linux and cgo)")
 
 	// ErrClosed is wrapped by the error of any call on an object that has
@@ -23,6 +24,13 @@ var (
 	// QP's current state (for instance posting a send before RTS).
 	ErrQPState = errors.New("rdma: operation not allowed in this QP state")
 )
+
+// unsupported is an error that matches ErrNotSupported and says, in its
+// own words, why and what to install.
+type unsupported string
+
+func (e unsupported) Error() string        { return string(e) }
+func (e unsupported) Is(target error) bool { return target == ErrNotSupported }
 
 // closedError names the kind of object that was closed.
 func closedError(what string) error { return fmt.Errorf("rdma: %s: %w", what, ErrClosed) }

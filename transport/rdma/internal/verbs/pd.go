@@ -33,7 +33,7 @@ func (c *Context) AllocPD() (*PD, error) {
 		return nil, err
 	}
 	defer c.mu.RUnlock()
-	pd, errno := C.ibv_alloc_pd(c.ctx)
+	pd, errno := C.rr_alloc_pd(c.ctx)
 	if pd == nil {
 		return nil, verbError("ibv_alloc_pd", errno)
 	}
@@ -62,7 +62,7 @@ func (p *PD) Close() error {
 	if n := p.children.Load(); n > 0 {
 		return busyError("PD", n, "its MRs and QPs")
 	}
-	if rc, errno := C.ibv_dealloc_pd(p.pd); rc != 0 {
+	if rc, errno := C.rr_dealloc_pd(p.pd); rc != 0 {
 		return rcError("ibv_dealloc_pd", int(rc), errno)
 	}
 	p.closed = true
@@ -112,7 +112,8 @@ func (p *PD) Register(size int) (*MR, error) {
 		return nil, fmt.Errorf("rdma: mmap %d bytes for an MR: %w", mapped, err)
 	}
 	// mem is not Go heap memory, so C may keep this pointer.
-	mr, errno := C.rr_reg_mr(p.pd, unsafe.Pointer(&mem[0]), C.size_t(size), C.IBV_ACCESS_LOCAL_WRITE)
+	var lkey C.uint32_t
+	mr, errno := C.rr_reg_mr(p.pd, unsafe.Pointer(&mem[0]), C.size_t(size), &lkey)
 	if mr == nil {
 		syscall.Munmap(mem)
 		err := verbError(fmt.Sprintf("ibv_reg_mr (%d bytes)", size), errno)
@@ -128,7 +129,7 @@ func (p *PD) Register(size int) (*MR, error) {
 		mem:  mem,
 		buf:  mem[:size:size],
 		addr: uint64(uintptr(unsafe.Pointer(&mem[0]))),
-		lkey: uint32(mr.lkey),
+		lkey: uint32(lkey),
 		g:    newGuard(),
 	}, nil
 }
@@ -165,7 +166,7 @@ func (m *MR) Close() error {
 	}
 	m.closed = true
 	m.g.shut()
-	if rc, errno := C.ibv_dereg_mr(m.mr); rc != 0 {
+	if rc, errno := C.rr_dereg_mr(m.mr); rc != 0 {
 		m.err = rcError("ibv_dereg_mr", int(rc), errno)
 		return m.err
 	}

@@ -19,7 +19,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 )
 
 // QP is a reliable-connected queue pair.
@@ -89,22 +88,21 @@ func (p *PD) CreateQP(cfg QPConfig) (*QP, error) {
 			return nil, fmt.Errorf("rdma: create QP: CQ %d: %w", i, ErrClosed)
 		}
 	}
-	var attr C.struct_ibv_qp_init_attr
-	attr.send_cq = cfg.SendCQ.cq
-	attr.recv_cq = cfg.RecvCQ.cq
-	attr.qp_type = C.IBV_QPT_RC
-	attr.sq_sig_all = 0
-	attr.cap.max_send_wr = C.uint32_t(cfg.MaxSendWR)
-	attr.cap.max_recv_wr = C.uint32_t(cfg.MaxRecvWR)
-	attr.cap.max_send_sge = C.uint32_t(max(cfg.MaxSendSGE, 1))
-	attr.cap.max_recv_sge = C.uint32_t(max(cfg.MaxRecvSGE, 1))
-	attr.cap.max_inline_data = C.uint32_t(cfg.MaxInlineData)
-	if cfg.SRQ != nil {
-		attr.srq = cfg.SRQ.srq
-		attr.cap.max_recv_wr = 0
-		attr.cap.max_recv_sge = 0
+	caps := C.struct_rr_qp_caps{
+		max_send_wr:     C.uint32_t(cfg.MaxSendWR),
+		max_recv_wr:     C.uint32_t(cfg.MaxRecvWR),
+		max_send_sge:    C.uint32_t(max(cfg.MaxSendSGE, 1)),
+		max_recv_sge:    C.uint32_t(max(cfg.MaxRecvSGE, 1)),
+		max_inline_data: C.uint32_t(cfg.MaxInlineData),
 	}
-	qp, errno := C.ibv_create_qp(p.pd, &attr)
+	var srq *C.struct_ibv_srq
+	if cfg.SRQ != nil {
+		srq = cfg.SRQ.srq
+		caps.max_recv_wr = 0
+		caps.max_recv_sge = 0
+	}
+	var num C.uint32_t
+	qp, errno := C.rr_create_qp(p.pd, cfg.SendCQ.cq, cfg.RecvCQ.cq, srq, &caps, &num)
 	if qp == nil {
 		return nil, verbError(fmt.Sprintf("ibv_create_qp (send %d, recv %d, inline %d)",
 			cfg.MaxSendWR, cfg.MaxRecvWR, cfg.MaxInlineData), errno)
@@ -121,10 +119,10 @@ func (p *PD) CreateQP(cfg QPConfig) (*QP, error) {
 		recvCQ:  cfg.RecvCQ,
 		srq:     cfg.SRQ,
 		qp:      qp,
-		num:     uint32(qp.qp_num),
-		inline:  uint32(attr.cap.max_inline_data), // ibv_create_qp writes back what it granted
-		maxSend: int(attr.cap.max_send_wr),
-		maxRecv: int(attr.cap.max_recv_wr),
+		num:     uint32(num),
+		inline:  uint32(caps.max_inline_data), // what the device granted
+		maxSend: int(caps.max_send_wr),
+		maxRecv: int(caps.max_recv_wr),
 	}, nil
 }
 
@@ -155,16 +153,15 @@ func (q *QP) State() (QPState, error) {
 	return QPState(s), nil
 }
 
-// modify runs one state transition under the write lock (no post runs
-// during it) and records the new state.
-func (q *QP) modify(to QPState, attr *C.struct_ibv_qp_attr, mask C.int) error {
+// modify runs one state transition, the call to C, under the write lock
+// (no post runs during it) and records the new state.
+func (q *QP) modify(to QPState, transition func(*C.struct_ibv_qp) (C.int, error)) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return errQPClosed
 	}
-	attr.qp_state = uint32(to)
-	if rc, errno := C.ibv_modify_qp(q.qp, attr, mask); rc != 0 {
+	if rc, errno := transition(q.qp); rc != 0 {
 		return rcError(fmt.Sprintf("ibv_modify_qp %d to %v", q.num, to), int(rc), errno)
 	}
 	q.setState.Store(uint32(to))
@@ -177,11 +174,11 @@ func (q *QP) ToInit(port uint8) error {
 	if port == 0 {
 		return errors.New("rdma: ToInit: port numbers start at 1")
 	}
-	var a C.struct_ibv_qp_attr
-	a.pkey_index = 0
-	a.port_num = C.uint8_t(port)
-	a.qp_access_flags = 0
-	if err := q.modify(QPInit, &a, C.IBV_QP_STATE|C.IBV_QP_PKEY_INDEX|C.IBV_QP_PORT|C.IBV_QP_ACCESS_FLAGS); err != nil {
+	err := q.modify(QPInit, func(qp *C.struct_ibv_qp) (C.int, error) {
+		rc, errno := C.rr_qp_to_init(qp, C.uint8_t(port))
+		return rc, errno
+	})
+	if err != nil {
 		return err
 	}
 	q.port.Store(uint32(port))
@@ -205,22 +202,25 @@ func (q *QP) ToRTR(a RTRAttr) error {
 	if port == 0 {
 		port = uint8(q.port.Load())
 	}
-	var attr C.struct_ibv_qp_attr
-	attr.path_mtu = mtu
-	attr.dest_qp_num = C.uint32_t(a.DestQPN)
-	attr.rq_psn = C.uint32_t(a.RQPSN)
-	attr.max_dest_rd_atomic = 0 // no RDMA Read or atomics are accepted
-	attr.min_rnr_timer = C.uint8_t(a.MinRNRTimer)
-	attr.ah_attr.dlid = C.uint16_t(a.DLID)
-	attr.ah_attr.port_num = C.uint8_t(port)
-	if !a.DGID.IsZero() {
-		attr.ah_attr.is_global = 1
-		attr.ah_attr.grh.hop_limit = 64
-		attr.ah_attr.grh.sgid_index = C.uint8_t(a.SGIDIndex)
-		C.memcpy(unsafe.Pointer(&attr.ah_attr.grh.dgid), unsafe.Pointer(&a.DGID[0]), 16)
+	attr := C.struct_rr_rtr{
+		path_mtu:      C.uint32_t(mtu),
+		dest_qpn:      C.uint32_t(a.DestQPN),
+		rq_psn:        C.uint32_t(a.RQPSN),
+		dlid:          C.uint16_t(a.DLID),
+		port:          C.uint8_t(port),
+		min_rnr_timer: C.uint8_t(a.MinRNRTimer),
 	}
-	return q.modify(QPRTR, &attr, C.IBV_QP_STATE|C.IBV_QP_AV|C.IBV_QP_PATH_MTU|C.IBV_QP_DEST_QPN|
-		C.IBV_QP_RQ_PSN|C.IBV_QP_MAX_DEST_RD_ATOMIC|C.IBV_QP_MIN_RNR_TIMER)
+	if !a.DGID.IsZero() {
+		attr.global = 1
+		attr.sgid_index = C.uint8_t(a.SGIDIndex)
+		for i, b := range a.DGID {
+			attr.dgid[i] = C.uint8_t(b)
+		}
+	}
+	return q.modify(QPRTR, func(qp *C.struct_ibv_qp) (C.int, error) {
+		rc, errno := C.rr_qp_to_rtr(qp, &attr)
+		return rc, errno
+	})
 }
 
 // ToRTS moves the QP from RTR to RTS: it can send. rnr_retry is set to 0
@@ -233,29 +233,33 @@ func (q *QP) ToRTS(a RTSAttr) error {
 		return fmt.Errorf("rdma: ToRTS: Timeout %d (max 31) or RetryCount %d (max 7) out of range",
 			a.Timeout, a.RetryCount)
 	}
-	var attr C.struct_ibv_qp_attr
-	attr.sq_psn = C.uint32_t(a.SQPSN)
-	attr.timeout = C.uint8_t(a.Timeout)
-	attr.retry_cnt = C.uint8_t(a.RetryCount)
-	attr.rnr_retry = 0 // an RNR NAK fails the send at once: RNR is a bug here
-	attr.max_rd_atomic = 0
-	return q.modify(QPRTS, &attr, C.IBV_QP_STATE|C.IBV_QP_TIMEOUT|C.IBV_QP_RETRY_CNT|
-		C.IBV_QP_RNR_RETRY|C.IBV_QP_SQ_PSN|C.IBV_QP_MAX_QP_RD_ATOMIC)
+	attr := C.struct_rr_rts{
+		sq_psn:    C.uint32_t(a.SQPSN),
+		timeout:   C.uint8_t(a.Timeout),
+		retry_cnt: C.uint8_t(a.RetryCount),
+	}
+	// rr_qp_to_rts sets rnr_retry to 0: an RNR NAK fails the send at once.
+	return q.modify(QPRTS, func(qp *C.struct_ibv_qp) (C.int, error) {
+		rc, errno := C.rr_qp_to_rts(qp, &attr)
+		return rc, errno
+	})
 }
 
 // ToError moves the QP to ERR: outstanding and later work requests complete
 // with IBV_WC_WR_FLUSH_ERR. Used for teardown: move to ERR, drain the
 // flushed completions, then Close.
-func (q *QP) ToError() error {
-	var attr C.struct_ibv_qp_attr
-	return q.modify(QPError, &attr, C.IBV_QP_STATE)
-}
+func (q *QP) ToError() error { return q.toState(QPError) }
 
 // ToReset moves the QP back to RESET, discarding everything posted without
 // completions, so that it can be brought up again.
-func (q *QP) ToReset() error {
-	var attr C.struct_ibv_qp_attr
-	return q.modify(QPReset, &attr, C.IBV_QP_STATE)
+func (q *QP) ToReset() error { return q.toState(QPReset) }
+
+// toState moves the QP to a state that takes no attributes.
+func (q *QP) toState(to QPState) error {
+	return q.modify(to, func(qp *C.struct_ibv_qp) (C.int, error) {
+		rc, errno := C.rr_qp_to_state(qp, C.uint32_t(to))
+		return rc, errno
+	})
 }
 
 // postBatch is the largest batch translated on the stack; bigger batches
@@ -437,7 +441,7 @@ func (q *QP) Close() error {
 	if q.closed {
 		return nil
 	}
-	if rc, errno := C.ibv_destroy_qp(q.qp); rc != 0 {
+	if rc, errno := C.rr_destroy_qp(q.qp); rc != 0 {
 		return rcError("ibv_destroy_qp", int(rc), errno)
 	}
 	q.closed = true

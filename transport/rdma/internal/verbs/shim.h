@@ -1,22 +1,56 @@
-// The C side of package verbs: every verb that is a macro or a static inline
-// function in <infiniband/verbs.h> (cgo cannot call those), and the batch
-// wrappers that let one cgo crossing post or poll many work requests.
+// The C side of package verbs, and the only place that knows libibverbs'
+// types: Go sees the opaque handles (struct ibv_context * ...), the compact
+// rr_* structs below, and the rr_* functions.
+//
+// The data path (rr_poll_cq, rr_post_send, rr_post_recv, rr_post_srq_recv,
+// rr_req_notify_cq) is here, static: the verbs it calls are static inline
+// functions of <infiniband/verbs.h> that jump through the provider's ops
+// table, so one cgo crossing posts or polls a whole batch and reaches the
+// provider without another call. Everything else is in shim.c, which calls
+// libibverbs' exported functions through pointers it looks up when the
+// library is loaded at run time (rr_load: dlopen of libibverbs.so.1): the
+// binary does not link libibverbs, so it builds without its -dev package's
+// libibverbs.so and runs where libibverbs is not installed.
+//
+// Without <infiniband/verbs.h> (libibverbs-dev not installed) the same
+// declarations stand, the handles are incomplete types, and every function
+// fails: rr_load reports RR_LOAD_NO_HEADERS, so no handle ever exists and
+// the data path below is never reached.
 //
 // Nothing here keeps a pointer to Go memory after it returns: the rr_*_wr and
 // rr_wc arrays live in Go memory only for the duration of the call.
-//
-// Included by the cgo files of the package; every function is static.
 
 #ifndef RDMARPC_VERBS_SHIM_H
 #define RDMARPC_VERBS_SHIM_H
 
+#if defined(__has_include)
+#if __has_include(<infiniband/verbs.h>)
+#define RR_HAVE_VERBS 1
+#endif
+#endif
+
+#ifdef RR_HAVE_VERBS
 #include <infiniband/verbs.h>
 #include <arpa/inet.h>
-#include <endian.h>
+#else
+struct ibv_device;
+struct ibv_context;
+struct ibv_comp_channel;
+struct ibv_cq;
+struct ibv_pd;
+struct ibv_mr;
+struct ibv_qp;
+struct ibv_srq;
+#endif
 #include <errno.h>
-#include <fcntl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+// What rr_load returns.
+#define RR_LOAD_OK 0
+#define RR_LOAD_NO_HEADERS 1 // built without <infiniband/verbs.h>
+#define RR_LOAD_NO_LIBRARY 2 // libibverbs.so.1 (or a symbol in it) is missing
 
 // How many work requests or completions one inner verb call handles: the
 // ibv_send_wr/ibv_sge/ibv_wc scratch arrays live on the C stack.
@@ -30,7 +64,7 @@
 #define RR_NOSGE 16u // no scatter/gather entry: a zero-length message
 
 // rr_send_wr and rr_recv_wr are the compact forms Go fills in (see
-// cSendWR/cRecvWR in qp.go); addr and lkey are resolved from the MR in Go.
+// PostSend/PostRecv in qp.go); addr and lkey are resolved from the MR in Go.
 struct rr_send_wr {
 	uint64_t id;
 	uint64_t addr;
@@ -61,96 +95,126 @@ struct rr_wc {
 	uint8_t pad[7];
 };
 
-static int rr_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr) {
-	return ibv_query_port(ctx, port, attr);
-}
+// rr_device_attr is what QueryDevice reports of struct ibv_device_attr
+// (GUIDs in host byte order).
+struct rr_device_attr {
+	char fw_ver[64];
+	uint64_t node_guid;
+	uint64_t sys_image_guid;
+	uint64_t max_mr_size;
+	uint64_t page_size_cap;
+	uint32_t vendor_id;
+	uint32_t vendor_part_id;
+	uint32_t hw_ver;
+	uint32_t device_cap_flags;
+	int32_t max_qp;
+	int32_t max_qp_wr;
+	int32_t max_sge;
+	int32_t max_cq;
+	int32_t max_cqe;
+	int32_t max_mr;
+	int32_t max_pd;
+	int32_t max_qp_rd_atom;
+	int32_t max_qp_init_rd_atom;
+	int32_t max_srq;
+	int32_t max_srq_wr;
+	uint8_t phys_port_cnt;
+};
 
-static int rr_query_gid(struct ibv_context *ctx, uint8_t port, int index, uint8_t *out) {
-	union ibv_gid gid;
-	int rc = ibv_query_gid(ctx, port, index, &gid);
-	if (rc == 0)
-		memcpy(out, gid.raw, 16);
-	return rc;
-}
+// rr_port_attr is what QueryPort reports of struct ibv_port_attr (the MTUs
+// as enum ibv_mtu values).
+struct rr_port_attr {
+	uint32_t state;
+	uint32_t max_mtu;
+	uint32_t active_mtu;
+	int32_t gid_tbl_len;
+	uint32_t port_cap_flags;
+	uint32_t max_msg_sz;
+	uint16_t lid;
+	uint16_t sm_lid;
+	uint8_t lmc;
+	uint8_t active_width;
+	uint8_t active_speed;
+	uint8_t phys_state;
+	uint8_t link_layer;
+};
 
-static uint64_t rr_be64toh(uint64_t v) { return be64toh(v); }
+// rr_qp_caps are a QP's queue sizes: asked for by rr_create_qp's caller,
+// and what the device granted when it returns.
+struct rr_qp_caps {
+	uint32_t max_send_wr;
+	uint32_t max_recv_wr;
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+	uint32_t max_inline_data;
+};
 
-static uint64_t rr_device_guid(struct ibv_device *dev) {
-	return be64toh(ibv_get_device_guid(dev));
-}
+// rr_rtr is the INIT to RTR transition's attributes (path_mtu an enum
+// ibv_mtu value; dgid used when global is set).
+struct rr_rtr {
+	uint32_t path_mtu;
+	uint32_t dest_qpn;
+	uint32_t rq_psn;
+	uint16_t dlid;
+	uint8_t port;
+	uint8_t min_rnr_timer;
+	uint8_t global;
+	uint8_t sgid_index;
+	uint8_t dgid[16];
+};
 
-// rr_set_nonblock makes fd non-blocking so that ibv_get_cq_event and
-// ibv_get_async_event return EAGAIN instead of blocking an OS thread; Go
-// waits for readability through its netpoller instead. Returns a dup of fd
-// (close-on-exec) for Go to own, or -1 with errno set.
-static int rr_nonblock_dup(int fd) {
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -1;
-	return fcntl(fd, F_DUPFD_CLOEXEC, 0);
-}
+// rr_rts is the RTR to RTS transition's attributes.
+struct rr_rts {
+	uint32_t sq_psn;
+	uint8_t timeout;
+	uint8_t retry_cnt;
+};
 
-static struct ibv_mr *rr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access) {
-	return ibv_reg_mr(pd, addr, len, access);
-}
+// shim.c: loading, devices, objects, transitions, events. Each returns what
+// its verb returns (NULL or non-zero on failure, errno set as the verb set
+// it).
+int rr_load(char *msg, int n);
+struct ibv_device **rr_get_device_list(int *n);
+void rr_free_device_list(struct ibv_device **list);
+const char *rr_device_name(struct ibv_device *dev);
+const char *rr_device_node_type(struct ibv_device *dev);
+uint64_t rr_device_guid(struct ibv_device *dev);
+struct ibv_context *rr_open_device(struct ibv_device *dev, int *async_fd);
+int rr_close_device(struct ibv_context *ctx);
+int rr_query_device(struct ibv_context *ctx, struct rr_device_attr *out);
+int rr_query_port(struct ibv_context *ctx, uint8_t port, struct rr_port_attr *out);
+int rr_query_gid(struct ibv_context *ctx, uint8_t port, int index, uint8_t *out);
+int rr_get_async_event(struct ibv_context *ctx, uint32_t *type, uint32_t *qp_num, uint32_t *port);
+int rr_nonblock_dup(int fd);
+struct ibv_pd *rr_alloc_pd(struct ibv_context *ctx);
+int rr_dealloc_pd(struct ibv_pd *pd);
+struct ibv_mr *rr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint32_t *lkey);
+int rr_dereg_mr(struct ibv_mr *mr);
+struct ibv_comp_channel *rr_create_comp_channel(struct ibv_context *ctx, int *fd);
+int rr_destroy_comp_channel(struct ibv_comp_channel *ch);
+struct ibv_cq *rr_create_cq(struct ibv_context *ctx, int cqe, uintptr_t handle,
+                            struct ibv_comp_channel *ch, int *size);
+int rr_destroy_cq(struct ibv_cq *cq);
+int rr_get_cq_event(struct ibv_comp_channel *ch, uintptr_t *handle);
+void rr_ack_cq_events(struct ibv_cq *cq, unsigned int n);
+struct ibv_qp *rr_create_qp(struct ibv_pd *pd, struct ibv_cq *send_cq, struct ibv_cq *recv_cq,
+                            struct ibv_srq *srq, struct rr_qp_caps *caps, uint32_t *qp_num);
+int rr_qp_to_init(struct ibv_qp *qp, uint8_t port);
+int rr_qp_to_rtr(struct ibv_qp *qp, const struct rr_rtr *a);
+int rr_qp_to_rts(struct ibv_qp *qp, const struct rr_rts *a);
+int rr_qp_to_state(struct ibv_qp *qp, uint32_t state);
+int rr_query_qp_state(struct ibv_qp *qp, uint32_t *state);
+int rr_destroy_qp(struct ibv_qp *qp);
+struct ibv_srq *rr_create_srq(struct ibv_pd *pd, uint32_t max_wr, uint32_t *granted);
+int rr_arm_srq(struct ibv_srq *srq, uint32_t limit);
+int rr_destroy_srq(struct ibv_srq *srq);
 
-// rr_create_cq stores handle (a runtime/cgo.Handle of the Go *CQ) as the
-// CQ's context, so a completion event can be mapped back to the Go object.
-static struct ibv_cq *rr_create_cq(struct ibv_context *ctx, int cqe, uintptr_t handle,
-                                   struct ibv_comp_channel *ch) {
-	return ibv_create_cq(ctx, cqe, (void *)handle, ch, 0);
-}
+#ifdef RR_HAVE_VERBS
+
+// The data path.
 
 static int rr_req_notify_cq(struct ibv_cq *cq, int solicited_only) {
 	return ibv_req_notify_cq(cq, solicited_only);
-}
-
-// rr_get_cq_event reads one completion event; -1 with errno EAGAIN when
-// there is none yet (the channel fd is non-blocking).
-static int rr_get_cq_event(struct ibv_comp_channel *ch, uintptr_t *handle) {
-	struct ibv_cq *cq;
-	void *ctx;
-	if (ibv_get_cq_event(ch, &cq, &ctx))
-		return -1;
-	*handle = (uintptr_t)ctx;
-	return 0;
-}
-
-// rr_get_async_event reads and acknowledges one async event, copying what
-// Go needs first (an unacknowledged QP event would block ibv_destroy_qp).
-static int rr_get_async_event(struct ibv_context *ctx, uint32_t *type, uint32_t *qp_num,
-                              uint32_t *port) {
-	struct ibv_async_event ev;
-	if (ibv_get_async_event(ctx, &ev))
-		return -1;
-	*type = ev.event_type;
-	*qp_num = 0;
-	*port = 0;
-	switch (ev.event_type) {
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
-		*qp_num = ev.element.qp->qp_num;
-		break;
-	case IBV_EVENT_PORT_ACTIVE:
-	case IBV_EVENT_PORT_ERR:
-	case IBV_EVENT_LID_CHANGE:
-	case IBV_EVENT_PKEY_CHANGE:
-	case IBV_EVENT_SM_CHANGE:
-	case IBV_EVENT_CLIENT_REREGISTER:
-	case IBV_EVENT_GID_CHANGE:
-		*port = ev.element.port_num;
-		break;
-	default:
-		break;
-	}
-	ibv_ack_async_event(&ev);
-	return 0;
 }
 
 // rr_poll_cq polls up to n completions into out, RR_CHUNK at a time, and
@@ -284,22 +348,23 @@ static int rr_post_srq_recv(struct ibv_srq *srq, const struct rr_recv_wr *in, in
 	return 0;
 }
 
-// rr_arm_srq sets the SRQ's limit: when fewer receives than limit are
-// posted, the device raises IBV_EVENT_SRQ_LIMIT_REACHED once (and disarms).
-static int rr_arm_srq(struct ibv_srq *srq, uint32_t limit) {
-	struct ibv_srq_attr attr;
-	memset(&attr, 0, sizeof(attr));
-	attr.srq_limit = limit;
-	return ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT);
+#else // !RR_HAVE_VERBS: never reached (no handle exists), but Go calls them.
+
+static int rr_req_notify_cq(struct ibv_cq *cq, int solicited_only) { return ENOSYS; }
+static int rr_poll_cq(struct ibv_cq *cq, struct rr_wc *out, int n) { return -ENOSYS; }
+static int rr_post_send(struct ibv_qp *qp, const struct rr_send_wr *in, int n, int *bad) {
+	*bad = 0;
+	return ENOSYS;
+}
+static int rr_post_recv(struct ibv_qp *qp, const struct rr_recv_wr *in, int n, int *bad) {
+	*bad = 0;
+	return ENOSYS;
+}
+static int rr_post_srq_recv(struct ibv_srq *srq, const struct rr_recv_wr *in, int n, int *bad) {
+	*bad = 0;
+	return ENOSYS;
 }
 
-static int rr_query_qp_state(struct ibv_qp *qp, uint32_t *state) {
-	struct ibv_qp_attr attr;
-	struct ibv_qp_init_attr init;
-	int rc = ibv_query_qp(qp, &attr, IBV_QP_STATE, &init);
-	if (rc == 0)
-		*state = attr.qp_state;
-	return rc;
-}
+#endif // RR_HAVE_VERBS
 
 #endif

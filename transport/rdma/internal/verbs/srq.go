@@ -38,16 +38,14 @@ func (p *PD) CreateSRQ(maxWR int) (*SRQ, error) {
 		return nil, err
 	}
 	defer p.mu.RUnlock()
-	var attr C.struct_ibv_srq_init_attr
-	attr.attr.max_wr = C.uint32_t(maxWR)
-	attr.attr.max_sge = 1
-	srq, errno := C.ibv_create_srq(p.pd, &attr)
+	var granted C.uint32_t
+	srq, errno := C.rr_create_srq(p.pd, C.uint32_t(maxWR), &granted)
 	if srq == nil {
 		return nil, verbError(fmt.Sprintf("ibv_create_srq (%d receives)", maxWR), errno)
 	}
 	p.children.Add(1)
 	// ibv_create_srq writes back what it granted.
-	return &SRQ{pd: p, srq: srq, maxWR: int(attr.attr.max_wr)}, nil
+	return &SRQ{pd: p, srq: srq, maxWR: int(granted)}, nil
 }
 
 // MaxWR returns the number of receives the device granted.
@@ -121,7 +119,7 @@ func (s *SRQ) Close() error {
 	if n := s.qps.Load(); n > 0 {
 		return busyError("SRQ", n, "its QPs")
 	}
-	if rc, errno := C.ibv_destroy_srq(s.srq); rc != 0 {
+	if rc, errno := C.rr_destroy_srq(s.srq); rc != 0 {
 		return rcError("ibv_destroy_srq", int(rc), errno)
 	}
 	s.closed = true
