@@ -109,10 +109,3 @@ func (s *slots) pop() *slotWaiter {
 	}
 	return w
 }
-
-// open reports the slots taken, for tests.
-func (s *slots) open() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.active
-}
