@@ -480,14 +480,9 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 // the reply's path. Not for fragmented messages: nobody spins through
 // those.
 func (c *conn) rouseReceiver(fragmented bool) {
-	if fragmented || c.o.PollSpin <= 0 || c.closing.Load() {
+	if fragmented || c.o.PollSpin <= 0 || c.closing.Load() || !c.cqs.rousable() {
 		return
 	}
-	if !c.pmu.TryLock() {
-		return // somebody polls: it delivers the reply
-	}
-	// Only looked: the queue stays as armed as it was.
-	c.pmu.Unlock()
 	c.rmu.Lock()
 	if len(c.queue) == 0 {
 		c.rwake.signal()
