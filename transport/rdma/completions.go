@@ -2,7 +2,6 @@ package rdma
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -21,15 +20,13 @@ import (
 // somebody to poll.
 type completions struct {
 	cqs     completionLayout
-	reposts []int32     // pmu's
-	asm     reassembler // pmu's (and rmu's, for teardown's reset)
+	reposts []int32 // pmu's
 
-	recvOutstanding atomic.Int32  // receives posted and not yet completed
-	bytesIn         atomic.Uint64 // bytes of every completed receive: payload and immediate
+	bytesIn atomic.Uint64 // bytes of every completed receive: payload and immediate
 
 	// The round trip this connection observes, for how long a waiter
-	// polls: a message sent, the next one received.
-	epoch   time.Time
+	// polls: a message sent, the next one received (times since the
+	// receiver's epoch).
 	sentAt  atomic.Int64  // since epoch, when the last message left; 0: not timed
 	sends   atomic.Uint32 // messages sent, for timing one round trip in rttEvery
 	expect  atomic.Bool   // a message left and none has arrived since
@@ -235,11 +232,8 @@ func (c *conn) handledBefore(rest []verbs.WorkCompletion, reposts []int32, sends
 // while it only receives (returning credits is all it sends).
 const immBytes = 4
 
-// errRecvDone is why a message that completes after the receive side was
-// marked done is dropped.
-var errRecvDone = errors.New("the receive side is done")
-
-// received handles one receive completion.
+// received handles one receive completion: the credits it grants (and
+// lends) go to the sender, what it carries to the receiver.
 func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, error) {
 	buf := int32(wc.ID &^ recvTag)
 	if !wc.HasImm {
@@ -264,90 +258,18 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 		}
 	}
 	if k == kindCredit || grant > 0 || lend > 0 {
-		c.mu.Lock()
-		if lend > 0 {
-			// Before the grant: a credit-only message's threshold is the
-			// window's with the lend (docs/rdma.md).
-			err = c.lentLocked(lend)
-		}
-		if err == nil && k == kindCredit {
-			err = c.win.GrantControl(grant)
-		} else if err == nil {
-			err = c.win.Grant(grant)
-		}
-		c.broadcastLocked()
-		c.mu.Unlock()
-		if err != nil {
+		if err := c.granted(k == kindCredit, grant, lend); err != nil {
 			return reposts, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
 		}
 	}
 	if k == kindCredit {
 		return reposts, nil
 	}
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	if c.rdone {
-		// The teardown's final drain found a message that completed
-		// after its last poll: the receive side is done (after a local
-		// Close its queue is already dropped), so nobody would Recv it.
-		// Drop it here, never lent or queued; its buffer is not posted
-		// again (a shared one goes back to the pool's queue).
-		c.postLost(wc)
-		return reposts, errRecvDone
+	repost, err := c.accept(wc, buf, k, back)
+	if repost {
+		reposts = append(reposts, buf)
 	}
-	if err := c.led.Arrived(); err != nil {
-		return reposts, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
-	}
-	if k == kindGiveBack {
-		if wc.ByteLen != 0 {
-			return reposts, protoErr("give-back with %d bytes of payload", wc.ByteLen)
-		}
-		if err := c.led.TakeBack(back); err != nil {
-			return reposts, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
-		}
-		if c.pool != nil {
-			c.pool.release(back)
-		}
-		return append(reposts, buf), nil
-	}
-	c.lendLocked()
-	data := c.recvBytes(buf, int(wc.ByteLen))
-	if k == kindAbort {
-		if wc.ByteLen != 0 {
-			return reposts, protoErr("abort with %d bytes of payload", wc.ByteLen)
-		}
-		if err := c.asm.abort(); err != nil {
-			return reposts, err
-		}
-		return append(reposts, buf), nil
-	}
-	if k == kindMessage {
-		if err := c.asm.wholeAllowed(); err != nil {
-			return reposts, err
-		}
-		// Handed up in place: the registered memory stays mapped until
-		// the user releases it, even if the connection closes first.
-		c.lentBufs.Add(1)
-		c.deliverLocked(transport.NewBuffer(data, recvBuffer{c}, uint64(buf)))
-		c.noteReceived()
-		return reposts, nil
-	}
-	msg, err := c.asm.fragment(k, data)
-	if err != nil {
-		return reposts, err
-	}
-	if msg != nil {
-		c.queued += len(msg)
-		c.deliverLocked(transport.NewBuffer(msg, heapRecv{}, 0))
-		c.noteReceived()
-	}
-	// The fragment is copied out: its buffer can go back, unless too much
-	// reassembled data waits for Recv.
-	if c.queued >= c.o.RecvQueueBytes {
-		c.deferred = append(c.deferred, buf)
-		return reposts, nil
-	}
-	return append(reposts, buf), nil
+	return reposts, err
 }
 
 // wcFailed handles a failed completion: flushes are expected while closing;

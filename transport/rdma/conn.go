@@ -3,7 +3,6 @@ package rdma
 import (
 	"fmt"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -36,15 +35,10 @@ type conn struct {
 	boot net.Conn
 	peer hello
 
-	qp        *verbs.QP
-	recvMR    *verbs.MR   // (RecvBuffers + credit.Extra) buffers of BufferSize; nil with pool
-	pool      *srqPool    // the device's shared receive queue, or nil: receives of its own
-	lends     bool        // the peer understands lent credits (featLend)
-	swept     atomic.Bool // holds lent credits: in the transport's give-back sweep
-	sendMR    *verbs.MR   // with PrivateSendSlots: SendSlots slots of the peer's buffer size
-	maxInline int
-	recvs     int   // receive buffers in all
-	charged   int64 // bytes of registered memory taken from the budget
+	qp      *verbs.QP
+	sendMR  *verbs.MR // with PrivateSendSlots: SendSlots slots of the peer's buffer size
+	recvs   int       // receive buffers in all
+	charged int64     // bytes of registered memory taken from the budget
 
 	sender
 	receiver
@@ -75,8 +69,12 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 		recvs: o.RecvBuffers + credit.Extra,
 	}
 	c.turn = make(chan struct{}, 1)
+	c.slots, c.signalEvery, c.sender.ctr, c.closeSig = o.SendSlots, o.SignalEvery, &t.counters, &c.sig
+	c.sender.joinSweep = func() { t.giveBacks.add(c) }
 	c.led = credit.NewLedger(o.RecvBuffers)
 	c.releaseBatch = max(1, o.RecvBuffers/4)
+	c.bufSize, c.queueBytes, c.maxWindow = o.BufferSize, o.RecvQueueBytes, o.RecvBuffers
+	c.owner, c.lentCount, c.onMessage, c.receiver.ctr, c.receiver.log = recvBuffer{c}, &c.life.lentBufs, c.noteReceived, &t.counters, c.log
 	if shared {
 		pool, err := t.sharedPool(dev)
 		if err != nil {

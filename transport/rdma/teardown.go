@@ -97,34 +97,12 @@ func (c *conn) Close() error {
 	// After a peer's failure the teardown kept what had arrived for Recv;
 	// after Close nobody can Recv it (a local Close's teardown dropped it
 	// already).
-	c.rmu.Lock()
-	lent := c.dropQueueLocked()
-	c.rmu.Unlock()
+	lent := c.dropQueue()
 	c.repostOrphans() // before the last unlend can close the pool's device
 	for range lent {
 		c.unlend()
 	}
 	return nil
-}
-
-// dropQueueLocked releases the messages delivered and not received and
-// returns how many of them were lent receive buffers, for the caller to
-// unlend (a receive buffer is not posted again now, its memory just stops
-// being lent). Called with rmu held.
-func (c *conn) dropQueueLocked() int {
-	lent := 0
-	for i := range c.queue {
-		if c.queue[i].Owned(recvBuffer{c}) {
-			lent++
-			if c.pool != nil { // the pool's: posted again by repostOrphans
-				c.orphans = append(c.orphans, int32(c.queue[i].ID()))
-			}
-		} else {
-			c.queue[i].Release()
-		}
-	}
-	c.queue = nil
-	return lent
 }
 
 // teardown runs once the connection is closing, on the goroutine its
@@ -167,16 +145,10 @@ func (c *conn) teardown() {
 		(*h)()
 	}
 	c.boot.Close()
-	c.rmu.Lock()
-	c.rdone = true
-	c.asm.reset()
-	c.wakeReadersLocked()
-	if local {
-		// Nobody will Recv these: forget them. (Not torn down yet: the
-		// check below frees the memory when nothing else is lent.)
-		c.lentBufs.Add(-int32(c.dropQueueLocked()))
-	}
-	c.rmu.Unlock()
+	// After a local Close nobody will Recv what was delivered: forget it.
+	// (Not torn down yet: the check below frees the memory when nothing
+	// else is lent.)
+	c.lentBufs.Add(-int32(c.endRecvs(local)))
 	l.unhold(c)
 	// Every work request still posted completes, flushed; wait for them
 	// (within the grace period) so none is left when the QP goes.
@@ -204,10 +176,7 @@ func (c *conn) teardown() {
 	}
 	c.leavePool()
 	c.torndown.Store(true)
-	c.mu.Lock()
-	c.broadcastLocked()
-	c.lendWake.broadcast()
-	c.mu.Unlock()
+	c.wakeAll()
 	<-c.watchDone
 	l.free(c, drained)
 	c.foldTaken()
@@ -235,24 +204,6 @@ func closedChan(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// foldTaken adds the shared receives c's completions took from the pool's
-// SRQ (recvOutstanding only goes below zero with a pool) to the pool's
-// count, once no completion of c's can come any more.
-func (c *conn) foldTaken() {
-	if c.pool != nil {
-		c.pool.taken.Add(-int64(c.recvOutstanding.Swap(0)))
-	}
-}
-
-// takenLost puts back a shared receive that a connection which never
-// started took (its handshake failed), and counts it taken.
-func (c *conn) takenLost(wc *verbs.WorkCompletion) {
-	if c.pool != nil {
-		c.pool.taken.Add(1)
-	}
-	c.postLost(wc)
 }
 
 // freeMemory deregisters the receive and send memory, once.
