@@ -92,22 +92,25 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-// measure holds what the process had spent when a measured phase began.
-type measure struct {
+// Measure holds what the process had spent when a measured phase began;
+// Stop puts what the calls since cost into a Result. Run uses it, and so
+// does bench/cmd/ladder around its own rungs.
+type Measure struct {
 	mem   runtime.MemStats
 	costs procCosts
 }
 
-func startMeasure() *measure {
+// StartMeasure collects the garbage, then takes the process's costs so far.
+func StartMeasure() *Measure {
 	runtime.GC()
-	m := &measure{}
+	m := &Measure{}
 	runtime.ReadMemStats(&m.mem)
 	m.costs = readProcCosts()
 	return m
 }
 
-// stop puts what calls cost since start into r.
-func (m *measure) stop(r *Result, calls int64) {
+// Stop puts what calls cost since StartMeasure into r (and sets r.Calls).
+func (m *Measure) Stop(r *Result, calls int64) {
 	costs := readProcCosts()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
@@ -140,9 +143,9 @@ func run(ctx context.Context, callers []caller, cfg Config) (Result, error) {
 		lats[i] = make([]time.Duration, 0, perWorker)
 	}
 
-	m := startMeasure()
+	m := StartMeasure()
 	calls, elapsed, err := drive(ctx, callers, payload, cfg.Duration, lats)
-	m.stop(&r, calls)
+	m.Stop(&r, calls)
 	if err != nil {
 		return r, err
 	}

@@ -137,9 +137,9 @@ func RunStream(ctx context.Context, s Streamer, cfg Config) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	m := startMeasure()
+	m := StartMeasure()
 	n, elapsed, err := flood(ctx, s, payload, cfg.Concurrency, cfg.Duration)
-	m.stop(&r, n)
+	m.Stop(&r, n)
 	if err != nil {
 		return r, err
 	}

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/bench"
 	"github.com/rdmarpc/rdmarpc/transport/rdma"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/rawverbs"
 )
 
 func main() {
@@ -59,7 +61,7 @@ func run(args []string, stdout io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var rs []result
+	var rs []bench.Result
 	if !*only {
 		if rs, err = runRungs(stdout, strings.Split(*rungs, ","), *dev, *gid, *ip, sz, cc, *warm, *d, *pollSpin); err != nil {
 			return err
@@ -78,7 +80,7 @@ func run(args []string, stdout io.Writer) error {
 		rs = append(rs, more...)
 	}
 	printTable(stdout, rs, sz, cc)
-	var before []result
+	var before []bench.Result
 	for _, p := range splitList(*beforeFiles) {
 		more, err := readCSV(p)
 		if err != nil {
@@ -90,38 +92,39 @@ func run(args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runRungs(log io.Writer, names []string, dev string, gid int, ip string, sizes, concs []int, warm, d, pollSpin time.Duration) ([]result, error) {
+func runRungs(log io.Writer, names []string, dev string, gid int, ip string, sizes, concs []int, warm, d, pollSpin time.Duration) ([]bench.Result, error) {
 	var (
-		rs  []result
-		vd  *device
+		rs  []bench.Result
+		vd  *rawverbs.Device
 		err error
 	)
 	for _, name := range names {
 		var r runner
+		transport := "rdma"
 		switch name {
 		case "verbs-busy", "verbs-event":
 			if vd == nil {
-				if vd, err = openDevice(dev, gid); err != nil {
+				if vd, err = rawverbs.Open(dev, gid); err != nil {
 					return nil, fmt.Errorf("opening %q: %w", dev, err)
 				}
-				defer vd.close()
+				defer vd.Close()
 			}
 			r = verbsRung(vd, name == "verbs-event")
 		case "conn":
 			r = connRung(rdma.New(rdma.Options{PollSpin: pollSpin}), net.JoinHostPort(ip, "0"))
 		case "tcp-raw":
-			r = tcpRung(ip)
+			r, transport = tcpRung(ip), "tcp"
 		default:
 			return nil, fmt.Errorf("no rung %q", name)
 		}
 		for _, size := range sizes {
 			for _, conc := range concs {
-				res, err := measure(name, size, conc, warm, d, r)
+				res, err := measure(name, transport, size, conc, warm, d, r)
 				if err != nil {
 					return nil, fmt.Errorf("%s at %d B, conc %d: %w", name, size, conc, err)
 				}
 				fmt.Fprintf(log, "  %-12s %6d B conc %-3d p50 %8.1f µs  p99 %8.1f µs  %8.0f calls/s\n",
-					name, size, conc, us(res.P50), us(res.P99), res.callsPerSec())
+					name, size, conc, us(res.P50), us(res.P99), res.CallsPerSec())
 				rs = append(rs, res)
 			}
 		}
