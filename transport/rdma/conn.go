@@ -73,7 +73,7 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 	c.sender.joinSweep = func() { t.giveBacks.add(c) }
 	c.led = credit.NewLedger(o.RecvBuffers)
 	c.releaseBatch = max(1, o.RecvBuffers/4)
-	c.bufSize, c.queueBytes, c.maxWindow = o.BufferSize, o.RecvQueueBytes, o.RecvBuffers
+	c.queueBytes, c.maxWindow = o.RecvQueueBytes, o.RecvBuffers
 	c.owner, c.lentCount, c.onMessage, c.receiver.ctr, c.receiver.log = recvBuffer{c}, &c.life.lentBufs, c.noteReceived, &t.counters, c.log
 	if shared {
 		pool, err := t.sharedPool(dev)
@@ -126,35 +126,18 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 	c.maxInline = c.qp.MaxInline()
 	c.sqFree = sqDepth
 	c.cqs.attach(c)
-	if c.pool != nil {
-		if err = c.qp.ToInit(port); err != nil {
-			c.destroy()
-			return nil, err
-		}
-		return c, nil // its receives are the pool's, posted already
-	}
-	if err = c.charge(c.recvs * o.BufferSize); err != nil {
+	if c.rq, err = c.newRecvQueue(); err != nil {
 		c.destroy()
 		return nil, err
-	}
-	if c.recvMR, err = dev.pd.Register(c.recvs * o.BufferSize); err != nil {
-		c.destroy()
-		return nil, fmt.Errorf("registering %d receive buffers of %d bytes: %w", c.recvs, o.BufferSize, err)
 	}
 	if err = c.qp.ToInit(port); err != nil {
 		c.destroy()
 		return nil, err
 	}
-	wrs := make([]verbs.RecvWR, c.recvs)
-	for i := range wrs {
-		wrs[i] = c.recvWR(int32(i))
-	}
-	if err = c.qp.PostRecv(wrs); err != nil {
+	if err = c.rq.fill(c.recvs); err != nil {
 		c.destroy()
 		return nil, err
 	}
-	c.recvOutstanding.Add(int32(len(wrs)))
-	t.counters.recvsPosted.Add(uint64(len(wrs)))
 	return c, nil
 }
 
@@ -223,6 +206,9 @@ func (t *Transport) newCompletionLayout(c *conn, bound int) (completionLayout, e
 func (c *conn) destroy() {
 	c.torndown.Store(true)
 	c.destroying.Store(true)
+	if c.rq != nil {
+		c.rq.stop()
+	}
 	if c.cqs != nil {
 		// Frees the QP; a message may have landed before the handshake
 		// failed: a shared receive buffer goes back to its pool first.

@@ -32,7 +32,6 @@ type receiver struct {
 	detached     bool          // left the shared pool (teardown): reposts give commitments back
 	orphans      []int32       // shared buffers dropped from the queue at teardown, to post again
 	rdone        bool          // nothing more will be delivered
-	rstop        bool          // the QP is going to ERR: its own receive queue takes no more posts
 	rwake        notifier      // a message delivered, or the end
 	arrival      func()        // OnArrival's: called once at the next delivery or the end
 	exhaustedAt  time.Duration // since epoch, when the peer last used the guaranteed window up (lendLocked)
@@ -45,9 +44,9 @@ type receiver struct {
 
 	// Set when the connection is made (lends by connect, before start).
 	epoch      time.Time     // the connection's clock origin (lends; completions time round trips with it)
+	rq         recvQueue     // where the buffers are and receives are posted (recvq.go)
 	pool       *srqPool      // the device's shared receive queue, or nil: receives of its own
-	recvMR     *verbs.MR     // (RecvBuffers + credit.Extra) buffers of bufSize; nil with pool
-	bufSize    int           // Options.BufferSize
+	recvMR     *verbs.MR     // (RecvBuffers + credit.Extra) buffers of BufferSize; nil with pool
 	queueBytes int           // Options.RecvQueueBytes
 	maxWindow  int           // Options.RecvBuffers: the most a lent window grows to
 	lends      bool          // the peer understands lent credits (featLend)
@@ -200,7 +199,7 @@ func (r *receiver) accept(wc *verbs.WorkCompletion, buf int32, k kind, back int)
 		return true, nil
 	}
 	r.lendLocked()
-	data := r.recvBytes(buf, int(wc.ByteLen))
+	data := r.rq.bytes(buf, int(wc.ByteLen))
 	switch k {
 	case kindAbort:
 		if wc.ByteLen != 0 {
@@ -244,21 +243,16 @@ func (r *receiver) accept(wc *verbs.WorkCompletion, buf int32, k kind, back int)
 // pool's); once the connection has left the pool, their commitment goes
 // back to it instead of a credit to the peer.
 func (c *conn) repost(bufs []int32) {
-	if len(bufs) == 0 || c.pool == nil && c.torndown.Load() {
-		return
-	}
 	var batch [16]verbs.RecvWR // on the stack: no allocation per message
 	for len(bufs) > 0 {
 		wrs := batch[:0]
 		for len(bufs) > 0 && len(wrs) < len(batch) {
-			wrs = append(wrs, c.recvWR(bufs[0]))
+			wrs = append(wrs, c.rq.wr(bufs[0]))
 			bufs = bufs[1:]
 		}
-		var err error
-		if c.pool != nil {
-			err = c.pool.postRecv(wrs)
-		} else if err = c.postOwn(c.qp, wrs); errors.Is(err, errRecvStopped) {
-			return
+		err := c.rq.post(wrs)
+		if errors.Is(err, errRecvStopped) {
+			return // its own receive queue, stopped by the teardown
 		}
 		if err != nil {
 			if !c.sig.IsSet() {
@@ -391,57 +385,16 @@ const recvTag = 1 << 63
 
 func isRecv(wc *verbs.WorkCompletion) bool { return wc.ID&recvTag != 0 }
 
-func (r *receiver) recvWR(i int32) verbs.RecvWR {
-	if r.pool != nil {
-		return r.pool.wr(i)
-	}
-	return verbs.RecvWR{ID: recvTag | uint64(i), MR: r.recvMR, Offset: uint32(int(i) * r.bufSize), Length: uint32(r.bufSize)}
-}
-
 // postControl posts a control receive again at once (it takes no part in
 // the credit accounting).
 func (c *conn) postControl(buf int32) error {
-	if c.pool != nil {
-		return c.pool.post([]int32{buf})
-	}
-	if err := c.postOwn(c.qp, []verbs.RecvWR{c.recvWR(buf)}); errors.Is(err, errRecvStopped) {
+	if err := c.rq.post([]verbs.RecvWR{c.rq.wr(buf)}); errors.Is(err, errRecvStopped) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("re-posting a control receive: %w", err)
 	}
 	c.t.counters.recvsPosted.Add(1)
 	return nil
-}
-
-// errRecvStopped: the QP is going to ERR, a receive is not posted again.
-var errRecvStopped = errors.New("the receive queue is stopped")
-
-// postOwn posts receives on the connection's own receive queue (qp's),
-// counted as outstanding before they can complete, unless the teardown
-// stopped it: rxe flushes a receive queue when its QP enters ERR, not a
-// receive posted after that, which would never complete and hold the
-// teardown for its whole grace period (and, on a shared CQ, its place for
-// good).
-func (r *receiver) postOwn(qp *verbs.QP, wrs []verbs.RecvWR) error {
-	r.rmu.Lock()
-	defer r.rmu.Unlock()
-	if r.rstop {
-		return errRecvStopped
-	}
-	r.recvOutstanding.Add(int32(len(wrs)))
-	if err := qp.PostRecv(wrs); err != nil {
-		r.recvOutstanding.Add(-int32(len(wrs)))
-		return err
-	}
-	return nil
-}
-
-// stopRecvs stops the connection's own receive queue, before its QP goes
-// to ERR.
-func (r *receiver) stopRecvs() {
-	r.rmu.Lock()
-	r.rstop = true
-	r.rmu.Unlock()
 }
 
 // endRecvs marks the receive side done once the QP went to ERR: the
@@ -487,23 +440,11 @@ func (r *receiver) dropQueueLocked() int {
 	return lent
 }
 
-// recvBytes is the memory of receive buffer buf, n bytes of it.
-func (r *receiver) recvBytes(buf int32, n int) []byte {
-	if r.pool != nil {
-		return r.pool.bytes(buf)[:n]
-	}
-	off := int(buf) * r.bufSize
-	return r.recvMR.Bytes()[off : off+n]
-}
-
-// postLost puts back on the shared queue a buffer that a failed or flushed
-// receive took: it never arrived, so no credit is owed for it.
+// postLost takes back the buffer of a receive that failed or was
+// flushed: it never arrived, so no credit is owed for it (a shared one
+// goes back on the pool's queue).
 func (r *receiver) postLost(wc *verbs.WorkCompletion) {
-	if r.pool != nil {
-		if err := r.pool.post([]int32{int32(wc.ID &^ recvTag)}); err != nil {
-			r.log.Debug("re-posting a flushed shared receive", zap.Error(err))
-		}
-	}
+	r.rq.lost(int32(wc.ID &^ recvTag))
 }
 
 // takenLost puts back a shared receive that a connection which never

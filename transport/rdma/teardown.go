@@ -137,7 +137,7 @@ func (c *conn) teardown() {
 	// Held: no completion of c's is being handled while its reassembly
 	// is reset and its receive side ends.
 	l.hold(c)
-	c.stopRecvs()
+	c.rq.stop()
 	if err := c.qp.ToError(); err != nil {
 		c.log.Debug("moving the queue pair to ERR", zap.Error(err))
 	}
