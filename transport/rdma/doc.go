@@ -48,7 +48,9 @@
 // connection's own (cqown.go) or a group's (cqshare.go), the layout being a
 // small strategy the core and the one teardown (teardown.go) call; the
 // send side (send.go, sender) and the receive side (recv.go, receiver),
-// each with the lock its methods take. Lock order: the turn, the
+// each with the lock its methods take, the receive side posting over a
+// receive queue of the connection's own or the device's shared one
+// (recvq.go, Options.Receive). Lock order: the turn, the
 // completion queue's pmu and pl, the sender's mu, the receiver's rmu; a
 // part calls only the parts after it (docs/architecture.md, "Locks").
 //
