@@ -30,7 +30,17 @@ type sender struct {
 	spareOutbox []verbs.SendWR
 	inlined     []int32 // slots of inline sends in outbox: free once posted
 	spareInline []int32
-	memFreed    bool   // freeSendMemory ran
+	memFreed    bool // freeSendMemory ran
+	// fill is held shared while a sender copies into a slot it reserved,
+	// and whole by freeSendMemory before the memory goes: a Send that
+	// reserved a slot just before the connection closed must not copy
+	// into memory the teardown freed (a SIGSEGV in the guest's conformance
+	// suite, CloseUnblocksSend/peer). fillGone is set under it.
+	fill     sync.RWMutex
+	fillGone atomic.Bool
+	// beforeFill, set only by tests, runs between a fragment's reserve and
+	// the copy into its slot: the window a close falls in.
+	beforeFill  atomic.Pointer[func()]
 	posting     bool   // a flush is posting the outbox
 	seq         uint64 // id of the next send
 	sqFree      int
@@ -147,11 +157,21 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error 
 			}
 			return err
 		}
+		if h := c.beforeFill.Load(); h != nil {
+			(*h)()
+		}
+		c.fill.RLock()
+		if c.fillGone.Load() {
+			c.fill.RUnlock()
+			c.mem.give(slot) // a shared arena outlives this connection
+			return c.closeErr()
+		}
 		mem := c.slotBytes(slot)
 		if head > 0 {
 			binary.BigEndian.PutUint32(mem, uint32(len(msg)))
 		}
 		copy(mem[head:], part)
+		c.fill.RUnlock()
 		if err := c.post(slot, k, head+len(part), i == n-1, !awaited); err != nil {
 			return err
 		}
@@ -595,6 +615,9 @@ type posted struct {
 // shared arena, which goes with its last connection. Called once, by
 // freeMemory or destroy, when nothing is lent any more.
 func (c *conn) freeSendMemory() {
+	c.fill.Lock() // waits for a sender copying into a slot
+	c.fillGone.Store(true)
+	c.fill.Unlock()
 	c.mu.Lock()
 	if c.mem == nil || c.memFreed {
 		c.mu.Unlock()
