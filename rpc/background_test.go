@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,5 +141,69 @@ func TestKeepaliveUnsentPing(t *testing.T) {
 	_, err := c.Block(testCtx(t), &testpb.BlockRequest{})
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "keepalive") {
 		t.Fatalf("a call on a connection whose PING is never taken: %v, want Unavailable naming keepalive", err)
+	}
+}
+
+// slowPings holds every keepalive PING the client sends until released,
+// counting the times a send gave up on its context meanwhile.
+type slowPings struct {
+	transport.Transport
+	release chan struct{}
+	holds   int64         // PING sends held until their context ends
+	pinging chan struct{} // closed at the first PING held
+	once    sync.Once
+	expired atomic.Int64
+}
+
+type slowPingConn struct {
+	transport.Conn
+	p *slowPings
+}
+
+func (s *slowPings) Dial(ctx context.Context, addr string) (transport.Conn, error) {
+	c, err := s.Transport.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return slowPingConn{c, s}, nil
+}
+
+func (c slowPingConn) SendBackground(ctx context.Context, msg []byte) error {
+	if kindOf(msg) == int(wire.KindPing) && c.p.expired.Load() < c.p.holds {
+		c.p.once.Do(func() { close(c.p.pinging) })
+		select {
+		case <-c.p.release:
+		case <-ctx.Done():
+			c.p.expired.Add(1)
+			return ctx.Err()
+		}
+	}
+	return c.Conn.Send(ctx, msg)
+}
+
+// TestKeepaliveSlowPingPeerSending: a PING that waits longer than Timeout to
+// be sent, while the peer keeps sending (our calls' responses arrive), does
+// not close the connection: the peer is alive, only slow to take what we
+// send. The guest's stress test lost its connection so ("took no keepalive
+// frame for 20s": the PONG waited behind megabytes of requests on a slow
+// machine). Progress, not time: calls go on until the held PING's send has
+// given up on its context, then some more.
+func TestKeepaliveSlowPingPeerSending(t *testing.T) {
+	tr := &slowPings{Transport: pipe.New(pipe.Options{}), release: make(chan struct{}), holds: 1, pinging: make(chan struct{})}
+	defer close(tr.release)
+	g := newGate() // Echo does not wait on it
+	defer g.open()
+	s := startServer(t, tr, g)
+	_, c := s.dial(t, rpc.WithKeepalive(rpc.Keepalive{Time: 10 * time.Millisecond, Timeout: 50 * time.Millisecond}))
+	ctx := testCtx(t)
+	select { // the idle connection pings
+	case <-tr.pinging:
+	case <-ctx.Done():
+		t.Fatal("no PING")
+	}
+	for calls := 0; tr.expired.Load() < tr.holds || calls < 100; calls++ {
+		if _, err := c.Echo(ctx, &testpb.EchoRequest{Payload: []byte("alive")}); err != nil {
+			t.Fatalf("call %d, the PING's send given up %d times: %v", calls, tr.expired.Load(), err)
+		}
 	}
 }

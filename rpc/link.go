@@ -412,11 +412,22 @@ func (l *link) sendKeepalive(frame []byte) error {
 	return l.sendControlVia(send, frame, "keepalive frame")
 }
 
-// sendControlVia sends frame, a what, with send.
+// sendControlVia sends frame, a what, with send. It gives the peer up when
+// the frame waited Timeout and nothing came from the peer meanwhile: a peer
+// that is sending is alive, only slow to take what we send (a slow machine,
+// our own large messages ahead of the frame), and a send that gives up
+// leaves nothing half sent, so it is tried again.
 func (l *link) sendControlVia(send func(context.Context, []byte) error, frame []byte, what string) error {
-	ctx, cancel := context.WithTimeout(l.ctx, l.ka.Timeout)
-	defer cancel()
-	err := send(ctx, frame)
+	var err error
+	for {
+		seen := l.alive()
+		ctx, cancel := context.WithTimeout(l.ctx, l.ka.Timeout)
+		err = send(ctx, frame)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || l.ctx.Err() != nil || l.alive() == seen {
+			break
+		}
+	}
 	if err != nil && l.ctx.Err() == nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			st := status.Newf(codes.Unavailable, "peer %s took no %s for %v", l.tc.RemoteAddr(), what, l.ka.Timeout)

@@ -33,7 +33,17 @@ type sender struct {
 	spareOutbox []verbs.SendWR
 	inlined     []int32 // slots of inline sends in outbox: free once posted
 	spareInline []int32
-	memFreed    bool   // freeSendMemory ran
+	memFreed    bool // freeSendMemory ran
+	// fill is held shared while a sender copies into a slot it reserved,
+	// and whole by freeSendMemory before the memory goes: a Send that
+	// reserved a slot just before the connection closed must not copy
+	// into memory the teardown freed (a SIGSEGV in the guest's conformance
+	// suite, CloseUnblocksSend/peer). fillGone is set under it.
+	fill     sync.RWMutex
+	fillGone atomic.Bool
+	// beforeFill, set only by tests, runs between a fragment's reserve and
+	// the copy into its slot: the window a close falls in.
+	beforeFill  atomic.Pointer[func()]
 	posting     bool   // a flush is posting the outbox
 	seq         uint64 // id of the next send
 	sqFree      int
@@ -159,11 +169,18 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error 
 			}
 			return err
 		}
+		if h := c.beforeFill.Load(); h != nil {
+			(*h)()
+		}
+		if !c.startFill(slot) {
+			return c.closeErr()
+		}
 		mem := c.slotBytes(slot)
 		if head > 0 {
 			binary.BigEndian.PutUint32(mem, uint32(len(msg)))
 		}
 		copy(mem[head:], part)
+		c.endFill()
 		if err := c.post(slot, k, head+len(part), i == n-1, !awaited); err != nil {
 			return err
 		}
@@ -669,9 +686,33 @@ type posted struct {
 // shared arena, which goes with its last connection. Called once, by
 // freeMemory or destroy, when nothing is lent any more.
 func (c *conn) freeSendMemory() {
+	c.stopFills()
 	if c.freeSlots() && !c.o.PrivateSendSlots {
 		c.t.leaveArena(c.dev, c.mem)
 	}
+}
+
+// startFill takes the right to copy into slot, which the caller reserved;
+// false once the send memory is gone (stopFills): the slot is given back.
+func (s *sender) startFill(slot int32) bool {
+	s.fill.RLock()
+	if s.fillGone.Load() {
+		s.fill.RUnlock()
+		s.mem.give(slot) // a shared arena outlives this connection
+		return false
+	}
+	return true
+}
+
+// endFill: the copy into the slot is done.
+func (s *sender) endFill() { s.fill.RUnlock() }
+
+// stopFills waits for a sender copying into a slot, and stops any from
+// starting: the send memory is about to go.
+func (s *sender) stopFills() {
+	s.fill.Lock()
+	s.fillGone.Store(true)
+	s.fill.Unlock()
 }
 
 // freeSlots gives the arena every slot the send side still holds, once;

@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/rdmarpc/rdmarpc/transport"
 )
 
 // waitFor polls cond until it holds or a generous deadline passes (a guard
@@ -214,6 +216,41 @@ func TestCloseAfterPeerGone(t *testing.T) {
 			t.Errorf("%s %d, want 0", k, v)
 		}
 	}
+	waitFor(t, "registered bytes back to zero", func() bool { return tr.Gauges()["registered_bytes"] == 0 })
+}
+
+// TestCloseWhileFillingSlot: the peer closes after a Send reserved a send
+// slot and before it copies the message into it; the teardown runs to its
+// end meanwhile, freeing the send memory. The Send must fail with the close
+// and not copy into freed memory (the guest's conformance suite died once
+// with SIGSEGV in sendMessage's copy, CloseUnblocksSend/peer), and the
+// registered memory is all given back. Private send slots: the teardown
+// frees them, not a shared arena that outlives the connection.
+func TestCloseWhileFillingSlot(t *testing.T) {
+	ip := guestIP(t)
+	tr := New(Options{Completions: CompletionsPerConnection, Receive: ReceivePerConnection,
+		BufferSize: 4096, RecvBuffers: 4, SendSlots: 4, PrivateSendSlots: true, CloseGrace: time.Minute})
+	client, server, _ := pair(t, tr, ip)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ran := false
+	hook := func() {
+		if ran {
+			return
+		}
+		ran = true
+		server.Close()
+		<-client.closed // the client's teardown is over: its memory is gone
+	}
+	client.beforeFill.Store(&hook)
+	err := client.Send(ctx, make([]byte, 64<<10)) // fragments: the copy is large
+	if !ran {
+		t.Fatal("the hook did not run")
+	}
+	if !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("Send after the teardown freed its slot: %v, want ErrClosed", err)
+	}
+	client.Close()
 	waitFor(t, "registered bytes back to zero", func() bool { return tr.Gauges()["registered_bytes"] == 0 })
 }
 
