@@ -35,7 +35,7 @@ var layerOf = map[string]int{
 
 	"cmd/": 6, "interop": 6, "interop/": 6, "rpc/rpctest": 6, "grpc": 6,
 	"transport/transporttest": 6,
-	"internal/layers": 6,
+	"internal/layers":         6,
 }
 
 func layer(pkg string) (int, bool) {

@@ -26,7 +26,7 @@ func main() {
 func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ladder", flag.ContinueOnError)
 	dev := fs.String("dev", os.Getenv("RDMARPC_TEST_DEV"), "RDMA `device` for the verbs rungs")
-	gid := fs.Int("gid", envInt("RDMARPC_TEST_GID_INDEX", 1), "RoCE v2 GID `index` of --ip on --dev")
+	gid := fs.Int("gid", bench.EnvInt("RDMARPC_TEST_GID_INDEX", 1), "RoCE v2 GID `index` of --ip on --dev")
 	ip := fs.String("ip", os.Getenv("RDMARPC_TEST_IP"), "this host's `IP` on --dev (conn and tcp-raw rungs listen on it)")
 	sizes := fs.String("sizes", "64,4096,65536", "payload `bytes`, comma-separated")
 	concs := fs.String("conc", "1,16", "requests in flight, comma-separated")
@@ -72,7 +72,7 @@ func run(args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	for _, p := range splitList(*merge) {
+	for _, p := range bench.SplitList(*merge) {
 		more, err := readCSV(p)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
@@ -81,7 +81,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	printTable(stdout, rs, sz, cc)
 	var before []bench.Result
-	for _, p := range splitList(*beforeFiles) {
+	for _, p := range bench.SplitList(*beforeFiles) {
 		more, err := readCSV(p)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
@@ -136,7 +136,7 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 
 func ints(s string) ([]int, error) {
 	var out []int
-	for _, f := range splitList(s) {
+	for _, f := range bench.SplitList(s) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("%q is not a positive number", f)
@@ -144,21 +144,4 @@ func ints(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return n
-	}
-	return def
 }
