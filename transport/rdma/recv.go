@@ -44,7 +44,7 @@ type receiver struct {
 
 	// Set when the connection is made (lends by connect, before start).
 	epoch      time.Time     // the connection's clock origin (lends; completions time round trips with it)
-	rq         recvQueue     // where the buffers are and receives are posted (recvq.go)
+	rq         *recvQueue    // where the buffers are and receives are posted (recvq.go)
 	pool       *srqPool      // the device's shared receive queue, or nil: receives of its own
 	recvMR     *verbs.MR     // (RecvBuffers + credit.Extra) buffers of BufferSize; nil with pool
 	queueBytes int           // Options.RecvQueueBytes

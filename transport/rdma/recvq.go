@@ -17,22 +17,64 @@ import (
 // (sharedRecvs, over the srqPool). The receive path is written once over
 // it; what only a pool has (lent credits, its accounting at teardown) is
 // the pool's.
-type recvQueue interface {
-	// wr is the work request that posts receive buffer buf.
-	wr(buf int32) verbs.RecvWR
-	// bytes is receive buffer buf's memory, n bytes of it.
-	bytes(buf int32, n int) []byte
-	// post posts receives (again); errRecvStopped once stop was called.
-	post(wrs []verbs.RecvWR) error
-	// fill posts the first n buffers of a new connection's, with its QP
-	// in INIT.
-	fill(n int) error
-	// stop: the QP is going to ERR; nothing more is posted on a queue of
-	// its own.
-	stop()
-	// lost takes back buffer buf of a receive that failed or was
-	// flushed: it never arrived, so no credit is owed for it.
-	lost(buf int32)
+//
+// It picks its implementation in each method rather than through an
+// interface: work requests are built in a batch on the caller's stack, and
+// a slice passed through an interface method escapes, which cost an
+// allocation per message.
+type recvQueue struct {
+	own    *ownRecvs
+	shared sharedRecvs // with own nil
+}
+
+// wr is the work request that posts receive buffer buf.
+func (q *recvQueue) wr(buf int32) verbs.RecvWR {
+	if q.own != nil {
+		return q.own.wr(buf)
+	}
+	return q.shared.wr(buf)
+}
+
+// bytes is receive buffer buf's memory, n bytes of it.
+func (q *recvQueue) bytes(buf int32, n int) []byte {
+	if q.own != nil {
+		return q.own.bytes(buf, n)
+	}
+	return q.shared.bytes(buf, n)
+}
+
+// post posts receives (again); errRecvStopped once stop was called.
+func (q *recvQueue) post(wrs []verbs.RecvWR) error {
+	if q.own != nil {
+		return q.own.post(wrs)
+	}
+	return q.shared.post(wrs)
+}
+
+// fill posts the first n buffers of a new connection's, with its QP in
+// INIT (the pool's are posted already).
+func (q *recvQueue) fill(n int) error {
+	if q.own != nil {
+		return q.own.fill(n)
+	}
+	return nil
+}
+
+// stop: the QP is going to ERR; nothing more is posted on a queue of its
+// own (the shared queue goes on: the QP's flushed receives go back to it).
+func (q *recvQueue) stop() {
+	if q.own != nil {
+		q.own.stop()
+	}
+}
+
+// lost takes back buffer buf of a receive that failed or was flushed: it
+// never arrived, so no credit is owed for it. An own buffer is not posted
+// again; a shared one goes back on the pool's queue.
+func (q *recvQueue) lost(buf int32) {
+	if q.own == nil {
+		q.shared.lost(buf)
+	}
 }
 
 // errRecvStopped: the QP is going to ERR, a receive is not posted again.
@@ -91,9 +133,6 @@ func (q *ownRecvs) stop() {
 	q.mu.Unlock()
 }
 
-// lost: the buffer is the connection's; it is not posted again.
-func (q *ownRecvs) lost(int32) {}
-
 // sharedRecvs is a connection's view of the device's shared receive queue.
 type sharedRecvs struct {
 	p   *srqPool
@@ -106,12 +145,6 @@ func (q sharedRecvs) bytes(buf int32, n int) []byte { return q.p.bytes(buf)[:n] 
 
 func (q sharedRecvs) post(wrs []verbs.RecvWR) error { return q.p.postRecv(wrs) }
 
-// fill: the pool's buffers are posted already.
-func (q sharedRecvs) fill(int) error { return nil }
-
-// stop: the shared queue goes on; the QP's flushed receives go back to it.
-func (q sharedRecvs) stop() {}
-
 // lost puts the buffer back on the shared queue.
 func (q sharedRecvs) lost(buf int32) {
 	if err := q.p.post([]int32{buf}); err != nil {
@@ -121,9 +154,9 @@ func (q sharedRecvs) lost(buf int32) {
 
 // newRecvQueue gives c its receive queue: the pool's when it joined one,
 // else buffers of its own, taken from the budget and registered.
-func (c *conn) newRecvQueue() (recvQueue, error) {
+func (c *conn) newRecvQueue() (*recvQueue, error) {
 	if c.pool != nil {
-		return sharedRecvs{p: c.pool, log: c.log}, nil
+		return &recvQueue{shared: sharedRecvs{p: c.pool, log: c.log}}, nil
 	}
 	n := c.recvs * c.o.BufferSize
 	if err := c.charge(n); err != nil {
@@ -134,5 +167,5 @@ func (c *conn) newRecvQueue() (recvQueue, error) {
 		return nil, fmt.Errorf("registering %d receive buffers of %d bytes: %w", c.recvs, c.o.BufferSize, err)
 	}
 	c.recvMR = mr
-	return &ownRecvs{qp: c.qp, mr: mr, bufSize: c.o.BufferSize, outstanding: &c.recvOutstanding}, nil
+	return &recvQueue{own: &ownRecvs{qp: c.qp, mr: mr, bufSize: c.o.BufferSize, outstanding: &c.recvOutstanding}}, nil
 }
