@@ -66,6 +66,7 @@ type conn struct {
 	loopWanted  bool            // guarded by rmu: the reader goroutine should take the free role
 	idleRead    bool            // guarded by rmu: the reader goroutine waits in read() for a frame's first byte
 	want        bool            // guarded by rmu: a Recv interrupted the reader goroutine for the role
+	large       atomic.Bool     // the last frame read was over directMax: the reader goroutine reads ahead
 	intr        bool            // guarded by rmu: the holder's reads are interrupted
 	deadline    bool            // guarded by rmu: the socket may have a read deadline
 	rfailed     bool            // guarded by rmu: the stream failed; nothing is left to drain

@@ -28,9 +28,18 @@ import (
 // in the middle of a frame (it queues that frame), when the frame's receive
 // budget is not free, and when its ctx can only be selected on (below).
 //
+// Large frames (over directMax) are the reader goroutine's: after one, a
+// Recv lets go of the role at once and takes it from the reader goroutine
+// no more, until a small frame comes. The reader goroutine then reads the
+// next large frame while the last one is being handled, as before the read
+// role; a frame's hand-off costs little beside its copy and decoding, and
+// reading it in the Recv lost that overlap (64 KiB at 16 callers, RPC over
+// separate processes: calls/s 2.2-2.9k against 2.8-4.1k,
+// bench/results/history/2026-12-02-tcp-split).
+//
 // The reader goroutine takes the role when a Recv waits on the queue, when
-// the connection closes (to drain it), and when the role has stayed free
-// for idleRead: so with nobody in Recv the socket is still read (messages
+// the connection closes (to drain it), after a large frame, and when the
+// role has stayed free for idleRead: so with nobody in Recv the socket is still read (messages
 // go to the queue, within RecvQueueBytes; OnArrival's callback, the peer's
 // end, BytesReceived all move), at most idleRead late, and a Recv that
 // comes back within idleRead, as in a ping-pong, takes the free role with
@@ -56,6 +65,11 @@ const (
 // (OnArrival) or its peer's end. A busy connection arms the timer at most
 // once per idleRead.
 const idleRead = time.Millisecond
+
+// directMax is the largest frame after which a Recv keeps reading the
+// socket itself; see above. The RPC server runs a request this large on a
+// goroutine of its own too.
+const directMax = 16 << 10
 
 // errInterrupted is a read given up because another wants the role, the
 // holder's ctx ended or the connection is closing.
@@ -285,6 +299,7 @@ func (c *conn) loopRead() bool {
 		b, err := c.next(true)
 		switch {
 		case err == nil:
+			c.large.Store(b.Len() > directMax)
 			select {
 			case c.recvq <- b:
 				c.arrive(false)
@@ -313,12 +328,13 @@ func (c *conn) wakeLoopLocked() {
 }
 
 // releaseLocked frees a Recv's role: to the reader goroutine at once when
-// a Recv waits on the queue or the connection is closing, else after
+// a Recv waits on the queue, the connection is closing or the last frame
+// was large, else after
 // idleRead unless a Recv takes it first. Called with c.rmu held.
 func (c *conn) releaseLocked() {
 	c.holder = heldByNone
 	c.releases++
-	if c.qwaiters > 0 || isClosed(c.done) {
+	if c.qwaiters > 0 || isClosed(c.done) || c.large.Load() {
 		c.wakeLoopLocked()
 		return
 	}
@@ -414,9 +430,9 @@ func (c *conn) recvDirect(ctx context.Context) (b transport.Buffer, err error, o
 	case heldByNone:
 		c.holder = heldByRecv
 	case heldByLoop:
-		if c.want || !c.idleRead {
+		if c.want || !c.idleRead || c.large.Load() {
 			c.rmu.Unlock()
-			return b, nil, false // it queues the frame it is reading
+			return b, nil, false // it queues the frame it is reading, or reads ahead
 		}
 		// The reader goroutine waits for a frame's first byte: interrupt
 		// it; it hands the role over at once. A frame it queued meanwhile
@@ -473,6 +489,7 @@ func (c *conn) recvDirect(ctx context.Context) (b transport.Buffer, err error, o
 		c.rmu.Lock()
 		switch {
 		case err == nil:
+			c.large.Store(b.Len() > directMax)
 			c.releaseLocked()
 			c.rmu.Unlock()
 			return b, nil, true
