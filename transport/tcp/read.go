@@ -220,11 +220,9 @@ func (c *conn) next(wait bool) (transport.Buffer, error) {
 	return b, nil
 }
 
-// why names a read that timed out in the middle of a frame, and an end of
-// stream there.
+// why names a read that timed out in the middle of a frame.
 func (c *conn) why(err error) error {
-	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("%w: the peer stopped in the middle of a message (no byte for %v)", transport.ErrProtocol, c.stall)
 	}
 	return err
