@@ -39,15 +39,16 @@ import (
 //
 // The reader goroutine takes the role when a Recv waits on the queue, when
 // the connection closes (to drain it), after a large frame, and when the
-// role has stayed free for idleRead: so with nobody in Recv the socket is still read (messages
-// go to the queue, within RecvQueueBytes; OnArrival's callback, the peer's
-// end, BytesReceived all move), at most idleRead late, and a Recv that
-// comes back within idleRead, as in a ping-pong, takes the free role with
-// no wake-up at all.
+// role has stayed free for idleRead: so with nobody in Recv the socket is
+// still read (messages go to the queue, within RecvQueueBytes; OnArrival's
+// callback, the peer's end, BytesReceived all move), at most idleRead late,
+// and a Recv that comes back within idleRead, as in a ping-pong, takes the
+// free role with no wake-up at all.
 //
 // A Recv blocked in read() must give up when its ctx ends: a ctx without
 // Done needs nothing; a standard library context (WithCancel, WithTimeout,
-// WithDeadline) gets a context.AfterFunc that interrupts the read, kept
+// WithDeadline, and WithValue over one) gets a context.AfterFunc that
+// interrupts the read, kept
 // from one Recv to the next while the same ctx comes back. Any other ctx
 // may deliver a value on Done (the RPC client's reader context does),
 // which only a select can take, exactly once; context.AfterFunc would
@@ -362,23 +363,39 @@ func (c *conn) idleFired() {
 }
 
 // Contexts whose Done is closed, never delivers a value, and on which
-// context.AfterFunc starts no goroutine.
-var stdCtxTypes = func() [2]reflect.Type {
-	c, cancel := context.WithCancel(context.Background())
-	cancel()
-	t, cancel := context.WithTimeout(context.Background(), time.Hour)
-	cancel()
-	return [2]reflect.Type{reflect.TypeOf(c), reflect.TypeOf(t)}
-}()
+// context.AfterFunc starts no goroutine; and the context.WithValue type,
+// whose Done is its parent's.
+var (
+	stdCtxTypes = func() [2]reflect.Type {
+		c, cancel := context.WithCancel(context.Background())
+		cancel()
+		t, cancel := context.WithTimeout(context.Background(), time.Hour)
+		cancel()
+		return [2]reflect.Type{reflect.TypeOf(c), reflect.TypeOf(t)}
+	}()
+	valueCtxType = reflect.TypeOf(context.WithValue(context.Background(), valueKey{}, 0))
+)
+
+type valueKey struct{}
 
 // watchable reports whether a Recv on ctx may block in read(): ctx never
-// ends, or it is a standard context whose end an AfterFunc can watch.
+// ends, or it is a standard context whose end an AfterFunc can watch, maybe
+// under context.WithValue layers (metadata, as a gRPC-style caller's).
 func watchable(ctx context.Context) bool {
 	if ctx.Done() == nil {
 		return true
 	}
-	t := reflect.TypeOf(ctx)
-	return t == stdCtxTypes[0] || t == stdCtxTypes[1]
+	for {
+		switch reflect.TypeOf(ctx) {
+		case stdCtxTypes[0], stdCtxTypes[1]:
+			return true
+		case valueCtxType:
+			// Its embedded parent, the field named Context.
+			ctx = reflect.ValueOf(ctx).Elem().Field(0).Interface().(context.Context)
+		default:
+			return false
+		}
+	}
 }
 
 // watchLocked makes sure ctx's end interrupts the holder's read. The last

@@ -353,3 +353,51 @@ func TestCloseInterruptsDirectRecv(t *testing.T) {
 		t.Fatalf("Recv across Close = %v, want an error wrapping ErrClosed", err)
 	}
 }
+
+// customCtx has a Done of its own, which context.AfterFunc could only
+// watch with a goroutine.
+type customCtx struct{ context.Context }
+
+func (customCtx) Done() <-chan struct{} { return make(chan struct{}) }
+
+// watchable: contexts whose end AfterFunc watches without a goroutine, and
+// WithValue layers over them; not a context with a Done of its own.
+func TestWatchable(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	timed, cancel2 := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel2()
+	type key struct{}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"Background", context.Background(), true},
+		{"WithCancel", cancelled, true},
+		{"WithTimeout", timed, true},
+		{"WithValue over WithValue over WithTimeout", context.WithValue(context.WithValue(timed, key{}, 1), key{}, 2), true},
+		{"WithValue over Background", context.WithValue(context.Background(), key{}, 1), true},
+		{"a value on Done", newValueCtx(), false},
+		{"WithValue over a Done of its own", context.WithValue(customCtx{context.Background()}, key{}, 1), false},
+	} {
+		if got := watchable(tc.ctx); got != tc.want {
+			t.Errorf("watchable(%s) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A Recv on a WithValue context (metadata) reads for itself, and its
+// parent's cancel ends it.
+func TestRecvOnValueContextReadsDirectly(t *testing.T) {
+	_, srv := acceptRaw(t, New(Options{}))
+	waitIdleLoop(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	type key struct{}
+	gave := recvAsync(srv, context.WithValue(ctx, key{}, "md"))
+	waitHeld(t, srv, heldByRecv, helloLen)
+	cancel()
+	if err := <-gave; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Recv = %v, want context.Canceled", err)
+	}
+}
