@@ -20,6 +20,9 @@ type Config struct {
 	Concurrency int           // callers sharing the one connection; 0 means 1
 	Duration    time.Duration // how long to measure; 0 means 1 s
 	Warmup      time.Duration // how long to call before measuring; 0 means Duration/5
+	// Server, when set, measures the server's end of the measured phase
+	// in its own process (Result.Server).
+	Server Meter
 }
 
 // Result is what Run measured.
@@ -37,6 +40,11 @@ type Result struct {
 	// sampled scheduling latencies), cgo calls, CPU time.
 	CSWPerCall, WakeupsPerCall, CgoPerCall float64
 	CPUPerCall                             time.Duration
+	VCSWPerCall                            float64 // voluntary context switches only
+	// Server is the server's end, measured in its own process (zero when
+	// it ran in this one, or was not measured: then this process's
+	// figures count both ends).
+	Server EndCosts
 	// MBPerSecOverride and CallsPerSecOverride, when set, replace the
 	// figures derived from Calls and Elapsed: raw-verbs rows carry the
 	// throughput perftest reported.
@@ -94,20 +102,26 @@ func (cfg Config) withDefaults() Config {
 
 // measure holds what the process had spent when a measured phase began.
 type measure struct {
-	mem   runtime.MemStats
-	costs procCosts
+	mem    runtime.MemStats
+	costs  procCosts
+	server Meter // nil, or began
+	err    error // the server's Begin's
 }
 
-func startMeasure() *measure {
+func startMeasure(server Meter) *measure {
 	runtime.GC()
-	m := &measure{}
+	m := &measure{server: server}
+	if server != nil {
+		m.err = server.Begin()
+	}
 	runtime.ReadMemStats(&m.mem)
 	m.costs = readProcCosts()
 	return m
 }
 
-// stop puts what calls cost since start into r.
-func (m *measure) stop(r *Result, calls int64) {
+// stop puts what calls cost since start into r; the error is the server
+// meter's.
+func (m *measure) stop(r *Result, calls int64) error {
 	costs := readProcCosts()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
@@ -117,6 +131,12 @@ func (m *measure) stop(r *Result, calls int64) {
 	}
 	r.Calls = calls
 	m.costs.setPerCall(costs, r)
+	if m.server == nil || m.err != nil {
+		return m.err
+	}
+	var err error
+	r.Server, err = m.server.End(calls)
+	return err
 }
 
 // run is Run with one caller per concurrent goroutine.
@@ -140,9 +160,11 @@ func run(ctx context.Context, callers []caller, cfg Config) (Result, error) {
 		lats[i] = make([]time.Duration, 0, perWorker)
 	}
 
-	m := startMeasure()
+	m := startMeasure(cfg.Server)
 	calls, elapsed, err := drive(ctx, callers, payload, cfg.Duration, lats)
-	m.stop(&r, calls)
+	if merr := m.stop(&r, calls); err == nil {
+		err = merr
+	}
 	if err != nil {
 		return r, err
 	}
