@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/rdmarpc/rdmarpc/balancer"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
@@ -75,15 +76,17 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 	// of the link's calls ends (or a backoff passes), then goes again.
 	notSent, refused := 0, 0
 	for {
-		l, err := cc.link(ctx, ci.waitForReady)
+		l, done, err := cc.link(ctx, method, ci.waitForReady)
 		if err != nil {
 			return err
 		}
 		cmd, err := l.callMD(ctx, method, md, ci)
-		if err != nil {
-			return err
+		if err == nil {
+			err = l.call(ctx, method, cmd, req, reply, ci, rs)
 		}
-		err = l.call(ctx, method, cmd, req, reply, ci, rs)
+		if done != nil {
+			done(balancer.DoneInfo{Err: err})
+		}
 		switch err {
 		case errNotSent:
 			cc.forget(l, false)

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/balancer"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
@@ -63,17 +64,21 @@ func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method s
 	}
 	md = outgoingMD(md)
 	for attempt := 1; ; attempt++ {
-		l, err := cc.link(ctx, ci.waitForReady)
+		l, done, err := cc.link(ctx, method, ci.waitForReady)
 		if err != nil {
 			return nil, err
 		}
 		cmd, err := l.callMD(ctx, method, md, ci)
-		if err != nil {
-			return nil, err
-		}
-		cs, err := l.open(ctx, desc, method, cmd, ci, rs)
+		var cs *clientStream
 		if err == nil {
+			cs, err = l.open(ctx, desc, method, cmd, ci, rs)
+		}
+		if err == nil {
+			cs.setPickDone(done)
 			return cs, nil
+		}
+		if done != nil {
+			done(balancer.DoneInfo{Err: err})
 		}
 		if err != errNotSent {
 			return nil, err
@@ -116,6 +121,7 @@ type clientStream struct {
 	kept       [][]byte // whole MESSAGE frames, in order
 	keptOne    [1][]byte
 	keptBytes  int
+	pickDone   func(balancer.DoneInfo) // the balancer's Done for the current link, until the stream ends
 	header     metadata.MD
 	gotHeader  chan struct{} // closed when the header came or the stream ended
 	sawHeaders bool          // a HEADERS frame came: a retry policy no longer applies
@@ -297,10 +303,18 @@ func (cs *clientStream) reopen(l *clientLink, n int) {
 	for {
 		err := l.waitForSlot(cs.ctx, n)
 		for attempt := 1; err == nil; attempt++ {
-			if l, err = cs.cc.link(cs.ctx, cs.ci.waitForReady); err != nil {
+			var done func(balancer.DoneInfo)
+			if l, done, err = cs.cc.link(cs.ctx, cs.method, cs.ci.waitForReady); err != nil {
 				break
 			}
-			if err = l.start(cs); err != errNotSent {
+			if err = l.start(cs); err == nil {
+				cs.setPickDone(done)
+				break
+			}
+			if done != nil {
+				done(balancer.DoneInfo{Err: err})
+			}
+			if err != errNotSent {
 				break
 			}
 			cs.cc.forget(l, false)
@@ -387,6 +401,26 @@ func (l *clientLink) forgetStream(id uint64, resetting bool) bool {
 	return ok
 }
 
+// setPickDone makes done, the balancer's for the stream's current link,
+// be called when the stream ends; one of an earlier link (the stream was
+// refused there and opened again) is called now.
+func (cs *clientStream) setPickDone(done func(balancer.DoneInfo)) {
+	cs.mu.Lock()
+	old := cs.pickDone
+	cs.pickDone = done
+	var st *status.Status
+	if cs.ended {
+		cs.pickDone, st = nil, cs.endStatus
+	}
+	cs.mu.Unlock()
+	if old != nil {
+		old(balancer.DoneInfo{Err: status.Error(codes.Unavailable, "stream refused by the server; opened again")})
+	}
+	if st != nil && done != nil {
+		done(balancer.DoneInfo{Err: st.Err()})
+	}
+}
+
 // contextDone ends the stream when its context does (the caller's cancel or
 // deadline, or the stream's own end): a RESET tells the server, unless the
 // stream had ended anyway.
@@ -415,6 +449,8 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 		return nil, 0, false
 	}
 	l, id := cs.l, cs.id
+	pickDone := cs.pickDone
+	cs.pickDone = nil
 	cs.ended, cs.endStatus = true, st
 	cs.commitLocked()
 	if !cs.headerDone {
@@ -426,6 +462,9 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 	var err error = io.EOF
 	if st.Code() != codes.OK {
 		err = st.Err()
+	}
+	if pickDone != nil {
+		pickDone(balancer.DoneInfo{Err: st.Err()})
 	}
 	if drop {
 		cs.release(l, cs.dropQueued(err))

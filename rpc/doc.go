@@ -22,7 +22,7 @@
 // The client side (clientconn.go, subconn.go): NewClient resolves its
 // target with the resolver package (every resolver of rdmarpc is imported
 // here) on first use, and a balancer named by the service config
-// (serviceconfig.go: pick_first or round_robin) keeps one subConn per
+// (package balancer; balancer.go is the seam) keeps one subConn per
 // backend, each with its links, connectivity state and backoff; health.go
 // watches backends' health, retry.go retries unary calls as the service
 // config's retryPolicy says. client.go and clientstream.go are one link's

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -97,8 +98,8 @@ func (s *subConn) setHealth(l *clientLink, st connectivity.State) {
 		s.health = st
 		s.err = nil
 		if st == connectivity.TransientFailure {
-			s.err = status.Errorf(codes.Unavailable, "%s: backend %s reports it is not serving", cc.target, s.curAddr.Addr)
+			s.err = fmt.Errorf("%s: backend %s reports it is not serving", cc.target, s.curAddr.Addr)
 		}
-		cc.updateStateLocked()
+		s.reportLocked()
 	}
 }
