@@ -19,7 +19,7 @@ import (
 // firstReady is a balancer as a user writes one, outside the rpc package:
 // every call goes to the first Ready backend in the order its
 // configuration lists them; backends it does not list get no call. It
-// counts the calls its pickers' Done saw end.
+// counts the calls its pickers' Done saw succeed.
 type firstReady struct {
 	cc     balancer.ClientConn
 	order  []string
@@ -105,7 +105,11 @@ type onePicker struct {
 }
 
 func (p onePicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
-	return balancer.PickResult{SubConn: p.sc, Done: func(balancer.DoneInfo) { p.done.Add(1) }}, nil
+	return balancer.PickResult{SubConn: p.sc, Done: func(di balancer.DoneInfo) {
+		if di.Err == nil {
+			p.done.Add(1)
+		}
+	}}, nil
 }
 
 // TestUserBalancer: a balancer registered with balancer.Register and named
@@ -129,7 +133,7 @@ func TestUserBalancer(t *testing.T) {
 	}
 	calls := bs[0].calls.Load() + bs[2].calls.Load()
 	if d := firstReadyDone.Load() - before; d != calls {
-		t.Fatalf("the picker's Done saw %d calls end, the backends %d", d, calls)
+		t.Fatalf("the picker's Done saw %d calls succeed, the backends served %d", d, calls)
 	}
 
 	_, err := rpc.NewClient("passthrough:///x:1", rpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+firstReadyName+`":{}}]}`))

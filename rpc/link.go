@@ -236,11 +236,7 @@ func (l *link) goOwned(f func()) {
 // transport's Close may wait for its teardown), then calls closed if that
 // closed it.
 func (l *link) closeAsync(st *status.Status, closed func()) {
-	l.goOwned(func() {
-		if l.close(st) && closed != nil {
-			closed()
-		}
-	})
+	l.goOwned(func() { l.closeThen(st, closed) })
 }
 
 // owePong arranges for one PONG to be sent; pings that arrive before it is
@@ -479,12 +475,20 @@ func (l *link) setReason(st *status.Status) { l.reason.CompareAndSwap(nil, st) }
 
 // close closes the link with st as the reason; the first reason sticks. It
 // reports whether this call closed it.
-func (l *link) close(st *status.Status) bool {
+func (l *link) close(st *status.Status) bool { return l.closeThen(st, nil) }
+
+// closeThen is close, running won (if not nil) when this call closes the
+// link, before anything sees it closed: a log line saying why comes before
+// the calls fail.
+func (l *link) closeThen(st *status.Status, won func()) bool {
 	if r := l.reason.Load(); r != nil {
 		st = r
 	}
 	if !l.closed.Set(st.Err()) {
 		return false
+	}
+	if won != nil {
+		won()
 	}
 	l.ctlMu.Lock()
 	l.ctlClosed = true
