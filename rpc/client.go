@@ -15,6 +15,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -177,8 +178,8 @@ type clientLink struct {
 	turn        readTurn // who reads; under mu
 
 	// slots: the server's limit on the calls and streams open at once,
-	// and those this side counts (slots.go).
-	slots slots
+	// and those this side counts (conn.Slots).
+	slots conn.Slots
 
 	// handoffs counts responses delivered to a caller by another
 	// goroutine (the reader goroutine, or a caller holding the turn),
@@ -221,18 +222,18 @@ func newClientLink(cc *ClientConn, tc transport.Conn, set wire.Settings) *client
 		pending: make(map[uint64]*pendingCall),
 		streams: make(map[uint64]*clientStream),
 	}
-	l.flow.init(cc.opts.connWindow, cc.opts.maxRecvSize)
+	l.flow.Init(cc.opts.connWindow, cc.opts.maxRecvSize)
 	l.turn.init(tc)
-	l.flow.peerWindow(set.ConnectionWindow)
-	l.slots.setLimit(int(set.MaxConcurrentStreams))
-	l.freed = l.slots.release
+	l.flow.PeerWindow(set.ConnectionWindow)
+	l.slots.SetLimit(int(set.MaxConcurrentStreams))
+	l.freed = l.slots.Release
 	return l
 }
 
 // register takes a slot for a call (waiting within ctx while the server's
 // limit is reached) and an id. errNotSent: l takes no new calls.
 func (l *clientLink) register(ctx context.Context) (uint64, *pendingCall, error) {
-	if ok, err := l.slots.acquire(ctx); !ok {
+	if ok, err := l.slots.Acquire(ctx); !ok {
 		if err != nil {
 			return 0, nil, status.FromContextError(err).Err()
 		}
@@ -241,7 +242,7 @@ func (l *clientLink) register(ctx context.Context) (uint64, *pendingCall, error)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.draining || l.ctx.Err() != nil {
-		l.slots.release()
+		l.slots.Release()
 		return 0, nil, errNotSent
 	}
 	l.nextID++
@@ -261,7 +262,7 @@ func (l *clientLink) unregister(id uint64) bool {
 	retire := ok && l.idleDraining()
 	l.mu.Unlock()
 	if ok {
-		l.slots.release()
+		l.slots.Release()
 	}
 	if retire {
 		l.retire()
@@ -437,7 +438,7 @@ func (l *clientLink) dispatch(b transport.Buffer, self *pendingCall) bool {
 		retire := l.idleDraining()
 		l.mu.Unlock()
 		if ok || expired {
-			l.slots.release()
+			l.slots.Release()
 		}
 		if ok {
 			if p != self {
@@ -489,7 +490,7 @@ func (l *clientLink) goAway(ga wire.GoAway) {
 	l.draining = true
 	retire := l.idleDraining()
 	l.mu.Unlock()
-	l.slots.close()
+	l.slots.Close()
 	if retire {
 		l.retire()
 	}
@@ -508,7 +509,7 @@ func (l *clientLink) failAll(st *status.Status) {
 		streams = append(streams, cs)
 	}
 	l.mu.Unlock()
-	l.slots.close()
+	l.slots.Close()
 	for _, p := range calls {
 		p.done <- result{err: st.Err()}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -101,8 +102,8 @@ type clientStream struct {
 	cancel context.CancelFunc
 	parent context.Context // the caller's: once it is done, nobody reads the stream
 
-	in  inbox
-	out credit
+	in  conn.Inbox
+	out conn.Credit
 
 	mu sync.Mutex
 	// The link and id the stream is open on. They change only while
@@ -146,8 +147,8 @@ type clientStream struct {
 // open makes a stream and opens it on l.
 func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, md metadata.MD, ci *callInfo, rs *rpcStats) (*clientStream, error) {
 	cs := &clientStream{cc: l.cc, desc: desc, method: method, md: md, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{}), stats: rs}
-	cs.in.init(l.cc.opts.window)
-	cs.out.init()
+	cs.in.Init(l.cc.opts.window)
+	cs.out.Init()
 	if rs != nil {
 		rs.onConn(l.stats) // before the reader can see the stream
 	}
@@ -181,7 +182,7 @@ func (l *clientLink) start(cs *clientStream) error {
 		}
 	}
 	// A slot first: the server runs no more than it said (its SETTINGS).
-	if ok, err := l.slots.acquire(ctx); !ok {
+	if ok, err := l.slots.Acquire(ctx); !ok {
 		if err != nil {
 			return status.FromContextError(err).Err()
 		}
@@ -190,7 +191,7 @@ func (l *clientLink) start(cs *clientStream) error {
 	l.mu.Lock()
 	if l.draining || l.ctx.Err() != nil {
 		l.mu.Unlock()
-		l.slots.release()
+		l.slots.Release()
 		return errNotSent
 	}
 	l.nextID++
@@ -206,7 +207,7 @@ func (l *clientLink) start(cs *clientStream) error {
 		return st.Err()
 	}
 	cs.l, cs.id = l, id
-	l.flow.allow(cs.ci.maxRecvSize)
+	l.flow.Allow(cs.ci.maxRecvSize)
 	halfClosed := cs.sentClose
 	kept := cs.kept
 	cs.mu.Unlock()
@@ -231,22 +232,22 @@ func (l *clientLink) start(cs *clientStream) error {
 	if len(kept) > 0 {
 		// The messages go again on the new stream, whose window is the
 		// initial one: they fit it (maxKept is less).
-		cs.out.reset()
+		cs.out.Reset()
 		for _, f := range kept {
 			if err != nil {
 				break
 			}
-			if !l.flow.acquire(ctx.Done(), len(f)) {
+			if !l.flow.Acquire(ctx.Done(), len(f)) {
 				err = ctx.Err()
 				break
 			}
 			again := append(bufpool.Get(len(f))[:0], f...)
 			wire.AppendMessageHead(again[:0], id)
 			if err = l.tc.Send(ctx, again); err != nil {
-				l.flow.add(int64(len(f)))
+				l.flow.Add(int64(len(f)))
 			}
 			bufpool.Put(again)
-			cs.out.take(len(f))
+			cs.out.Take(len(f))
 		}
 	}
 	if err == nil && halfClosed {
@@ -393,7 +394,7 @@ func (l *clientLink) forgetStream(id uint64, resetting bool) bool {
 	retire := l.idleDraining()
 	l.mu.Unlock()
 	if ok && !resetting {
-		l.slots.release()
+		l.slots.Release()
 	}
 	if retire {
 		l.retire()
@@ -470,8 +471,8 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 		cs.release(l, cs.dropQueued(err))
 		cs.endStats()
 	} else {
-		cs.in.end(err)
-		if cs.in.queued() {
+		cs.in.End(err)
+		if cs.in.Queued() {
 			cs.keepUnread() // End is reported once they are read or dropped
 		} else {
 			cs.endStats()
@@ -490,8 +491,8 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 // came on.
 func (cs *clientStream) release(l *clientLink, msgs [][]byte) {
 	for _, m := range msgs {
-		l.held.Add(-int64(payloadCost(m)))
-		l.connFree(payloadCost(m))
+		l.held.Add(-int64(conn.PayloadCost(m)))
+		l.connFree(conn.PayloadCost(m))
 		bufpool.Put(m)
 	}
 }
@@ -532,7 +533,7 @@ func (cs *clientStream) discard(err error) {
 	if stop != nil {
 		stop()
 	}
-	cs.release(l, cs.in.drop(err))
+	cs.release(l, cs.in.Drop(err))
 	cs.endStats()
 }
 
@@ -552,13 +553,7 @@ func (cs *clientStream) endStats() {
 }
 
 func (cs *clientStream) dropQueued(err error) [][]byte {
-	cs.in.mu.Lock()
-	msgs := cs.in.msgs
-	cs.in.msgs = nil
-	cs.in.ended, cs.in.endErr = true, err
-	cs.in.mu.Unlock()
-	cs.in.signal()
-	return msgs
+	return cs.in.DropAll(err)
 }
 
 // streamFrame routes a stream frame from the server to its stream. Frames
@@ -600,8 +595,8 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 	case wire.KindMessage:
 		// Every MESSAGE costs the connection's window, whatever becomes
 		// of it: what is not held is given back at once.
-		cost := messageCost(len(body))
-		if !l.flow.accepts(l.held.Load()) {
+		cost := conn.MessageCost(len(body))
+		if !l.flow.Accepts(l.held.Load()) {
 			l.fatal(errPastConnWindow)
 			return false
 		}
@@ -616,15 +611,15 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			return true
 		}
 		msg := append(bufpool.Get(len(body))[:0], body...)
-		switch cs.in.push(msg, cost) {
-		case pushed:
+		switch cs.in.Push(msg, cost) {
+		case conn.Pushed:
 			l.held.Add(int64(cost))
-		case pastWindow:
+		case conn.PastWindow:
 			bufpool.Put(msg)
 			l.connFree(cost)
 			l.log.Warn("resetting a stream", zap.Uint64("stream", h.CallID), zap.String("reason", "the server sent past the stream's window"))
 			cs.reset(status.New(codes.Internal, "flow control: the server sent past the stream's window"))
-		case pushEnded:
+		case conn.PushEnded:
 			bufpool.Put(msg)
 			l.connFree(cost)
 		}
@@ -672,7 +667,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			cs.finish(status.New(codes.Code(r.Code), "stream reset by the server: "+r.Message), true)
 		}
 	case wire.KindWindow:
-		if h.CallID == connStream {
+		if h.CallID == conn.ConnStream {
 			if err := l.connWindowUpdate(body); err != nil {
 				l.fatal(err)
 				return false
@@ -686,7 +681,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		}
 		if cs != nil {
 			cs.accepted()
-			if !cs.out.add(n) {
+			if !cs.out.Add(n) {
 				cs.reset(status.New(codes.Internal, "flow control: window updates past 2^31-1 bytes"))
 			}
 		}
@@ -767,7 +762,7 @@ func (cs *clientStream) SendMsg(m any) error {
 	if closed {
 		return status.Error(codes.Internal, "SendMsg called after CloseSend")
 	}
-	if ended || !cs.out.wait(cs.done) {
+	if ended || !cs.out.Wait(cs.done) {
 		return io.EOF
 	}
 	if keep {
@@ -803,7 +798,7 @@ func (cs *clientStream) SendMsg(m any) error {
 		}
 		return io.EOF
 	}
-	cs.out.take(messageCost(n))
+	cs.out.Take(conn.MessageCost(n))
 	if cs.stats != nil {
 		cs.stats.outPayload(m, n, n+wire.HeaderLen)
 	}
@@ -852,13 +847,13 @@ func (cs *clientStream) sendKept(m any, n int) error {
 	}
 	// The window is taken before the frame leaves, under the lock: a
 	// refusal handled meanwhile sends it again, and counts it there.
-	cs.out.take(len(frame))
+	cs.out.Take(len(frame))
 	cs.mu.Unlock()
-	if !l.flow.acquire(cs.done, len(frame)) {
+	if !l.flow.Acquire(cs.done, len(frame)) {
 		return io.EOF
 	}
 	if err := l.tc.Send(cs.ctx, frame); err != nil {
-		l.flow.add(int64(len(frame)))
+		l.flow.Add(int64(len(frame)))
 		if cs.ctx.Err() == nil {
 			if nl, nid := cs.where(); nl == l && nid == id { // not opened again meanwhile
 				cs.finish(transportStatus(err), true)
@@ -896,17 +891,17 @@ func (cs *clientStream) RecvMsg(m any) error {
 
 // recv takes the next message into m (m nil: take it, decode nothing).
 func (cs *clientStream) recv(m any) error {
-	msg, grant, err, _ := cs.in.pop(nil, payloadCost)
+	msg, grant, err, _ := cs.in.Pop(nil, conn.PayloadCost)
 	if msg == nil {
 		// The final error: nothing is queued, and nothing will be.
 		cs.discard(err)
 		return err
 	}
 	l, id := cs.where()
-	l.held.Add(-int64(payloadCost(msg)))
-	l.connFree(payloadCost(msg))
+	l.held.Add(-int64(conn.PayloadCost(msg)))
+	l.connFree(conn.PayloadCost(msg))
 	if grant > 0 && !l.queueControl(wire.AppendWindow(nil, id, uint32(grant)), maxQueuedCancels) {
-		cs.in.ungrant(grant)
+		cs.in.Ungrant(grant)
 	}
 	if m != nil {
 		err = cs.cc.opts.codec.Unmarshal(msg, m)

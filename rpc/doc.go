@@ -37,7 +37,8 @@
 // The server never stops reading a connection to push back, so keepalive
 // and cancellation work whatever its handlers do.
 //
-// Streams are flow-controlled one by one and per connection (flow.go):
+// Streams are flow-controlled one by one and per connection (package
+// rpc/internal/conn, the connection layer):
 // each end gives each stream a receive window (InitialWindowSize) and the
 // connection one for all its streams (InitialConnWindowSize), and copies
 // the messages of a stream nobody reads out of transport memory, within

@@ -76,9 +76,7 @@ func StepAsides(cc *ClientConn) uint64 {
 func ConnCredit(cc *ClientConn) int64 {
 	var n int64
 	cc.forLinks(func(l *clientLink) {
-		l.flow.mu.Lock()
-		n += l.flow.n
-		l.flow.mu.Unlock()
+		n += l.flow.Credit()
 	})
 	return n
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/internal/signal"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/timers"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/status"
@@ -83,7 +84,7 @@ type link struct {
 	watchStuck int           // consecutive watch ticks with responses waiting and none sent
 	watchSent  uint64        // l.sent at the last tick
 
-	flow connFlow // the connection window, both ways
+	flow conn.ConnFlow // the connection window, both ways
 
 	watch   sendWatch
 	sending atomic.Int64  // responses being sent, for the watch
@@ -542,37 +543,37 @@ func transportStatus(err error) *status.Status {
 // back when the frame is not sent. With an estimate (a unary response),
 // the frame's size is told to it as soon as it is known, before the
 // budget is waited for. It returns the payload's size.
-func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte, v any, limit int, budget *byteBudget, flow *connFlow, est *respEstimate) (int, error) {
+func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte, v any, limit int, budget *byteBudget, flow *conn.ConnFlow, est *respEstimate) (int, error) {
 	if sc, ok := codec.(SizedCodec); ok && v != nil {
 		n := sc.Size(v)
 		est.observe(len(head) + n)
 		if err := checkSize(n, limit, len(head), tc); err != nil {
 			return n, err
 		}
-		if !flow.take(ctx, len(head)+n) {
+		if !flow.Take(ctx, len(head)+n) {
 			return n, ctx.Err()
 		}
 		if budget != nil {
 			if err := budget.acquire(ctx, len(head)+n); err != nil {
-				flow.giveBack(len(head) + n)
+				flow.GiveBack(len(head) + n)
 				return n, err
 			}
 			defer budget.release(len(head) + n)
 		}
 		buf, err := tc.NewSendBuffer(ctx, len(head)+n)
 		if err != nil {
-			flow.giveBack(len(head) + n)
+			flow.GiveBack(len(head) + n)
 			return n, err
 		}
 		b := buf.Bytes()
 		copy(b, head)
 		if err := sc.MarshalTo(b[len(head):], v); err != nil {
 			buf.Release()
-			flow.giveBack(len(head) + n)
+			flow.GiveBack(len(head) + n)
 			return n, status.Errorf(codes.Internal, "encoding %T: %v", v, err)
 		}
 		if err := tc.SendBuffer(ctx, buf); err != nil {
-			flow.giveBack(len(head) + n)
+			flow.GiveBack(len(head) + n)
 			return n, err
 		}
 		return n, nil
@@ -589,12 +590,12 @@ func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte,
 	if err := checkSize(n, limit, len(head), tc); err != nil {
 		return n, err
 	}
-	if !flow.take(ctx, len(head)+n) {
+	if !flow.Take(ctx, len(head)+n) {
 		return n, ctx.Err()
 	}
 	if budget != nil {
 		if err := budget.acquire(ctx, len(head)+n); err != nil {
-			flow.giveBack(len(head) + n)
+			flow.GiveBack(len(head) + n)
 			return n, err
 		}
 		defer budget.release(len(head) + n)
@@ -605,7 +606,7 @@ func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte,
 	err := tc.Send(ctx, b)
 	bufpool.Put(b)
 	if err != nil {
-		flow.giveBack(len(head) + n)
+		flow.GiveBack(len(head) + n)
 	}
 	return n, err
 }

@@ -356,7 +356,7 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 		streams:   make(map[uint64]*serverStream),
 	}
 	// A REQUEST costs its whole frame, metadata included, of the window.
-	l.flow.init(s.opts.connWindow, s.opts.maxRecvSize+s.opts.maxHeaderListSize+requestOverhead)
+	l.flow.Init(s.opts.connWindow, s.opts.maxRecvSize+s.opts.maxHeaderListSize+requestOverhead)
 	l.onPong = l.drainedCheck
 	l.unread.init(l)
 	return l
@@ -380,7 +380,7 @@ func (l *serverLink) serve() {
 func (l *serverLink) handshake() bool {
 	set := wire.Settings{
 		MaxConcurrentStreams: uint32(min(l.s.opts.maxStreams, 1<<32-1)),
-		ConnectionWindow:     l.flow.settings(),
+		ConnectionWindow:     l.flow.Settings(),
 	}
 	if err := l.sendControl(wire.AppendSettings(nil, set)); err != nil {
 		return false
@@ -410,7 +410,7 @@ func (l *serverLink) handshake() bool {
 		l.fatal(err)
 		return false
 	}
-	l.flow.peerWindow(peer.ConnectionWindow)
+	l.flow.PeerWindow(peer.ConnectionWindow)
 	return true
 }
 
@@ -490,7 +490,7 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 		l.pingStrikes = 0 // pings during calls are fine, as in gRPC-go
 		// A request costs the connection's window until its call is
 		// over, so what a client has the server hold is bounded.
-		if !l.flow.accepts(l.held.Load()) {
+		if !l.flow.Accepts(l.held.Load()) {
 			b.Release()
 			l.fatal(errPastConnWindow)
 			return false

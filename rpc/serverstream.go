@@ -15,6 +15,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -33,8 +34,8 @@ type serverStream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	in  inbox
-	out credit
+	in  conn.Inbox
+	out conn.Credit
 
 	// Owned by the reader (under l.mu): what the client did.
 	halfClosed bool
@@ -87,8 +88,8 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, svc: svc,
 		sc: &serverCall{method: req.Method}}
 	ss.sc.stream = ss
-	ss.in.init(l.s.opts.window)
-	ss.out.init()
+	ss.in.Init(l.s.opts.window)
+	ss.out.Init()
 	ctx, cancel := context.WithCancel(l.ctx)
 	if req.Timeout > 0 {
 		ctx, cancel = contextWithTimeout(ctx, cancel, req.Timeout)
@@ -165,16 +166,16 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 	if h.Kind == wire.KindMessage {
 		// Every MESSAGE costs the connection's window, whatever becomes
 		// of it: what is not held is given back at once.
-		if !l.flow.accepts(l.held.Load()) {
+		if !l.flow.Accepts(l.held.Load()) {
 			l.fatal(errPastConnWindow)
 			return false
 		}
 		if !l.streamMessage(h, body) {
-			l.connFree(messageCost(len(body)))
+			l.connFree(conn.MessageCost(len(body)))
 		}
 		return l.ctx.Err() == nil
 	}
-	if h.Kind == wire.KindWindow && h.CallID == connStream {
+	if h.Kind == wire.KindWindow && h.CallID == conn.ConnStream {
 		if err := l.connWindowUpdate(body); err != nil {
 			l.fatal(err)
 			return false
@@ -204,7 +205,7 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		if second {
 			return l.streamError(ss, status.New(codes.Internal, "second half-close on the stream"))
 		}
-		ss.in.end(io.EOF)
+		ss.in.End(io.EOF)
 	case wire.KindReset:
 		r, err := wire.ParseReset(body)
 		if err != nil {
@@ -219,7 +220,7 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			// The context first: a handler whose RecvMsg fails finds it
 			// ended, and can tell a cancel from a broken stream.
 			ss.cancel()
-			l.release(ss.in.fail(status.New(codes.Code(r.Code), "stream reset by the client: "+r.Message).Err()))
+			l.release(ss.in.Fail(status.New(codes.Code(r.Code), "stream reset by the client: "+r.Message).Err()))
 		}
 	case wire.KindWindow:
 		n, err := wire.ParseWindow(body)
@@ -227,7 +228,7 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			l.fatal(err)
 			return false
 		}
-		if ss != nil && !ss.out.add(n) {
+		if ss != nil && !ss.out.Add(n) {
 			return l.streamError(ss, status.New(codes.Internal, "flow control: window updates past 2^31-1 bytes"))
 		}
 	}
@@ -261,15 +262,15 @@ func (l *serverLink) streamMessage(h wire.Header, payload []byte) bool {
 		return false
 	}
 	msg := append(bufpool.Get(len(payload))[:0], payload...)
-	cost := messageCost(len(payload))
+	cost := conn.MessageCost(len(payload))
 	l.held.Add(int64(cost))
-	switch ss.in.push(msg, cost) {
-	case pastWindow:
+	switch ss.in.Push(msg, cost) {
+	case conn.PastWindow:
 		l.held.Add(-int64(cost))
 		bufpool.Put(msg)
 		l.streamError(ss, status.New(codes.Internal, "flow control: the client sent past the stream's window"))
 		return false
-	case pushEnded: // the handler returned meanwhile
+	case conn.PushEnded: // the handler returned meanwhile
 		l.held.Add(-int64(cost))
 		bufpool.Put(msg)
 		return false
@@ -313,7 +314,7 @@ func (l *serverLink) streamError(ss *serverStream, st *status.Status) bool {
 	l.uncountLocked(&ss.counted) // before the RESET can reach the client
 	l.mu.Unlock()
 	ss.cancel() // before RecvMsg fails, as for a client's RESET
-	l.release(ss.in.fail(st.Err()))
+	l.release(ss.in.Fail(st.Err()))
 	return l.queueOrClose(wire.AppendReset(nil, ss.id, uint32(st.Code()), st.Message()))
 }
 
@@ -322,7 +323,7 @@ func (ss *serverStream) run() {
 	l := ss.l
 	defer l.wg.Done()
 	err := ss.call()
-	l.release(ss.in.fail(io.EOF))
+	l.release(ss.in.Fail(io.EOF))
 	ss.cancel()
 	l.mu.Lock()
 	reset := ss.reset
@@ -468,7 +469,7 @@ func (ss *serverStream) SendMsg(m any) error {
 	if err := ss.sendHeader(); err != nil {
 		return err
 	}
-	if !ss.out.wait(ss.ctx.Done()) {
+	if !ss.out.Wait(ss.ctx.Done()) {
 		return ss.sendError(ss.ctx.Err())
 	}
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], ss.id)
@@ -485,7 +486,7 @@ func (ss *serverStream) SendMsg(m any) error {
 		}
 		return ss.sendError(err)
 	}
-	ss.out.take(messageCost(n))
+	ss.out.Take(conn.MessageCost(n))
 	if ss.sc.stats != nil {
 		ss.sc.stats.outPayload(m, n, n+wire.HeaderLen)
 	}
@@ -509,7 +510,7 @@ func SendReady(ss ServerStream) error {
 		return nil
 	}
 	s := sc.stream
-	if !s.out.wait(s.ctx.Done()) || !s.l.flow.acquire(s.ctx.Done(), 0) {
+	if !s.out.Wait(s.ctx.Done()) || !s.l.flow.Acquire(s.ctx.Done(), 0) {
 		return s.sendError(s.ctx.Err())
 	}
 	if err := s.l.budget.acquire(s.ctx, 1); err != nil {
@@ -531,16 +532,16 @@ func (ss *serverStream) sendError(err error) error {
 // RecvMsg receives the client's next message into m; io.EOF after the
 // client's half-close.
 func (ss *serverStream) RecvMsg(m any) error {
-	msg, grant, err, ok := ss.in.pop(ss.ctx.Done(), payloadCost)
+	msg, grant, err, ok := ss.in.Pop(ss.ctx.Done(), conn.PayloadCost)
 	if !ok {
 		return status.FromContextError(ss.ctx.Err()).Err()
 	}
 	if msg == nil {
 		return err
 	}
-	ss.l.release(payloadCost(msg))
+	ss.l.release(conn.PayloadCost(msg))
 	if grant > 0 && !ss.l.queueControl(wire.AppendWindow(nil, ss.id, uint32(grant)), maxQueuedCancels) {
-		ss.in.ungrant(grant)
+		ss.in.Ungrant(grant)
 	}
 	err = ss.l.s.opts.codec.Unmarshal(msg, m)
 	n := len(msg)

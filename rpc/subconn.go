@@ -422,7 +422,7 @@ func (l *clientLink) drain(st *status.Status) {
 	l.draining = true
 	idle := l.idleDraining()
 	l.mu.Unlock()
-	l.slots.close()
+	l.slots.Close()
 	if idle {
 		l.close(st)
 	}
