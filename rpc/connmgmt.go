@@ -79,9 +79,9 @@ func (l *serverLink) pingAllowed(now time.Time) bool {
 
 // busy reports whether a call or stream is open on l.
 func (l *serverLink) busy() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.calls)+len(l.streams) > 0
+	l.adm.mu.Lock()
+	defer l.adm.mu.Unlock()
+	return len(l.adm.calls)+len(l.adm.streams) > 0
 }
 
 // refusePings closes the connection of a client that pings too often: a

@@ -87,9 +87,9 @@ func RunningCalls(s *Server) int64 {
 	defer s.mu.Unlock()
 	var n int64
 	for l := range s.conns {
-		l.mu.Lock()
-		n += int64(l.running)
-		l.mu.Unlock()
+		l.adm.mu.Lock()
+		n += int64(l.adm.running)
+		l.adm.mu.Unlock()
 	}
 	return n
 }

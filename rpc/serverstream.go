@@ -37,10 +37,10 @@ type serverStream struct {
 	in  conn.Inbox
 	out conn.Credit
 
-	// Owned by the reader (under l.mu): what the client did.
+	// Owned by the reader (under l.adm.mu): what the client did.
 	halfClosed bool
 	reset      bool // ended by a RESET either way: no TRAILERS follow
-	counted    bool // counted in l.open
+	counted    bool // counted in l.adm.open
 
 	mu         sync.Mutex // the handler's side
 	headerSent bool
@@ -67,22 +67,22 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 			fail = status.Convert(l.unknownMethod(req.Method, svc))
 		}
 	}
-	l.mu.Lock()
-	if _, dup := l.calls[h.CallID]; dup || l.streams[h.CallID] != nil {
-		l.mu.Unlock()
+	l.adm.mu.Lock()
+	if _, dup := l.adm.calls[h.CallID]; dup || l.adm.streams[h.CallID] != nil {
+		l.adm.mu.Unlock()
 		l.fatal(fmt.Errorf("stream id %d is already in use", h.CallID))
 		return false
 	}
-	if fail == nil && l.open >= l.s.opts.maxStreams {
+	if fail == nil && l.adm.open >= l.s.opts.maxStreams {
 		// Over the limit the server's SETTINGS gave: the client did not
 		// wait for a slot. What follows on the id is dropped.
-		l.mu.Unlock()
+		l.adm.mu.Unlock()
 		l.refusedIDs.add(h.CallID)
 		frame := wire.AppendTrailers(nil, h.CallID, uint32(codes.Unavailable), "server busy: too many streams on this connection", nil, nil, refusedTrailer)
 		return l.queueOrClose(frame)
 	}
 	if fail != nil {
-		l.mu.Unlock()
+		l.adm.mu.Unlock()
 		return l.queueOrClose(wire.AppendTrailers(nil, h.CallID, uint32(fail.Code()), fail.Message(), nil, nil, nil))
 	}
 	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, svc: svc,
@@ -101,11 +101,11 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		ss.sc.stats.inHeader(md, len(body)+wire.HeaderLen, req.Method, l.peer)
 	}
 	ss.ctx, ss.cancel = ctx, cancel
-	l.streams[h.CallID] = ss
-	l.open++
+	l.adm.streams[h.CallID] = ss
+	l.adm.open++
 	ss.counted = true
 	l.wg.Add(1)
-	l.mu.Unlock()
+	l.adm.mu.Unlock()
 	if extra := l.s.opts.window - defaultWindow; extra > 0 {
 		// A larger window is a speed-up, not a promise: with the control
 		// queue full the stream keeps the initial window, and RecvMsg's
@@ -182,10 +182,10 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		}
 		return true
 	}
-	l.mu.Lock()
-	ss := l.streams[h.CallID]
+	l.adm.mu.Lock()
+	ss := l.adm.streams[h.CallID]
 	reset := ss != nil && ss.reset
-	l.mu.Unlock()
+	l.adm.mu.Unlock()
 	if reset || ss == nil && l.refusedIDs.has(h.CallID) {
 		return true // the client has been told; what crossed the RESET or refusal is dropped
 	}
@@ -198,10 +198,10 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		if ss == nil {
 			return l.notOpen(h)
 		}
-		l.mu.Lock()
+		l.adm.mu.Lock()
 		second := ss.halfClosed
 		ss.halfClosed = true
-		l.mu.Unlock()
+		l.adm.mu.Unlock()
 		if second {
 			return l.streamError(ss, status.New(codes.Internal, "second half-close on the stream"))
 		}
@@ -213,10 +213,10 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			return false
 		}
 		if ss != nil {
-			l.mu.Lock()
+			l.adm.mu.Lock()
 			ss.reset = true
-			l.uncountLocked(&ss.counted) // the client freed its slot when it sent the RESET
-			l.mu.Unlock()
+			l.adm.uncountLocked(&ss.counted) // the client freed its slot when it sent the RESET
+			l.adm.mu.Unlock()
 			// The context first: a handler whose RecvMsg fails finds it
 			// ended, and can tell a cancel from a broken stream.
 			ss.cancel()
@@ -241,11 +241,11 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 // message is held; the caller gives the connection window of one that is
 // not back.
 func (l *serverLink) streamMessage(h wire.Header, payload []byte) bool {
-	l.mu.Lock()
-	ss := l.streams[h.CallID]
+	l.adm.mu.Lock()
+	ss := l.adm.streams[h.CallID]
 	reset := ss != nil && ss.reset
 	after := ss != nil && ss.halfClosed
-	l.mu.Unlock()
+	l.adm.mu.Unlock()
 	switch {
 	case reset:
 		return false // the client has been told; what crossed the RESET is dropped
@@ -309,10 +309,10 @@ func (l *serverLink) notOpen(h wire.Header) bool {
 // and calls go on.
 func (l *serverLink) streamError(ss *serverStream, st *status.Status) bool {
 	l.s.peerLog.warn("resetting a stream", zap.Stringer("peer", l.peer.Addr), zap.Uint64("stream", ss.id), zap.String("method", ss.method), zap.String("reason", st.Message()))
-	l.mu.Lock()
+	l.adm.mu.Lock()
 	ss.reset = true
-	l.uncountLocked(&ss.counted) // before the RESET can reach the client
-	l.mu.Unlock()
+	l.adm.uncountLocked(&ss.counted) // before the RESET can reach the client
+	l.adm.mu.Unlock()
 	ss.cancel() // before RecvMsg fails, as for a client's RESET
 	l.release(ss.in.Fail(st.Err()))
 	return l.queueOrClose(wire.AppendReset(nil, ss.id, uint32(st.Code()), st.Message()))
@@ -325,10 +325,10 @@ func (ss *serverStream) run() {
 	err := ss.call()
 	l.release(ss.in.Fail(io.EOF))
 	ss.cancel()
-	l.mu.Lock()
+	l.adm.mu.Lock()
 	reset := ss.reset
-	l.uncountLocked(&ss.counted) // before the TRAILERS can reach the client
-	l.mu.Unlock()
+	l.adm.uncountLocked(&ss.counted) // before the TRAILERS can reach the client
+	l.adm.mu.Unlock()
 	if !reset && l.ctx.Err() == nil {
 		ss.sendTrailers(err)
 	}
@@ -338,9 +338,9 @@ func (ss *serverStream) run() {
 	// Only now is the stream not open: frames that crossed the end are
 	// dropped until the TRAILERS have left, so no "not open" RESET can
 	// overtake them.
-	l.mu.Lock()
-	delete(l.streams, ss.id)
-	l.mu.Unlock()
+	l.adm.mu.Lock()
+	delete(l.adm.streams, ss.id)
+	l.adm.mu.Unlock()
 	l.callEnded()
 	l.answered()
 }
