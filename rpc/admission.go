@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
@@ -137,20 +138,20 @@ func (a *admission) admit(st *callStream) bool {
 }
 
 // mayStartLocked reports whether st may start now, and if so reserves its
-// method's response estimate (respEstimate) of the response budget: a call
+// method's response estimate (conn.RespEstimate) of the response budget: a call
 // slot is free, no response waits for the budget (its response could not
 // leave either), and the responses of the calls running, as estimated,
 // leave room for st's. A call always starts when none runs. Called with
 // a.mu held.
 func (a *admission) mayStartLocked(st *callStream) bool {
-	if a.running > 0 && (a.running >= max(1, a.l.s.opts.maxConcurrentCalls) || a.l.budget.waiting()) {
+	if a.running > 0 && (a.running >= max(1, a.l.s.opts.maxConcurrentCalls) || a.l.budget.Waiting()) {
 		return false
 	}
-	n := minResponseEstimate
+	n := conn.MinResponseEstimate
 	if st.est != nil {
-		n = st.est.get()
+		n = st.est.Get()
 	}
-	if !a.l.budget.tryReserve(n, a.running == 0) {
+	if !a.l.budget.TryReserve(n, a.running == 0) {
 		return false
 	}
 	st.resv = n
@@ -161,7 +162,7 @@ func (a *admission) mayStartLocked(st *callStream) bool {
 // actual size of the budget, or it will send none.
 func (a *admission) unreserve(st *callStream) {
 	if st.resv > 0 {
-		a.l.budget.release(st.resv)
+		a.l.budget.Release(st.resv)
 		st.resv = 0
 	}
 }

@@ -79,7 +79,7 @@ type link struct {
 	// Keepalive and the watch; their state is touched only by their
 	// timer's function, which never runs twice at once.
 	kaTimer    *timers.Timer // nil without keepalive
-	kaState    keepaliveState
+	kaState    conn.KeepaliveState
 	watchTimer *timers.Timer // nil without a watch
 	watchStuck int           // consecutive watch ticks with responses waiting and none sent
 	watchSent  uint64        // l.sent at the last tick
@@ -107,7 +107,7 @@ func newLink(tc transport.Conn, log *zap.Logger, ka Keepalive, watch sendWatch) 
 	now := time.Now()
 	l.lastFrame.Store(now.UnixNano())
 	if l.ka.Time > 0 {
-		l.kaState = keepaliveState{seen: l.alive(), lastWake: now, lastActive: now}
+		l.kaState = conn.NewKeepaliveState(l.alive(), now)
 		l.kaTimer = timers.Default.NewTimer(l.keepaliveWake)
 		l.kaTimer.Reset(l.ka.Time)
 	}
@@ -267,16 +267,16 @@ func (l *link) keepaliveWake() {
 	if l.closed.IsSet() {
 		return
 	}
-	next, act := l.kaState.wake(time.Now(), l.alive(), time.Unix(0, l.lastFrame.Load()), l.ka)
+	next, act := l.kaState.Wake(time.Now(), l.alive(), time.Unix(0, l.lastFrame.Load()), l.ka.Time, l.ka.Timeout)
 	switch act {
-	case kaClose:
+	case conn.KeepaliveClose:
 		st := status.Newf(codes.Unavailable, "keepalive: nothing from %s within %v of a ping", l.tc.RemoteAddr(), l.ka.Timeout)
 		l.closeAsync(st, func() {
 			l.log.Info("keepalive: closing a silent connection", zap.Stringer("peer", l.tc.RemoteAddr()),
 				zap.Duration("time", l.ka.Time), zap.Duration("timeout", l.ka.Timeout))
 		})
 		return
-	case kaPing:
+	case conn.KeepalivePing:
 		l.ctlMu.Lock()
 		l.pingOwed = true
 		l.ctlMu.Unlock()
@@ -300,46 +300,6 @@ func (l *link) watchTick() {
 		return
 	}
 	l.watchTimer.Reset(l.watch.after / 2)
-}
-
-type kaAction int
-
-const (
-	kaWait kaAction = iota
-	kaPing
-	kaClose
-)
-
-// keepaliveState is keepalive's reckoning, apart from clocks and
-// connections so it can be tested step by step.
-type keepaliveState struct {
-	seen       uint64    // the activity count at the last wake
-	lastWake   time.Time // when that was
-	lastActive time.Time // no later than the peer's last sign of life
-	pinged     bool      // a ping is out and nothing came since
-}
-
-// wake takes stock at now: count is the activity count, lastFrame when the
-// last whole frame arrived. It says what to do and how long to sleep.
-func (s *keepaliveState) wake(now time.Time, count uint64, lastFrame time.Time, ka Keepalive) (time.Duration, kaAction) {
-	prev := s.lastWake
-	s.lastWake = now
-	if count != s.seen {
-		// Something arrived since the last wake, so no earlier than it.
-		s.seen, s.pinged = count, false
-		s.lastActive = prev
-	}
-	if lastFrame.After(s.lastActive) {
-		s.lastActive = lastFrame
-	}
-	switch {
-	case s.pinged:
-		return 0, kaClose
-	case now.Sub(s.lastActive) >= ka.Time:
-		s.pinged = true
-		return ka.Timeout, kaPing
-	}
-	return s.lastActive.Add(ka.Time).Sub(now), kaWait
 }
 
 // flushControl sends what is owed: a pong, keepalive's ping, a GOAWAY,
@@ -543,10 +503,10 @@ func transportStatus(err error) *status.Status {
 // back when the frame is not sent. With an estimate (a unary response),
 // the frame's size is told to it as soon as it is known, before the
 // budget is waited for. It returns the payload's size.
-func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte, v any, limit int, budget *byteBudget, flow *conn.ConnFlow, est *respEstimate) (int, error) {
+func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte, v any, limit int, budget *conn.ByteBudget, flow *conn.ConnFlow, est *conn.RespEstimate) (int, error) {
 	if sc, ok := codec.(SizedCodec); ok && v != nil {
 		n := sc.Size(v)
-		est.observe(len(head) + n)
+		est.Observe(len(head) + n)
 		if err := checkSize(n, limit, len(head), tc); err != nil {
 			return n, err
 		}
@@ -554,11 +514,11 @@ func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte,
 			return n, ctx.Err()
 		}
 		if budget != nil {
-			if err := budget.acquire(ctx, len(head)+n); err != nil {
+			if err := budget.Acquire(ctx, len(head)+n); err != nil {
 				flow.GiveBack(len(head) + n)
 				return n, err
 			}
-			defer budget.release(len(head) + n)
+			defer budget.Release(len(head) + n)
 		}
 		buf, err := tc.NewSendBuffer(ctx, len(head)+n)
 		if err != nil {
@@ -586,7 +546,7 @@ func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte,
 		}
 	}
 	n := len(payload)
-	est.observe(len(head) + n)
+	est.Observe(len(head) + n)
 	if err := checkSize(n, limit, len(head), tc); err != nil {
 		return n, err
 	}
@@ -594,11 +554,11 @@ func sendFrame(ctx context.Context, tc transport.Conn, codec Codec, head []byte,
 		return n, ctx.Err()
 	}
 	if budget != nil {
-		if err := budget.acquire(ctx, len(head)+n); err != nil {
+		if err := budget.Acquire(ctx, len(head)+n); err != nil {
 			flow.GiveBack(len(head) + n)
 			return n, err
 		}
-		defer budget.release(len(head) + n)
+		defer budget.Release(len(head) + n)
 	}
 	b := bufpool.Get(len(head) + n)
 	copy(b, head)
@@ -619,127 +579,4 @@ func checkSize(n, limit, head int, tc transport.Conn) error {
 		return status.Errorf(codes.ResourceExhausted, "message of %d bytes is larger than the peer accepts (%d)", n, max)
 	}
 	return nil
-}
-
-// byteBudget bounds the bytes a connection holds for one purpose (encoded
-// responses the transport has not taken). One request larger than the whole
-// budget is let through when nothing else holds any. Taking and giving back
-// bytes is lock-free while nobody waits.
-type byteBudget struct {
-	max     int64
-	used    atomic.Int64
-	waiters atomic.Int64
-
-	mu      sync.Mutex
-	changed chan struct{} // closed when bytes come back to waiters
-}
-
-func newByteBudget(max int) *byteBudget { return &byteBudget{max: int64(max)} }
-
-// tryReserve takes n bytes unless they do not fit beside what is taken
-// (with force, whatever is taken): a reservation for what a call about to
-// start will hold. It never waits.
-func (b *byteBudget) tryReserve(n int, force bool) bool {
-	if force {
-		b.used.Add(int64(n))
-		return true
-	}
-	return b.tryAcquire(int64(n))
-}
-
-func (b *byteBudget) tryAcquire(n int64) bool {
-	for {
-		u := b.used.Load()
-		if u > 0 && u+n > b.max {
-			return false
-		}
-		if b.used.CompareAndSwap(u, u+n) {
-			return true
-		}
-	}
-}
-
-func (b *byteBudget) acquire(ctx context.Context, n int) error {
-	if b.tryAcquire(int64(n)) {
-		return nil
-	}
-	for {
-		b.mu.Lock()
-		if b.changed == nil {
-			b.changed = make(chan struct{})
-		}
-		wait := b.changed
-		b.waiters.Add(1)
-		b.mu.Unlock()
-		// A release that came before the waiter was counted is seen here.
-		ok := b.tryAcquire(int64(n))
-		if !ok {
-			select {
-			case <-wait:
-				ok = b.tryAcquire(int64(n))
-			case <-ctx.Done():
-				b.waiters.Add(-1)
-				return ctx.Err()
-			}
-		}
-		b.waiters.Add(-1)
-		if ok {
-			return nil
-		}
-	}
-}
-
-func (b *byteBudget) release(n int) {
-	b.used.Add(-int64(n))
-	if b.waiters.Load() > 0 {
-		b.mu.Lock()
-		if b.changed != nil {
-			close(b.changed)
-			b.changed = nil
-		}
-		b.mu.Unlock()
-	}
-}
-
-// waiting reports whether some acquire is waiting for bytes.
-func (b *byteBudget) waiting() bool { return b.waiters.Load() > 0 }
-
-// respEstimate is what a unary method's running call is expected to hold of
-// its response: the connection reserves it from its response budget when
-// the call starts, so that the calls a connection runs at once hold about
-// the budget in responses, not MaxConcurrentCalls times their size
-// (docs/architecture.md, "Bounds of one connection"). It follows the
-// method's responses on the connection: up at once to a larger one, down
-// by an eighth at each smaller one, never under minResponseEstimate; a
-// method with none yet is expected to answer initialResponseEstimate. nil:
-// no estimate (streams, clients).
-type respEstimate struct{ n atomic.Int64 }
-
-const (
-	initialResponseEstimate = 64 << 10
-	minResponseEstimate     = 1 << 10
-)
-
-func (e *respEstimate) get() int {
-	if v := e.n.Load(); v > 0 {
-		return int(v)
-	}
-	return initialResponseEstimate
-}
-
-func (e *respEstimate) observe(size int) {
-	if e == nil {
-		return
-	}
-	for {
-		old := e.n.Load()
-		cur := old
-		if cur == 0 {
-			cur = initialResponseEstimate
-		}
-		next := max(int64(size), cur-cur/8, minResponseEstimate)
-		if next == old || e.n.CompareAndSwap(old, next) {
-			return
-		}
-	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/status"
@@ -278,17 +279,17 @@ type serverLink struct {
 	*link
 	s         *Server
 	peer      *Peer
-	authority string      // the calls' ":authority"
-	budget    *byteBudget // encoded responses the transport has not taken
+	authority string           // the calls' ":authority"
+	budget    *conn.ByteBudget // encoded responses the transport has not taken
 
-	adm         admission                      // every request enters here; its lock guards the calls and streams
-	held        atomic.Int64                   // window bytes of stream messages copied out and not yet read
-	lastNotOpen uint64                         // the last stream answered "not open" (the reader's)
-	refusedIDs  refusedSet                     // streams refused lately, whose frames are dropped (the reader's)
-	ests        map[*methodEntry]*respEstimate // the unary methods' response estimates on this connection (the reader's)
-	ua          string                         // the last user-agent received (the reader's)
-	lastPing    time.Time                      // the reader's, for the enforcement policy
-	pingStrikes int                            // the reader's
+	adm         admission                           // every request enters here; its lock guards the calls and streams
+	held        atomic.Int64                        // window bytes of stream messages copied out and not yet read
+	lastNotOpen uint64                              // the last stream answered "not open" (the reader's)
+	refusedIDs  refusedSet                          // streams refused lately, whose frames are dropped (the reader's)
+	ests        map[*methodEntry]*conn.RespEstimate // the unary methods' response estimates on this connection (the reader's)
+	ua          string                              // the last user-agent received (the reader's)
+	lastPing    time.Time                           // the reader's, for the enforcement policy
+	pingStrikes int                                 // the reader's
 	timers      connTimers
 	wg          sync.WaitGroup // handler goroutines
 	stats       *connStats     // nil without stats handlers
@@ -310,8 +311,8 @@ type callStream struct {
 	fail     error            // the call fails with this before any handler runs
 	svc      *service
 	md       *MethodDesc
-	est      *respEstimate // the method's on this connection, nil for an unknown one
-	ua       string        // the connection's user-agent when it arrived
+	est      *conn.RespEstimate // the method's on this connection, nil for an unknown one
+	ua       string             // the connection's user-agent when it arrived
 
 	cost    int           // bytes charged to the queue while queued
 	elem    *list.Element // in the queue, nil once started
@@ -341,7 +342,7 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 		s:         s,
 		peer:      &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr(), AuthInfo: ai},
 		authority: connAuthority(tc, ai),
-		budget:    newByteBudget(s.opts.maxUnsentBytes),
+		budget:    conn.NewByteBudget(s.opts.maxUnsentBytes),
 	}
 	l.adm.init(l)
 	// A REQUEST costs its whole frame, metadata included, of the window.
@@ -503,13 +504,13 @@ func (l *serverLink) fatal(err error) {
 // estimate is m's response estimate on this connection. It is the
 // connection's own, so that what one client asks for (small answers, to
 // bring an estimate down) says nothing of another's calls.
-func (l *serverLink) estimate(m *methodEntry) *respEstimate {
+func (l *serverLink) estimate(m *methodEntry) *conn.RespEstimate {
 	e := l.ests[m]
 	if e == nil {
 		if l.ests == nil {
-			l.ests = make(map[*methodEntry]*respEstimate)
+			l.ests = make(map[*methodEntry]*conn.RespEstimate)
 		}
-		e = new(respEstimate)
+		e = new(conn.RespEstimate)
 		l.ests[m] = e
 	}
 	return e
@@ -731,10 +732,10 @@ func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err err
 		head = wire.AppendResponseHead(head[:0], id, uint32(st.Code()), truncate(st.Message(), 1024), nil, nil, nil)
 	}
 	l.adm.unreserve(call)
-	if err := l.budget.acquire(l.ctx, len(head)); err != nil {
+	if err := l.budget.Acquire(l.ctx, len(head)); err != nil {
 		return st.Err() // the link closed
 	}
-	defer l.budget.release(len(head))
+	defer l.budget.Release(len(head))
 	if err := l.tc.Send(l.ctx, head); err != nil {
 		if l.ctx.Err() == nil {
 			l.log.Info("sending error response failed", zap.String("method", sc.method), zap.Error(err))

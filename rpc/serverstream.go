@@ -388,10 +388,10 @@ func (ss *serverStream) sendTrailers(err error) {
 	if len(frame) > l.tc.MaxMessageSize() {
 		frame = wire.AppendTrailers(frame[:0], ss.id, uint32(st.Code()), truncate(st.Message(), 1024), nil, nil, nil)
 	}
-	if err := l.budget.acquire(l.ctx, len(frame)); err != nil {
+	if err := l.budget.Acquire(l.ctx, len(frame)); err != nil {
 		return
 	}
-	defer l.budget.release(len(frame))
+	defer l.budget.Release(len(frame))
 	if err := l.tc.Send(l.ctx, frame); err != nil {
 		if l.ctx.Err() == nil {
 			l.log.Info("sending trailers failed", zap.String("method", ss.method), zap.Error(err))
@@ -513,10 +513,10 @@ func SendReady(ss ServerStream) error {
 	if !s.out.Wait(s.ctx.Done()) || !s.l.flow.Acquire(s.ctx.Done(), 0) {
 		return s.sendError(s.ctx.Err())
 	}
-	if err := s.l.budget.acquire(s.ctx, 1); err != nil {
+	if err := s.l.budget.Acquire(s.ctx, 1); err != nil {
 		return s.sendError(err)
 	}
-	s.l.budget.release(1)
+	s.l.budget.Release(1)
 	return nil
 }
 
