@@ -56,7 +56,7 @@ func (a *admission) init(l *serverLink) {
 // is closing.
 func (a *admission) request(id uint64, body []byte, b transport.Buffer) bool {
 	l := a.l
-	if !l.flow.Accepts(l.held.Load()) {
+	if !l.Flow.Accepts(l.held.Load()) {
 		b.Release()
 		l.fatal(errPastConnWindow)
 		return false
@@ -273,7 +273,7 @@ func (a *admission) run(st *callStream) {
 		a.mu.Lock()
 		st = nil
 		a.running-- // this call's slot, which the next one queued may take
-		if a.l.ctx.Err() == nil {
+		if a.l.Ctx.Err() == nil {
 			if e := a.queue.Front(); e != nil && a.mayStartLocked(e.Value.(*callStream)) {
 				st = a.queue.Remove(e).(*callStream)
 				a.queuedBytes -= st.cost

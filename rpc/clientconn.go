@@ -303,7 +303,7 @@ func (cc *ClientConn) Close() error {
 		res.Close()
 	}
 	for _, l := range links {
-		l.close(status.New(codes.Canceled, "client connection closing"))
+		l.Close(status.New(codes.Canceled, "client connection closing"))
 	}
 	cc.wg.Wait()
 	return nil

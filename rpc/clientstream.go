@@ -86,7 +86,7 @@ func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method s
 		}
 		cc.forget(l, false)
 		if attempt == 3 {
-			return nil, l.closeStatus().Err()
+			return nil, l.CloseStatus().Err()
 		}
 	}
 }
@@ -159,7 +159,7 @@ func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, 
 		return nil, err
 	}
 	if cs.stats != nil {
-		cs.stats.outHeader(md, method, l.tc)
+		cs.stats.outHeader(md, method, l.Conn)
 	}
 	// The stream's context ends it: a cancel resets it on the server.
 	context.AfterFunc(cs.ctx, cs.contextDone)
@@ -189,7 +189,7 @@ func (l *clientLink) start(cs *clientStream) error {
 		return errNotSent
 	}
 	l.mu.Lock()
-	if l.draining || l.ctx.Err() != nil {
+	if l.draining || l.Ctx.Err() != nil {
 		l.mu.Unlock()
 		l.slots.Release()
 		return errNotSent
@@ -207,7 +207,7 @@ func (l *clientLink) start(cs *clientStream) error {
 		return st.Err()
 	}
 	cs.l, cs.id = l, id
-	l.flow.Allow(cs.ci.maxRecvSize)
+	l.Flow.Allow(cs.ci.maxRecvSize)
 	halfClosed := cs.sentClose
 	kept := cs.kept
 	cs.mu.Unlock()
@@ -220,13 +220,13 @@ func (l *clientLink) start(cs *clientStream) error {
 		flags |= wire.FlagServerStreams
 	}
 	frame := wire.AppendOpen(bufpool.Get(256)[:0], id, flags, timeout, cs.method, cs.md)
-	err := l.tc.Send(ctx, frame)
+	err := l.Conn.Send(ctx, frame)
 	bufpool.Put(frame)
 	if err == nil {
 		// A window larger than the protocol's initial one is granted
 		// right after the OPEN.
 		if extra := l.cc.opts.window - defaultWindow; extra > 0 {
-			err = l.tc.Send(ctx, wire.AppendWindow(nil, id, uint32(min(extra, wire.MaxWindowIncrement))))
+			err = l.Conn.Send(ctx, wire.AppendWindow(nil, id, uint32(min(extra, wire.MaxWindowIncrement))))
 		}
 	}
 	if len(kept) > 0 {
@@ -237,21 +237,21 @@ func (l *clientLink) start(cs *clientStream) error {
 			if err != nil {
 				break
 			}
-			if !l.flow.Acquire(ctx.Done(), len(f)) {
+			if !l.Flow.Acquire(ctx.Done(), len(f)) {
 				err = ctx.Err()
 				break
 			}
 			again := append(bufpool.Get(len(f))[:0], f...)
 			wire.AppendMessageHead(again[:0], id)
-			if err = l.tc.Send(ctx, again); err != nil {
-				l.flow.Add(int64(len(f)))
+			if err = l.Conn.Send(ctx, again); err != nil {
+				l.Flow.Add(int64(len(f)))
 			}
 			bufpool.Put(again)
 			cs.out.Take(len(f))
 		}
 	}
 	if err == nil && halfClosed {
-		err = l.tc.Send(ctx, wire.AppendCloseSend(nil, id))
+		err = l.Conn.Send(ctx, wire.AppendCloseSend(nil, id))
 	}
 	if err != nil {
 		l.forgetStream(id, false)
@@ -261,7 +261,7 @@ func (l *clientLink) start(cs *clientStream) error {
 		if st := callerEnded(ctx); st != nil {
 			return st.Err()
 		}
-		return transportStatus(err).Err()
+		return conn.TransportStatus(err).Err()
 	}
 	return nil
 }
@@ -321,7 +321,7 @@ func (cs *clientStream) reopen(l *clientLink, n int) {
 			cs.cc.forget(l, false)
 			err = nil // the next link
 			if attempt == 3 {
-				err = l.closeStatus().Err()
+				err = l.CloseStatus().Err()
 			}
 		}
 		if err != nil {
@@ -481,7 +481,7 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 	// A stream l no longer has (refused, being opened again) needs no
 	// RESET: the server does not have it either.
 	if l.forgetStream(id, reset) && reset {
-		l.queueEnd(wire.AppendReset(nil, id, uint32(st.Code()), st.Message()))
+		l.QueueEnd(wire.AppendReset(nil, id, uint32(st.Code()), st.Message()))
 	}
 	cs.cancel()
 	return l, id, true
@@ -492,7 +492,7 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 func (cs *clientStream) release(l *clientLink, msgs [][]byte) {
 	for _, m := range msgs {
 		l.held.Add(-int64(conn.PayloadCost(m)))
-		l.connFree(conn.PayloadCost(m))
+		l.ConnFree(conn.PayloadCost(m))
 		bufpool.Put(m)
 	}
 }
@@ -596,17 +596,17 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		// Every MESSAGE costs the connection's window, whatever becomes
 		// of it: what is not held is given back at once.
 		cost := conn.MessageCost(len(body))
-		if !l.flow.Accepts(l.held.Load()) {
+		if !l.Flow.Accepts(l.held.Load()) {
 			l.fatal(errPastConnWindow)
 			return false
 		}
 		if cs == nil {
-			l.connFree(cost)
+			l.ConnFree(cost)
 			return true
 		}
 		cs.accepted()
 		if len(body) > cs.ci.maxRecvSize {
-			l.connFree(cost)
+			l.ConnFree(cost)
 			cs.reset(status.Newf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(body), cs.ci.maxRecvSize))
 			return true
 		}
@@ -616,12 +616,12 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			l.held.Add(int64(cost))
 		case conn.PastWindow:
 			bufpool.Put(msg)
-			l.connFree(cost)
-			l.log.Warn("resetting a stream", zap.Uint64("stream", h.CallID), zap.String("reason", "the server sent past the stream's window"))
+			l.ConnFree(cost)
+			l.Log.Warn("resetting a stream", zap.Uint64("stream", h.CallID), zap.String("reason", "the server sent past the stream's window"))
 			cs.reset(status.New(codes.Internal, "flow control: the server sent past the stream's window"))
 		case conn.PushEnded:
 			bufpool.Put(msg)
-			l.connFree(cost)
+			l.ConnFree(cost)
 		}
 	case wire.KindTrailers:
 		if len(body) > maxMD+responseOverhead {
@@ -668,7 +668,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		}
 	case wire.KindWindow:
 		if h.CallID == conn.ConnStream {
-			if err := l.connWindowUpdate(body); err != nil {
+			if err := l.ConnWindowUpdate(body); err != nil {
 				l.fatal(err)
 				return false
 			}
@@ -743,9 +743,9 @@ func (cs *clientStream) CloseSend() error {
 	cs.sentClose = true
 	l, id := cs.l, cs.id
 	cs.mu.Unlock()
-	if err := l.tc.Send(cs.ctx, wire.AppendCloseSend(nil, id)); err != nil && cs.ctx.Err() == nil {
+	if err := l.Conn.Send(cs.ctx, wire.AppendCloseSend(nil, id)); err != nil && cs.ctx.Err() == nil {
 		if nl, nid := cs.where(); nl == l && nid == id { // not opened again meanwhile
-			cs.finish(transportStatus(err), true)
+			cs.finish(conn.TransportStatus(err), true)
 		}
 	}
 	return nil
@@ -787,14 +787,14 @@ func (cs *clientStream) SendMsg(m any) error {
 		}
 	}
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], id)
-	n, err := sendFrame(cs.ctx, l.tc, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil, &l.flow, nil)
+	n, err := sendFrame(cs.ctx, l.Conn, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil, &l.Flow, nil)
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && cs.ctx.Err() == nil {
 			return err // too large or not encodable: nothing was sent
 		}
 		if cs.ctx.Err() == nil {
-			cs.finish(transportStatus(err), true)
+			cs.finish(conn.TransportStatus(err), true)
 		}
 		return io.EOF
 	}
@@ -831,7 +831,7 @@ func (cs *clientStream) sendKept(m any, n int) error {
 		return io.EOF
 	}
 	l, id := cs.l, cs.id
-	if err := checkSize(len(payload), cs.ci.maxSendSize, wire.HeaderLen, l.tc); err != nil {
+	if err := checkSize(len(payload), cs.ci.maxSendSize, wire.HeaderLen, l.Conn); err != nil {
 		cs.mu.Unlock()
 		return err
 	}
@@ -849,14 +849,14 @@ func (cs *clientStream) sendKept(m any, n int) error {
 	// refusal handled meanwhile sends it again, and counts it there.
 	cs.out.Take(len(frame))
 	cs.mu.Unlock()
-	if !l.flow.Acquire(cs.done, len(frame)) {
+	if !l.Flow.Acquire(cs.done, len(frame)) {
 		return io.EOF
 	}
-	if err := l.tc.Send(cs.ctx, frame); err != nil {
-		l.flow.Add(int64(len(frame)))
+	if err := l.Conn.Send(cs.ctx, frame); err != nil {
+		l.Flow.Add(int64(len(frame)))
 		if cs.ctx.Err() == nil {
 			if nl, nid := cs.where(); nl == l && nid == id { // not opened again meanwhile
-				cs.finish(transportStatus(err), true)
+				cs.finish(conn.TransportStatus(err), true)
 			}
 		}
 		return io.EOF
@@ -899,8 +899,8 @@ func (cs *clientStream) recv(m any) error {
 	}
 	l, id := cs.where()
 	l.held.Add(-int64(conn.PayloadCost(msg)))
-	l.connFree(conn.PayloadCost(msg))
-	if grant > 0 && !l.queueControl(wire.AppendWindow(nil, id, uint32(grant)), maxQueuedCancels) {
+	l.ConnFree(conn.PayloadCost(msg))
+	if grant > 0 && !l.QueueControl(wire.AppendWindow(nil, id, uint32(grant)), conn.MaxQueuedCancels) {
 		cs.in.Ungrant(grant)
 	}
 	if m != nil {

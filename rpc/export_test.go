@@ -59,7 +59,7 @@ func (cc *ClientConn) forLinks(f func(*clientLink)) {
 // FramesReceived is how many frames cc's links received.
 func FramesReceived(cc *ClientConn) uint64 {
 	var n uint64
-	cc.forLinks(func(l *clientLink) { n += l.frames.Load() })
+	cc.forLinks(func(l *clientLink) { n += l.Frames.Load() })
 	return n
 }
 
@@ -76,7 +76,7 @@ func StepAsides(cc *ClientConn) uint64 {
 func ConnCredit(cc *ClientConn) int64 {
 	var n int64
 	cc.forLinks(func(l *clientLink) {
-		n += l.flow.Credit()
+		n += l.Flow.Credit()
 	})
 	return n
 }

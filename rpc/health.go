@@ -42,11 +42,11 @@ func (s *subConn) watchHealth(ctx context.Context, l *clientLink) {
 			return
 		}
 		if status.Code(err) == codes.Unimplemented {
-			cc.log.Warn("the backend has no health service: taking it as serving", zap.Stringer("peer", l.tc.RemoteAddr()))
+			cc.log.Warn("the backend has no health service: taking it as serving", zap.Stringer("peer", l.Conn.RemoteAddr()))
 			s.setHealth(l, connectivity.Ready)
 			return
 		}
-		cc.log.Info("health watch ended", zap.Stringer("peer", l.tc.RemoteAddr()), zap.Error(err))
+		cc.log.Info("health watch ended", zap.Stringer("peer", l.Conn.RemoteAddr()), zap.Error(err))
 		s.setHealth(l, connectivity.TransientFailure)
 		t := time.NewTimer(cc.connect.Backoff.Delay(failures))
 		select {

@@ -240,7 +240,7 @@ func (s *Server) Stop() {
 		closing.Add(1)
 		go func() {
 			defer closing.Done()
-			l.close(status.New(codes.Unavailable, "server stopped"))
+			l.Close(status.New(codes.Unavailable, "server stopped"))
 		}()
 	}
 	closing.Wait()
@@ -276,7 +276,7 @@ func (s *Server) GracefulStop() {
 // bound) when not, and it handles CANCEL, PING and GOAWAY at once whatever
 // the handlers are doing.
 type serverLink struct {
-	*link
+	*conn.Link
 	s         *Server
 	peer      *Peer
 	authority string           // the calls' ":authority"
@@ -333,12 +333,12 @@ const queueEntryCost = 256
 const requestOverhead = 1 << 10
 
 func (s *Server) newServerLink(tc transport.Conn) *serverLink {
-	watch := sendWatch{after: max(s.opts.responseTimeout, 0), stuck: func() {
+	watch := conn.SendWatch{After: max(s.opts.responseTimeout, 0), Stuck: func() {
 		s.peerLog.warn("closing a connection whose client takes no responses", zap.Stringer("peer", tc.RemoteAddr()), zap.Duration("timeout", s.opts.responseTimeout))
 	}}
 	ai := authInfo(tc)
 	l := &serverLink{
-		link:      newLink(tc, s.log, s.opts.keepalive.serverDefaults(), watch),
+		Link:      conn.NewLink(tc, s.log, s.opts.keepalive.serverDefaults().link(), watch),
 		s:         s,
 		peer:      &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr(), AuthInfo: ai},
 		authority: connAuthority(tc, ai),
@@ -346,8 +346,8 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 	}
 	l.adm.init(l)
 	// A REQUEST costs its whole frame, metadata included, of the window.
-	l.flow.Init(s.opts.connWindow, s.opts.maxRecvSize+s.opts.maxHeaderListSize+requestOverhead)
-	l.onPong = l.drainedCheck
+	l.Flow.Init(s.opts.connWindow, s.opts.maxRecvSize+s.opts.maxHeaderListSize+requestOverhead)
+	l.OnPong = l.drainedCheck
 	return l
 }
 
@@ -369,18 +369,18 @@ func (l *serverLink) serve() {
 func (l *serverLink) handshake() bool {
 	set := wire.Settings{
 		MaxConcurrentStreams: uint32(min(l.s.opts.maxStreams, 1<<32-1)),
-		ConnectionWindow:     l.flow.Settings(),
+		ConnectionWindow:     l.Flow.Settings(),
 	}
-	if err := l.sendControl(wire.AppendSettings(nil, set)); err != nil {
+	if err := l.SendControl(wire.AppendSettings(nil, set)); err != nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(l.ctx, l.s.opts.connTimeout)
-	b, err := l.recvFrame(ctx)
+	ctx, cancel := context.WithTimeout(l.Ctx, l.s.opts.connTimeout)
+	b, err := l.RecvFrame(ctx)
 	cancel()
 	if err != nil {
-		if err != errLinkClosed {
+		if err != conn.ErrLinkClosed {
 			st := status.Newf(codes.Unavailable, "no SETTINGS from the client within %v", l.s.opts.connTimeout)
-			if l.close(st) {
+			if l.Close(st) {
 				l.s.peerLog.warn("closing a connection that did not start", zap.Stringer("peer", l.peer.Addr), zap.Duration("timeout", l.s.opts.connTimeout))
 			}
 		}
@@ -399,7 +399,7 @@ func (l *serverLink) handshake() bool {
 		l.fatal(err)
 		return false
 	}
-	l.flow.PeerWindow(peer.ConnectionWindow)
+	l.Flow.PeerWindow(peer.ConnectionWindow)
 	return true
 }
 
@@ -418,7 +418,7 @@ func (l *serverLink) readOn() {
 // ran here), it reports true.
 func (l *serverLink) readTurn() bool {
 	for {
-		b, err := l.recvFrame(l.ctx)
+		b, err := l.RecvFrame(l.Ctx)
 		if err != nil || !l.dispatch(b) {
 			l.finish()
 			return false
@@ -436,7 +436,7 @@ func (l *serverLink) finish() {
 	l.stopConnTimers()
 	l.adm.cancelRunning()
 	l.wg.Wait()
-	l.wait()
+	l.Wait()
 	l.adm.mu.Lock()
 	l.adm.dropQueue()
 	l.adm.mu.Unlock()
@@ -481,7 +481,7 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 			return false
 		}
 		var ga *wire.GoAway
-		ga, err = l.control(h, body, "client", "servers")
+		ga, err = l.Control(h, body, "client", "servers")
 		b.Release()
 		if err == nil {
 			if ga != nil {
@@ -498,7 +498,7 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 // (rate-limited) log line.
 func (l *serverLink) fatal(err error) {
 	l.s.peerLog.warn("closing connection", zap.Stringer("peer", l.peer.Addr), zap.Error(err))
-	l.protocolError(err)
+	l.ProtocolError(err)
 }
 
 // estimate is m's response estimate on this connection. It is the
@@ -604,7 +604,7 @@ func (l *serverLink) beginStats(ctx context.Context, hs []stats.Handler, st *cal
 func (l *serverLink) run(sc *serverCall, st *callStream) (resp any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			l.log.Error("handler panicked", zap.String("method", sc.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+			l.Log.Error("handler panicked", zap.String("method", sc.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
 			resp, err = nil, status.Errorf(codes.Internal, "handler for %s panicked: %v", sc.method, p)
 		}
 	}()
@@ -686,10 +686,10 @@ func (l *serverLink) unknownMethod(method string, svc *service) error {
 // becomes an error response. It returns the outcome the client was sent.
 func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err error) error {
 	id := call.id
-	l.sending.Add(1)
+	l.Sending.Add(1)
 	defer func() {
-		l.sent.Add(1)
-		l.sending.Add(-1)
+		l.Sent.Add(1)
+		l.Sending.Add(-1)
 	}()
 	sc.mu.Lock()
 	header, trailer := sc.header, sc.trailer
@@ -701,7 +701,7 @@ func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err err
 		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, header, trailer)
 		var n int
 		l.adm.unreserve(call) // the response takes its own size of the budget
-		n, err = sendFrame(l.ctx, l.tc, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget, nil, call.est)
+		n, err = sendFrame(l.Ctx, l.Conn, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget, nil, call.est)
 		if rs := sc.stats; rs != nil && err == nil {
 			rs.outHeader(header, "", nil)
 			rs.outPayload(resp, n, len(head)+n)
@@ -711,12 +711,12 @@ func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err err
 		if err == nil {
 			return nil
 		}
-		if l.ctx.Err() != nil {
-			return transportStatus(err).Err()
+		if l.Ctx.Err() != nil {
+			return conn.TransportStatus(err).Err()
 		}
 		if _, ok := status.FromError(err); !ok {
-			l.log.Info("sending response failed", zap.String("method", sc.method), zap.Error(err))
-			return transportStatus(err).Err()
+			l.Log.Info("sending response failed", zap.String("method", sc.method), zap.Error(err))
+			return conn.TransportStatus(err).Err()
 		}
 		// Encoding or size failed: the client gets that instead.
 	}
@@ -728,17 +728,17 @@ func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err err
 		}
 	}
 	head := wire.AppendResponseHead(nil, id, uint32(st.Code()), st.Message(), details, header, trailer)
-	if len(head) > l.tc.MaxMessageSize() {
+	if len(head) > l.Conn.MaxMessageSize() {
 		head = wire.AppendResponseHead(head[:0], id, uint32(st.Code()), truncate(st.Message(), 1024), nil, nil, nil)
 	}
 	l.adm.unreserve(call)
-	if err := l.budget.Acquire(l.ctx, len(head)); err != nil {
+	if err := l.budget.Acquire(l.Ctx, len(head)); err != nil {
 		return st.Err() // the link closed
 	}
 	defer l.budget.Release(len(head))
-	if err := l.tc.Send(l.ctx, head); err != nil {
-		if l.ctx.Err() == nil {
-			l.log.Info("sending error response failed", zap.String("method", sc.method), zap.Error(err))
+	if err := l.Conn.Send(l.Ctx, head); err != nil {
+		if l.Ctx.Err() == nil {
+			l.Log.Info("sending error response failed", zap.String("method", sc.method), zap.Error(err))
 		}
 	} else if sc.stats != nil {
 		sc.stats.outHeader(header, "", nil)

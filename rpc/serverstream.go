@@ -90,7 +90,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	ss.sc.stream = ss
 	ss.in.Init(l.s.opts.window)
 	ss.out.Init()
-	ctx, cancel := context.WithCancel(l.ctx)
+	ctx, cancel := context.WithCancel(l.Ctx)
 	if req.Timeout > 0 {
 		ctx, cancel = contextWithTimeout(ctx, cancel, req.Timeout)
 	}
@@ -110,7 +110,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		// A larger window is a speed-up, not a promise: with the control
 		// queue full the stream keeps the initial window, and RecvMsg's
 		// grants still come.
-		l.queueControl(wire.AppendWindow(nil, h.CallID, uint32(min(extra, wire.MaxWindowIncrement))), l.peerCtlLimit())
+		l.QueueControl(wire.AppendWindow(nil, h.CallID, uint32(min(extra, wire.MaxWindowIncrement))), l.peerCtlLimit())
 	}
 	go ss.run()
 	return true
@@ -128,14 +128,14 @@ func contextWithTimeout(ctx context.Context, parent context.CancelFunc, d time.D
 // that overflows them sends past MAX_CONCURRENT_STREAMS or reads none of
 // them, and its connection is closed with a GOAWAY that says so.
 func (l *serverLink) queueOrClose(frame []byte) bool {
-	if l.queueControl(frame, l.peerCtlLimit()) {
+	if l.QueueControl(frame, l.peerCtlLimit()) {
 		return true
 	}
 	st := status.New(codes.ResourceExhausted, "the client sends past MAX_CONCURRENT_STREAMS, or reads none of the server's answers")
-	ctx, cancel := context.WithTimeout(l.ctx, time.Second)
-	_ = l.tc.Send(ctx, wire.AppendGoAway(nil, uint32(st.Code()), st.Message()))
+	ctx, cancel := context.WithTimeout(l.Ctx, time.Second)
+	_ = l.Conn.Send(ctx, wire.AppendGoAway(nil, uint32(st.Code()), st.Message()))
 	cancel()
-	if l.close(st) {
+	if l.Close(st) {
 		l.s.peerLog.warn("closing connection", zap.Stringer("peer", l.peer.Addr), zap.String("reason", st.Message()))
 	}
 	return false
@@ -166,17 +166,17 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 	if h.Kind == wire.KindMessage {
 		// Every MESSAGE costs the connection's window, whatever becomes
 		// of it: what is not held is given back at once.
-		if !l.flow.Accepts(l.held.Load()) {
+		if !l.Flow.Accepts(l.held.Load()) {
 			l.fatal(errPastConnWindow)
 			return false
 		}
 		if !l.streamMessage(h, body) {
-			l.connFree(conn.MessageCost(len(body)))
+			l.ConnFree(conn.MessageCost(len(body)))
 		}
-		return l.ctx.Err() == nil
+		return l.Ctx.Err() == nil
 	}
 	if h.Kind == wire.KindWindow && h.CallID == conn.ConnStream {
-		if err := l.connWindowUpdate(body); err != nil {
+		if err := l.ConnWindowUpdate(body); err != nil {
 			l.fatal(err)
 			return false
 		}
@@ -284,7 +284,7 @@ func (l *serverLink) streamMessage(h wire.Header, payload []byte) bool {
 func (l *serverLink) release(cost int) {
 	if cost > 0 {
 		l.held.Add(-int64(cost))
-		l.connFree(cost)
+		l.ConnFree(cost)
 	}
 }
 
@@ -300,7 +300,7 @@ func (l *serverLink) notOpen(h wire.Header) bool {
 	l.s.peerLog.warn("frame for a stream that is not open", zap.Stringer("peer", l.peer.Addr), zap.Stringer("kind", h.Kind), zap.Uint64("stream", h.CallID))
 	// Dropped when the queue is full: the client gave the stream up, or
 	// will on the server's TRAILERS or RESET already on its way.
-	l.queueControl(wire.AppendReset(nil, h.CallID, uint32(codes.Internal), fmt.Sprintf("stream %d is not open", h.CallID)), l.peerCtlLimit())
+	l.QueueControl(wire.AppendReset(nil, h.CallID, uint32(codes.Internal), fmt.Sprintf("stream %d is not open", h.CallID)), l.peerCtlLimit())
 	return true
 }
 
@@ -329,7 +329,7 @@ func (ss *serverStream) run() {
 	reset := ss.reset
 	l.adm.uncountLocked(&ss.counted) // before the TRAILERS can reach the client
 	l.adm.mu.Unlock()
-	if !reset && l.ctx.Err() == nil {
+	if !reset && l.Ctx.Err() == nil {
 		ss.sendTrailers(err)
 	}
 	if ss.sc.stats != nil {
@@ -348,7 +348,7 @@ func (ss *serverStream) run() {
 func (ss *serverStream) call() (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			ss.l.log.Error("handler panicked", zap.String("method", ss.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+			ss.l.Log.Error("handler panicked", zap.String("method", ss.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
 			err = status.Errorf(codes.Internal, "handler for %s panicked: %v", ss.method, p)
 		}
 	}()
@@ -385,16 +385,16 @@ func (ss *serverStream) sendTrailers(err error) {
 	ss.sc.mu.Unlock()
 	ss.mu.Unlock()
 	frame := wire.AppendTrailers(nil, ss.id, uint32(st.Code()), st.Message(), details, header, trailer)
-	if len(frame) > l.tc.MaxMessageSize() {
+	if len(frame) > l.Conn.MaxMessageSize() {
 		frame = wire.AppendTrailers(frame[:0], ss.id, uint32(st.Code()), truncate(st.Message(), 1024), nil, nil, nil)
 	}
-	if err := l.budget.Acquire(l.ctx, len(frame)); err != nil {
+	if err := l.budget.Acquire(l.Ctx, len(frame)); err != nil {
 		return
 	}
 	defer l.budget.Release(len(frame))
-	if err := l.tc.Send(l.ctx, frame); err != nil {
-		if l.ctx.Err() == nil {
-			l.log.Info("sending trailers failed", zap.String("method", ss.method), zap.Error(err))
+	if err := l.Conn.Send(l.Ctx, frame); err != nil {
+		if l.Ctx.Err() == nil {
+			l.Log.Info("sending trailers failed", zap.String("method", ss.method), zap.Error(err))
 		}
 	} else if ss.sc.stats != nil {
 		if withHeader {
@@ -442,7 +442,7 @@ func (ss *serverStream) sendHeader() error {
 	ss.sc.sent = true
 	ss.sc.mu.Unlock()
 	frame := wire.AppendHeaders(nil, ss.id, md)
-	if err := ss.l.tc.Send(ss.ctx, frame); err != nil {
+	if err := ss.l.Conn.Send(ss.ctx, frame); err != nil {
 		return ss.sendError(err)
 	}
 	if ss.sc.stats != nil {
@@ -475,10 +475,10 @@ func (ss *serverStream) SendMsg(m any) error {
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], ss.id)
 	// Counted by the send watch as responses are: a client that takes
 	// nothing for ResponseTimeout is disconnected.
-	ss.l.sending.Add(1)
-	n, err := sendFrame(ss.ctx, ss.l.tc, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.flow, nil)
-	ss.l.sent.Add(1)
-	ss.l.sending.Add(-1)
+	ss.l.Sending.Add(1)
+	n, err := sendFrame(ss.ctx, ss.l.Conn, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.Flow, nil)
+	ss.l.Sent.Add(1)
+	ss.l.Sending.Add(-1)
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && ss.ctx.Err() == nil {
@@ -510,7 +510,7 @@ func SendReady(ss ServerStream) error {
 		return nil
 	}
 	s := sc.stream
-	if !s.out.Wait(s.ctx.Done()) || !s.l.flow.Acquire(s.ctx.Done(), 0) {
+	if !s.out.Wait(s.ctx.Done()) || !s.l.Flow.Acquire(s.ctx.Done(), 0) {
 		return s.sendError(s.ctx.Err())
 	}
 	if err := s.l.budget.Acquire(s.ctx, 1); err != nil {
@@ -526,7 +526,7 @@ func (ss *serverStream) sendError(err error) error {
 	if ss.ctx.Err() != nil {
 		return status.FromContextError(ss.ctx.Err()).Err()
 	}
-	return transportStatus(err).Err()
+	return conn.TransportStatus(err).Err()
 }
 
 // RecvMsg receives the client's next message into m; io.EOF after the
@@ -540,7 +540,7 @@ func (ss *serverStream) RecvMsg(m any) error {
 		return err
 	}
 	ss.l.release(conn.PayloadCost(msg))
-	if grant > 0 && !ss.l.queueControl(wire.AppendWindow(nil, ss.id, uint32(grant)), maxQueuedCancels) {
+	if grant > 0 && !ss.l.QueueControl(wire.AppendWindow(nil, ss.id, uint32(grant)), conn.MaxQueuedCancels) {
 		ss.in.Ungrant(grant)
 	}
 	err = ss.l.s.opts.codec.Unmarshal(msg, m)

@@ -40,7 +40,7 @@ const (
 
 func (u *unreadTurn) init(l *serverLink) {
 	u.l = l
-	u.arrivals, _ = l.tc.(transport.Arrivals)
+	u.arrivals, _ = l.Conn.(transport.Arrivals)
 	u.arrived = u.handOn
 }
 

@@ -225,7 +225,7 @@ func (s *subConn) run() {
 			var hctx context.Context
 			cc.wg.Add(1)
 			if cc.sc.health {
-				hctx, s.stopHealth = context.WithCancel(l.ctx)
+				hctx, s.stopHealth = context.WithCancel(l.Ctx)
 				cc.wg.Add(1)
 			}
 			s.reportLocked()
@@ -424,6 +424,6 @@ func (l *clientLink) drain(st *status.Status) {
 	l.mu.Unlock()
 	l.slots.Close()
 	if idle {
-		l.close(st)
+		l.Close(st)
 	}
 }
