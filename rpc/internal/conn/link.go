@@ -521,4 +521,3 @@ func (l *Link) ConnWindowUpdate(body []byte) error {
 	}
 	return nil
 }
-
