@@ -173,8 +173,8 @@ func (l *clientLink) readLoop() {
 	// The calls fail now, not after the link's goroutines: one of them may
 	// be in the transport's Close, which can take its close grace to flush
 	// to a peer that is gone (keepalive's close).
-	l.failAll(l.closeStatus())
-	l.wait()
+	l.failAll(l.CloseStatus())
+	l.Wait()
 	l.stats.end()
 }
 
@@ -182,7 +182,7 @@ func (l *clientLink) readLoop() {
 // returns, holding it, once the link is closed.
 func (l *clientLink) readTurns() {
 	for {
-		b, err := l.recvFrame(&l.turn.ctx)
+		b, err := l.RecvFrame(&l.turn.ctx)
 		if err == nil {
 			if !l.dispatch(b, nil) {
 				return
@@ -206,7 +206,7 @@ func (l *clientLink) stepAside() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.turn.ctx.clear()
-	if len(l.turn.waiters) == 0 || l.ctx.Err() != nil {
+	if len(l.turn.waiters) == 0 || l.Ctx.Err() != nil {
 		return false
 	}
 	l.turn.stepAsides.Add(1)
@@ -227,7 +227,7 @@ func (l *clientLink) handTurnLocked() {
 // awaitTurn parks the reader goroutine until the turn is free, and takes it.
 // A turn left idle is taken when the link closes too: Recv then ends it.
 func (l *clientLink) awaitTurn() {
-	closed := l.ctx.Done()
+	closed := l.Ctx.Done()
 	for {
 		select {
 		case <-l.turn.wake:
@@ -258,9 +258,9 @@ func (l *clientLink) passTurn(mine bool) {
 		others--
 	}
 	switch {
-	case len(l.turn.waiters) == 1 && others == 1 && l.ctx.Err() == nil:
+	case len(l.turn.waiters) == 1 && others == 1 && l.Ctx.Err() == nil:
 		l.handTurnLocked()
-	case !mine && others == 0 && len(l.turn.waiters) == 0 && len(l.streams) == 0 && l.ctx.Err() == nil &&
+	case !mine && others == 0 && len(l.turn.waiters) == 0 && len(l.streams) == 0 && l.Ctx.Err() == nil &&
 		l.turn.arrivals != nil && l.turn.arrivals.OnArrival(l.turn.arrived):
 		// Nothing else in flight: the next lone call takes the free
 		// turn; anything else that comes wakes the reader goroutine.
@@ -302,7 +302,7 @@ func (l *clientLink) wantTurn(id uint64, p *pendingCall) turnState {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.pending[id]; !ok || l.ctx.Err() != nil {
+	if _, ok := l.pending[id]; !ok || l.Ctx.Err() != nil {
 		return turnOutcome // delivered already, or failAll delivers it
 	}
 	switch l.turn.holder {
@@ -354,7 +354,7 @@ func (l *clientLink) await(ctx context.Context, id uint64, p *pendingCall) (resu
 // case. A Recv that gives up for ctx took no frame.
 func (l *clientLink) readOwn(ctx context.Context, p *pendingCall) (result, bool) {
 	for {
-		b, err := l.recvFrame(ctx)
+		b, err := l.RecvFrame(ctx)
 		if err != nil || !l.dispatch(b, p) {
 			l.passTurn(true)
 			return result{}, false
@@ -397,7 +397,7 @@ func (l *clientLink) giveUp(ctx context.Context, id uint64, p *pendingCall, queu
 	// no later REQUEST overtakes it.
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		l.mu.Lock()
-		if l.ctx.Err() == nil {
+		if l.Ctx.Err() == nil {
 			if l.expired == nil {
 				l.expired = make(map[uint64]struct{})
 			}
@@ -405,7 +405,7 @@ func (l *clientLink) giveUp(ctx context.Context, id uint64, p *pendingCall, queu
 		}
 		l.mu.Unlock()
 	} else {
-		l.queueEnd(wire.AppendCancel(nil, id))
+		l.QueueEnd(wire.AppendCancel(nil, id))
 	}
 	return result{}, status.FromContextError(ctx.Err()).Err()
 }

@@ -119,7 +119,7 @@ func (l *clientLink) callMD(ctx context.Context, method string, md metadata.MD, 
 	if len(l.cc.opts.perRPC) == 0 && len(ci.creds) == 0 {
 		return md, nil
 	}
-	ai := authInfo(l.tc)
+	ai := authInfo(l.Conn)
 	for _, c := range ci.creds {
 		if c.RequireTransportSecurity() {
 			if err := credentials.CheckSecurityLevel(ai, credentials.PrivacyAndIntegrity); err != nil {

@@ -59,7 +59,7 @@ func (cc *ClientConn) forLinks(f func(*clientLink)) {
 // FramesReceived is how many frames cc's links received.
 func FramesReceived(cc *ClientConn) uint64 {
 	var n uint64
-	cc.forLinks(func(l *clientLink) { n += l.frames.Load() })
+	cc.forLinks(func(l *clientLink) { n += l.Frames.Load() })
 	return n
 }
 
@@ -76,9 +76,7 @@ func StepAsides(cc *ClientConn) uint64 {
 func ConnCredit(cc *ClientConn) int64 {
 	var n int64
 	cc.forLinks(func(l *clientLink) {
-		l.flow.mu.Lock()
-		n += l.flow.n
-		l.flow.mu.Unlock()
+		n += l.Flow.Credit()
 	})
 	return n
 }
@@ -89,9 +87,9 @@ func RunningCalls(s *Server) int64 {
 	defer s.mu.Unlock()
 	var n int64
 	for l := range s.conns {
-		l.mu.Lock()
-		n += int64(l.running)
-		l.mu.Unlock()
+		l.adm.mu.Lock()
+		n += int64(l.adm.running)
+		l.adm.mu.Unlock()
 	}
 	return n
 }

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"net"
 	"time"
 
@@ -54,6 +55,12 @@ func (k Keepalive) serverDefaults() Keepalive {
 		k.Time = DefaultServerKeepaliveTime
 	}
 	return k
+}
+
+// link is k, with the defaults, as a link takes it.
+func (k Keepalive) link() conn.Keepalive {
+	k = k.withDefaults()
+	return conn.Keepalive{Time: k.Time, Timeout: k.Timeout}
 }
 
 func (k Keepalive) withDefaults() Keepalive {

@@ -40,7 +40,7 @@ const (
 
 func (u *unreadTurn) init(l *serverLink) {
 	u.l = l
-	u.arrivals, _ = l.tc.(transport.Arrivals)
+	u.arrivals, _ = l.Conn.(transport.Arrivals)
 	u.arrived = u.handOn
 }
 
@@ -58,7 +58,7 @@ func (u *unreadTurn) run(st *callStream) (ran, reading bool) {
 		return false, false
 	}
 	st.unread = n
-	u.l.runStreams(st)
+	u.l.adm.run(st)
 	u.answered(n)
 	// Ended by answered, the state stays so: only a reader moves it,
 	// and after a hand-off the next reader's runs have other numbers.
