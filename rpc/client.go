@@ -216,16 +216,15 @@ func putPending(p *pendingCall) {
 // its SETTINGS (dialLink).
 func newClientLink(cc *ClientConn, tc transport.Conn, set wire.Settings) *clientLink {
 	l := &clientLink{
-		Link:    conn.NewLink(tc, cc.log, cc.opts.keepalive.link(), conn.SendWatch{}),
 		cc:      cc,
 		pending: make(map[uint64]*pendingCall),
 		streams: make(map[uint64]*clientStream),
 	}
+	l.Link = conn.NewLink(tc, conn.LinkConfig{Log: cc.log, Keepalive: cc.opts.keepalive.link(), Freed: l.slots.Release})
 	l.Flow.Init(cc.opts.connWindow, cc.opts.maxRecvSize)
 	l.turn.Init(tc)
 	l.Flow.PeerWindow(set.ConnectionWindow)
 	l.slots.SetLimit(int(set.MaxConcurrentStreams))
-	l.Freed = l.slots.Release
 	return l
 }
 

@@ -62,7 +62,7 @@ func (cc *ClientConn) forLinks(f func(*clientLink)) {
 // FramesReceived is how many frames cc's links received.
 func FramesReceived(cc *ClientConn) uint64 {
 	var n uint64
-	cc.forLinks(func(l *clientLink) { n += l.Frames.Load() })
+	cc.forLinks(func(l *clientLink) { n += l.Frames() })
 	return n
 }
 
