@@ -581,7 +581,7 @@ func (l *serverLink) serveStream(st *callStream) {
 	l.adm.requestDone(st)
 	l.answered()
 	if st.unread != 0 {
-		l.adm.unread.answered(st.unread) // the reader reads on: the next request may be here already
+		l.adm.unread.Answered(st.unread) // the reader reads on: the next request may be here already
 	}
 	if sc.stats != nil {
 		sc.stats.end(err, nil)

@@ -7,9 +7,11 @@
 // server's MAX_CONCURRENT_STREAMS (Slots), the byte budgets, and a client
 // link's read turn (Turn: who reads, the line of callers, step-aside,
 // hand-on, the idle wait), which a pending call joins through the small
-// TurnWaiter interface. What stays in rpc is what needs its calls: when a
-// call may read, dispatching frames to calls, and the server's unread turn
-// and workers, which run call streams.
+// TurnWaiter interface, and a server connection's unread time (Unread: a
+// reader runs a call while the transport's arrival callback stands ready
+// to hand the reading on). What stays in rpc is what needs its calls: when
+// a call may read or run unread, dispatching frames to calls, admission
+// and the workers, which run call streams.
 //
 // It never knows about ClientConn, Server, calls, codecs or balancing: the
 // rpc package uses it, never the reverse. The name is not transport's, so
