@@ -7,6 +7,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/status"
+	"github.com/rdmarpc/rdmarpc/transport"
 )
 
 // The read turn: exactly one goroutine at a time receives a client link's
@@ -37,14 +38,15 @@ import (
 // handed to nobody.
 //
 // The turn's mechanics (who holds it, the line, asking the reader goroutine
-// to step aside, the idle wait) are conn.Turn's; this file decides with the
-// link's calls when a call may take it, and reads with it.
+// to step aside, the idle wait) and the reader goroutine's loop are
+// conn.Turn's; this file decides with the link's calls when a call may take
+// it, and a caller's reading with it.
 // readLoop is the reader goroutine: it reads while it holds the turn and
 // waits for it while a caller reads, until the connection fails. When it
 // ends, every call still pending fails.
 func (l *clientLink) readLoop() {
 	defer l.cc.wg.Done()
-	l.readTurns()
+	l.turn.ReadLoop(l.Link, &l.mu, func(b transport.Buffer) bool { return l.dispatch(b, nil) })
 	l.cc.forget(l, true)
 	// The calls fail now, not after the link's goroutines: one of them may
 	// be in the transport's Close, which can take its close grace to flush
@@ -52,35 +54,6 @@ func (l *clientLink) readLoop() {
 	l.failAll(l.CloseStatus())
 	l.Wait()
 	l.stats.end()
-}
-
-// readTurns reads frames while the reader goroutine holds the turn; it
-// returns, holding it, once the link is closed.
-func (l *clientLink) readTurns() {
-	for {
-		b, err := l.RecvFrame(l.turn.ReaderCtx())
-		if err == nil {
-			if !l.dispatch(b, nil) {
-				return
-			}
-			if !l.turn.Asked() {
-				continue
-			}
-		} else if !errors.Is(err, context.Canceled) {
-			return // the link is closed
-		}
-		if l.stepAside() {
-			l.turn.Await(&l.mu, l.Ctx.Done())
-		}
-	}
-}
-
-// stepAside gives the reader goroutine's turn to the oldest waiting caller,
-// and reports whether there was one.
-func (l *clientLink) stepAside() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.turn.StepAsideLocked(l.Ctx.Err() == nil)
 }
 
 // passTurn gives up a caller's turn (mine: the caller's own call is still

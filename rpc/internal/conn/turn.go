@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,12 +110,12 @@ func (t *Turn) Init(tc transport.Conn) {
 	t.arrived = t.wakeReader
 }
 
-// ReaderCtx is the context of the reader goroutine's Recv: it ends (with
+// readerCtx is the context of the reader goroutine's Recv: it ends (with
 // Canceled) when a caller asks the reader goroutine to step aside.
-func (t *Turn) ReaderCtx() context.Context { return &t.ctx }
+func (t *Turn) readerCtx() context.Context { return &t.ctx }
 
-// Asked reports whether a caller asked the reader goroutine to step aside.
-func (t *Turn) Asked() bool { return t.ctx.asked.Load() }
+// asked reports whether a caller asked the reader goroutine to step aside.
+func (t *Turn) asked() bool { return t.ctx.asked.Load() }
 
 // wakeReader wakes the reader goroutine parked for the free turn. It never
 // blocks: it is the transport's arrival callback too.
@@ -157,10 +158,37 @@ func (t *Turn) ClearLocked() {
 	t.waiters = t.waiters[:0]
 }
 
-// StepAsideLocked gives the reader goroutine's turn to the oldest waiting
+// ReadLoop is the reader goroutine's reading of l: it reads and dispatches
+// frames while it holds the turn, steps aside when a caller asks, and waits
+// for the turn back; mu is the owner's mutex, not held. It returns,
+// holding the turn, once the link is closed or dispatch returned false
+// (it closed the link).
+func (t *Turn) ReadLoop(l *Link, mu sync.Locker, dispatch func(transport.Buffer) bool) {
+	for {
+		b, err := l.RecvFrame(&t.ctx)
+		if err == nil {
+			if !dispatch(b) {
+				return
+			}
+			if !t.ctx.asked.Load() {
+				continue
+			}
+		} else if !errors.Is(err, context.Canceled) {
+			return // the link is closed
+		}
+		mu.Lock()
+		stepped := t.stepAsideLocked(l.Ctx.Err() == nil)
+		mu.Unlock()
+		if stepped {
+			t.await(mu, l.Ctx.Done())
+		}
+	}
+}
+
+// stepAsideLocked gives the reader goroutine's turn to the oldest waiting
 // caller, and reports whether there was one (the callers that asked may
 // have had their outcome meanwhile, or given up) and the link is open.
-func (t *Turn) StepAsideLocked(open bool) bool {
+func (t *Turn) stepAsideLocked(open bool) bool {
 	t.ctx.clear()
 	if len(t.waiters) == 0 || !open {
 		return false
@@ -179,10 +207,10 @@ func (t *Turn) handLocked() {
 	w.TakeTurn()
 }
 
-// Await parks the reader goroutine until the turn is free, and takes it;
+// await parks the reader goroutine until the turn is free, and takes it;
 // mu is the owner's mutex, not held. A turn left idle is taken when closed
 // is closed too: Recv then ends the link.
-func (t *Turn) Await(mu sync.Locker, closed <-chan struct{}) {
+func (t *Turn) await(mu sync.Locker, closed <-chan struct{}) {
 	for {
 		select {
 		case <-t.wake:

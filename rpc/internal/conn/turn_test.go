@@ -40,21 +40,21 @@ func TestTurnStepAside(t *testing.T) {
 	if st := turn.WantLocked(w, true); st != TurnQueued {
 		t.Fatalf("want while the reader holds it: %v, want queued", st)
 	}
-	if !turn.Asked() || !errors.Is(turn.ReaderCtx().Err(), context.Canceled) {
+	if !turn.asked() || !errors.Is(turn.readerCtx().Err(), context.Canceled) {
 		t.Fatal("the reader was not asked to step aside")
 	}
-	if !turn.StepAsideLocked(true) || w.turns != 1 {
+	if !turn.stepAsideLocked(true) || w.turns != 1 {
 		t.Fatalf("step aside: %d turns handed, want 1", w.turns)
 	}
-	if h, _, n := turn.StateLocked(); h != TurnCaller || n != 0 || turn.Asked() || turn.StepAsides() != 1 {
-		t.Fatalf("after the step aside: holder %v, %d waiting, asked %v", h, n, turn.Asked())
+	if h, _, n := turn.StateLocked(); h != TurnCaller || n != 0 || turn.asked() || turn.StepAsides() != 1 {
+		t.Fatalf("after the step aside: holder %v, %d waiting, asked %v", h, n, turn.asked())
 	}
 	turn.PassLocked(0, true, true) // no arrivals: the reader is woken
-	turn.Await(&mu, nil)
+	turn.await(&mu, nil)
 	if h, idle, _ := turn.StateLocked(); h != TurnReader || idle {
 		t.Fatalf("after the pass back: holder %v, idle %v", h, idle)
 	}
-	if turn.StepAsideLocked(true) {
+	if turn.stepAsideLocked(true) {
 		t.Fatal("stepped aside with nobody in line")
 	}
 }
@@ -80,7 +80,7 @@ func TestTurnIdle(t *testing.T) {
 	}
 	turn.PassLocked(0, true, true)
 	a.f() // a frame arrives
-	turn.Await(&mu, nil)
+	turn.await(&mu, nil)
 	if h, idle, _ := turn.StateLocked(); h != TurnReader || idle {
 		t.Fatalf("after an arrival: holder %v, idle %v", h, idle)
 	}
