@@ -175,7 +175,7 @@ type clientLink struct {
 
 	slotFreed   chan struct{} // closed at the next response, for refused calls
 	slotWaiters atomic.Int64
-	turn        readTurn // who reads; under mu
+	turn        conn.Turn // who reads; under mu
 
 	// slots: the server's limit on the calls and streams open at once,
 	// and those this side counts (conn.Slots).
@@ -191,7 +191,6 @@ type clientLink struct {
 
 type pendingCall struct {
 	done    chan result // capacity 1: the reader never blocks on it
-	waiting bool        // in line for the read turn; under clientLink.mu
 	mayRead bool        // the call may take the read turn (mayReadLocked)
 }
 
@@ -217,16 +216,15 @@ func putPending(p *pendingCall) {
 // its SETTINGS (dialLink).
 func newClientLink(cc *ClientConn, tc transport.Conn, set wire.Settings) *clientLink {
 	l := &clientLink{
-		Link:    conn.NewLink(tc, cc.log, cc.opts.keepalive.link(), conn.SendWatch{}),
 		cc:      cc,
 		pending: make(map[uint64]*pendingCall),
 		streams: make(map[uint64]*clientStream),
 	}
+	l.Link = conn.NewLink(tc, conn.LinkConfig{Log: cc.log, Keepalive: cc.opts.keepalive.link(), Freed: l.slots.Release})
 	l.Flow.Init(cc.opts.connWindow, cc.opts.maxRecvSize)
-	l.turn.init(tc)
+	l.turn.Init(tc)
 	l.Flow.PeerWindow(set.ConnectionWindow)
 	l.slots.SetLimit(int(set.MaxConcurrentStreams))
-	l.Freed = l.slots.Release
 	return l
 }
 
@@ -428,8 +426,8 @@ func (l *clientLink) dispatch(b transport.Buffer, self *pendingCall) bool {
 		l.mu.Lock()
 		p, ok := l.pending[h.CallID]
 		delete(l.pending, h.CallID)
-		if ok && p.waiting {
-			l.turn.leaveLine(p)
+		if ok {
+			l.turn.LeaveLocked(p)
 		}
 		_, expired := l.expired[h.CallID]
 		if expired {
@@ -503,7 +501,7 @@ func (l *clientLink) failAll(st *status.Status) {
 	calls := l.pending
 	l.pending = map[uint64]*pendingCall{}
 	l.expired = nil
-	l.turn.clearLine()
+	l.turn.ClearLocked()
 	streams := make([]*clientStream, 0, len(l.streams))
 	for _, cs := range l.streams {
 		streams = append(streams, cs)

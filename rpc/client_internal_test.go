@@ -110,7 +110,7 @@ func TestControlQueueBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := conn.NewLink(tc, zap.NewNop(), Keepalive{Time: -1, Timeout: time.Hour}.link(), conn.SendWatch{})
+	l := conn.NewLink(tc, conn.LinkConfig{Log: zap.NewNop(), Keepalive: Keepalive{Time: -1, Timeout: time.Hour}.link()})
 	defer func() {
 		l.Close(status.New(codes.Canceled, "test over"))
 		l.Wait()

@@ -197,7 +197,7 @@ func (l *clientLink) start(cs *clientStream) error {
 	l.nextID++
 	id := l.nextID
 	l.streams[id] = cs
-	l.turn.unidleLocked(true) // the reader goroutine reads streams
+	l.turn.UnidleLocked(true) // the reader goroutine reads streams
 	l.mu.Unlock()
 	cs.mu.Lock()
 	if cs.ended { // while it was being opened again

@@ -171,12 +171,12 @@ func (l *serverLink) drainedCheck() {
 		t.mu.Unlock()
 		return
 	}
-	if !t.settled.Load() && l.Pongs.Load() > t.drainPongs {
+	if !t.settled.Load() && l.Pongs() > t.drainPongs {
 		t.settled.Store(true)
 	}
 	settled := t.settled.Load()
 	t.mu.Unlock()
-	if !settled || l.busy() || l.Sending.Load() > 0 {
+	if !settled || l.busy() || l.ResponsesSending() > 0 {
 		return
 	}
 	l.GoOwned(func() {
@@ -228,13 +228,13 @@ func (l *serverLink) drain(reason string) {
 		return // closed, or draining already
 	}
 	t.draining = true
-	t.drainPongs = l.Pongs.Load()
+	t.drainPongs = l.Pongs()
 	l.Log.Debug("connection management: sending GOAWAY", zap.Stringer("peer", l.peer.Addr), zap.String("reason", reason))
 	l.QueueGoAway(wire.AppendGoAway(nil, 0, reason))
 	// After the GOAWAY (the flusher sends it first), to see when the
 	// client has read it.
 	l.QueueControl(wire.AppendPing(nil, false, 0), conn.MaxQueuedCancels)
-	t.settle = timers.Default.AfterFunc(l.KA.Timeout, func() {
+	t.settle = timers.Default.AfterFunc(l.Keepalive().Timeout, func() {
 		t.settled.Store(true)
 		l.drainedCheck()
 	})

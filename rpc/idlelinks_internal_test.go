@@ -89,7 +89,7 @@ func TestIdleLinksNoGoroutines(t *testing.T) {
 			before := runtime.NumGoroutine()
 			links := make([]*conn.Link, n)
 			for i, tc := range dialed {
-				links[i] = conn.NewLink(tc, zap.NewNop(), c.ka.link(), conn.SendWatch{After: time.Hour, Stuck: func() {}})
+				links[i] = conn.NewLink(tc, conn.LinkConfig{Log: zap.NewNop(), Keepalive: c.ka.link(), Watch: conn.SendWatch{After: time.Hour, Stuck: func() {}}})
 			}
 			defer func() {
 				for i, l := range links {
@@ -119,8 +119,8 @@ func TestIdleLinksNoGoroutines(t *testing.T) {
 					t.Fatalf("peer %d received %+v (%v), want a keepalive PING", i, h, err)
 				}
 				b.Release()
-				if links[i].Closed.IsSet() {
-					t.Fatalf("link %d closed: %v", i, links[i].Closed.Err())
+				if links[i].Ctx.Err() != nil {
+					t.Fatalf("link %d closed: %v", i, links[i].CloseStatus())
 				}
 			}
 		})

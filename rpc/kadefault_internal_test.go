@@ -32,8 +32,8 @@ func TestServerKeepaliveDefault(t *testing.T) {
 				l.Wait()
 				dialed[0].Close()
 			}()
-			if l.KA.Time != c.want {
-				t.Errorf("server keepalive Time %v, want %v", l.KA.Time, c.want)
+			if ka := l.Keepalive(); ka.Time != c.want {
+				t.Errorf("server keepalive Time %v, want %v", ka.Time, c.want)
 			}
 		})
 	}

@@ -338,16 +338,15 @@ func (s *Server) newServerLink(tc transport.Conn) *serverLink {
 	}}
 	ai := authInfo(tc)
 	l := &serverLink{
-		Link:      conn.NewLink(tc, s.log, s.opts.keepalive.serverDefaults().link(), watch),
 		s:         s,
 		peer:      &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr(), AuthInfo: ai},
 		authority: connAuthority(tc, ai),
 		budget:    conn.NewByteBudget(s.opts.maxUnsentBytes),
 	}
+	l.Link = conn.NewLink(tc, conn.LinkConfig{Log: s.log, Keepalive: s.opts.keepalive.serverDefaults().link(), Watch: watch, OnPong: l.drainedCheck})
 	l.adm.init(l)
 	// A REQUEST costs its whole frame, metadata included, of the window.
 	l.Flow.Init(s.opts.connWindow, s.opts.maxRecvSize+s.opts.maxHeaderListSize+requestOverhead)
-	l.OnPong = l.drainedCheck
 	return l
 }
 
@@ -582,7 +581,7 @@ func (l *serverLink) serveStream(st *callStream) {
 	l.adm.requestDone(st)
 	l.answered()
 	if st.unread != 0 {
-		l.adm.unread.answered(st.unread) // the reader reads on: the next request may be here already
+		l.adm.unread.Answered(st.unread) // the reader reads on: the next request may be here already
 	}
 	if sc.stats != nil {
 		sc.stats.end(err, nil)
@@ -686,11 +685,8 @@ func (l *serverLink) unknownMethod(method string, svc *service) error {
 // becomes an error response. It returns the outcome the client was sent.
 func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err error) error {
 	id := call.id
-	l.Sending.Add(1)
-	defer func() {
-		l.Sent.Add(1)
-		l.Sending.Add(-1)
-	}()
+	l.ResponseStart()
+	defer l.ResponseDone()
 	sc.mu.Lock()
 	header, trailer := sc.header, sc.trailer
 	sc.mu.Unlock()

@@ -475,10 +475,9 @@ func (ss *serverStream) SendMsg(m any) error {
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], ss.id)
 	// Counted by the send watch as responses are: a client that takes
 	// nothing for ResponseTimeout is disconnected.
-	ss.l.Sending.Add(1)
+	ss.l.ResponseStart()
 	n, err := sendFrame(ss.ctx, ss.l.Conn, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.Flow, nil)
-	ss.l.Sent.Add(1)
-	ss.l.Sending.Add(-1)
+	ss.l.ResponseDone()
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && ss.ctx.Err() == nil {

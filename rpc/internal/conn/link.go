@@ -48,19 +48,19 @@ type ctlFrame struct {
 type Link struct {
 	Conn     transport.Conn
 	Log      *zap.Logger
-	KA       Keepalive
+	ka       Keepalive
 	activity transport.Activity // nil: count whole frames as signs of life
 
 	Ctx    context.Context // done when the link closes
 	cancel context.CancelFunc
-	Closed signal.Signal // set with the status error the link closed with
+	closed signal.Signal // set with the status error the link closed with
 	reason atomic.Pointer[status.Status]
 	wg     sync.WaitGroup // the flusher, and closes started by timers
 
-	Frames    atomic.Uint64 // frames received
+	frames    atomic.Uint64 // frames received
 	lastFrame atomic.Int64  // when the last one arrived, Unix nanoseconds
-	Pongs     atomic.Uint64 // PONGs received
-	OnPong    func()        // called after each PONG, when set (the server's drain)
+	pongs     atomic.Uint64 // PONGs received
+	onPong    func()        // called after each PONG, when set (the server's drain)
 
 	ctlMu      sync.Mutex
 	ctlQueue   []ctlFrame  // encoded control frames waiting to be sent
@@ -72,7 +72,7 @@ type Link struct {
 	ctlDropped atomic.Bool // a CANCEL was dropped because the queue was full (logged once)
 	// freed is called after a frame that frees a slot (ctlFrame.frees) was
 	// sent, or dropped; nil: nothing to do (the server's links).
-	Freed func()
+	freed func()
 
 	// Keepalive and the watch; their state is touched only by their
 	// timer's function, which never runs twice at once.
@@ -85,8 +85,21 @@ type Link struct {
 	Flow ConnFlow // the connection window, both ways
 
 	watch   SendWatch
-	Sending atomic.Int64  // responses being sent, for the watch
-	Sent    atomic.Uint64 // responses sent or failed
+	sending atomic.Int64  // responses being sent, for the watch
+	sent    atomic.Uint64 // responses sent or failed
+}
+
+// LinkConfig is what a link is made with.
+type LinkConfig struct {
+	Log       *zap.Logger
+	Keepalive Keepalive
+	Watch     SendWatch // the server's; zero: none
+	// OnPong is called after each PONG, when set (the server's drain).
+	OnPong func()
+	// Freed is called after a frame that frees one of the peer's slots
+	// (a CANCEL, a client's RESET) was sent, or dropped, when set (the
+	// client's Slots).
+	Freed func()
 }
 
 // SendWatch gives up a connection whose peer takes none of the responses
@@ -108,16 +121,16 @@ type Keepalive struct {
 
 // NewLink starts a link over tc: its keepalive and the response watch
 // (the server's) start now, on the process's timer goroutine.
-func NewLink(tc transport.Conn, log *zap.Logger, ka Keepalive, watch SendWatch) *Link {
-	l := &Link{Conn: tc, Log: log, KA: ka, watch: watch}
+func NewLink(tc transport.Conn, c LinkConfig) *Link {
+	l := &Link{Conn: tc, Log: c.Log, ka: c.Keepalive, watch: c.Watch, onPong: c.OnPong, freed: c.Freed}
 	l.activity, _ = tc.(transport.Activity)
 	l.Ctx, l.cancel = context.WithCancel(context.Background())
 	now := time.Now()
 	l.lastFrame.Store(now.UnixNano())
-	if l.KA.Time > 0 {
+	if l.ka.Time > 0 {
 		l.kaState = NewKeepaliveState(l.alive(), now)
 		l.kaTimer = timers.Default.NewTimer(l.keepaliveWake)
-		l.kaTimer.Reset(l.KA.Time)
+		l.kaTimer.Reset(l.ka.Time)
 	}
 	if l.watch.After > 0 {
 		l.watchTimer = timers.Default.NewTimer(l.watchTick)
@@ -140,7 +153,7 @@ func (l *Link) RecvFrame(ctx context.Context) (transport.Buffer, error) {
 		}
 		return transport.Buffer{}, ErrLinkClosed
 	}
-	l.Frames.Add(1)
+	l.frames.Add(1)
 	l.lastFrame.Store(time.Now().UnixNano())
 	return b, nil
 }
@@ -175,8 +188,8 @@ func (l *Link) QueueEnd(frame []byte) {
 	if l.queueFrame(ctlFrame{b: frame, frees: true}, MaxQueuedCancels) {
 		return
 	}
-	if l.Freed != nil {
-		l.Freed()
+	if l.freed != nil {
+		l.freed()
 	}
 	if l.ctlDropped.CompareAndSwap(false, true) {
 		l.Log.Info("the peer takes no control frames: dropping cancellations", zap.Stringer("peer", l.Conn.RemoteAddr()))
@@ -264,24 +277,46 @@ func (l *Link) alive() uint64 {
 	if l.activity != nil {
 		return l.activity.BytesReceived()
 	}
-	return l.Frames.Load()
+	return l.frames.Load()
 }
+
+// Frames is how many frames the link received.
+func (l *Link) Frames() uint64 { return l.frames.Load() }
+
+// Pongs is how many PONGs the link received.
+func (l *Link) Pongs() uint64 { return l.pongs.Load() }
+
+// Keepalive is the link's keepalive.
+func (l *Link) Keepalive() Keepalive { return l.ka }
+
+// ResponseStart and ResponseDone bracket the sending of a response (or a
+// stream message), which the response watch counts.
+func (l *Link) ResponseStart() { l.sending.Add(1) }
+
+// ResponseDone: see ResponseStart.
+func (l *Link) ResponseDone() {
+	l.sent.Add(1)
+	l.sending.Add(-1)
+}
+
+// ResponsesSending is how many responses are being sent.
+func (l *Link) ResponsesSending() int64 { return l.sending.Load() }
 
 // keepaliveWake is keepalive, run by its timer: a ping once the peer has
 // been silent for Time, and the close when nothing arrives within Timeout
 // of the ping, so a dead peer is noticed within Time + Timeout of its last
 // sign of life (and the timers' coarseness, at most Time/32 more).
 func (l *Link) keepaliveWake() {
-	if l.Closed.IsSet() {
+	if l.closed.IsSet() {
 		return
 	}
-	next, act := l.kaState.Wake(time.Now(), l.alive(), time.Unix(0, l.lastFrame.Load()), l.KA.Time, l.KA.Timeout)
+	next, act := l.kaState.Wake(time.Now(), l.alive(), time.Unix(0, l.lastFrame.Load()), l.ka.Time, l.ka.Timeout)
 	switch act {
 	case KeepaliveClose:
-		st := status.Newf(codes.Unavailable, "keepalive: nothing from %s within %v of a ping", l.Conn.RemoteAddr(), l.KA.Timeout)
+		st := status.Newf(codes.Unavailable, "keepalive: nothing from %s within %v of a ping", l.Conn.RemoteAddr(), l.ka.Timeout)
 		l.closeAsync(st, func() {
 			l.Log.Info("keepalive: closing a silent connection", zap.Stringer("peer", l.Conn.RemoteAddr()),
-				zap.Duration("time", l.KA.Time), zap.Duration("timeout", l.KA.Timeout))
+				zap.Duration("time", l.ka.Time), zap.Duration("timeout", l.ka.Timeout))
 		})
 		return
 	case KeepalivePing:
@@ -298,10 +333,10 @@ func (l *Link) keepaliveWake() {
 // response in progress at the first of them has waited two intervals, the
 // whole bound).
 func (l *Link) watchTick() {
-	if l.Closed.IsSet() {
+	if l.closed.IsSet() {
 		return
 	}
-	if n := l.Sent.Load(); n != l.watchSent || l.Sending.Load() == 0 {
+	if n := l.sent.Load(); n != l.watchSent || l.sending.Load() == 0 {
 		l.watchStuck, l.watchSent = 0, n
 	} else if l.watchStuck++; l.watchStuck >= 3 {
 		l.closeAsync(status.Newf(codes.Unavailable, "the peer took no response for %v", l.watch.After), l.watch.Stuck)
@@ -347,8 +382,8 @@ func (l *Link) flushControl() error {
 		l.ctlQueue = l.ctlQueue[1:]
 		l.ctlMu.Unlock()
 		err := l.SendControl(f.b)
-		if f.frees && l.Freed != nil {
-			l.Freed()
+		if f.frees && l.freed != nil {
+			l.freed()
 		}
 		if err != nil {
 			return err
@@ -386,7 +421,7 @@ func (l *Link) sendControlVia(send func(context.Context, []byte) error, frame []
 	var err error
 	for {
 		seen := l.alive()
-		ctx, cancel := context.WithTimeout(l.Ctx, l.KA.Timeout)
+		ctx, cancel := context.WithTimeout(l.Ctx, l.ka.Timeout)
 		err = send(ctx, frame)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) || l.Ctx.Err() != nil || l.alive() == seen {
@@ -395,9 +430,9 @@ func (l *Link) sendControlVia(send func(context.Context, []byte) error, frame []
 	}
 	if err != nil && l.Ctx.Err() == nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			st := status.Newf(codes.Unavailable, "peer %s took no %s for %v", l.Conn.RemoteAddr(), what, l.KA.Timeout)
+			st := status.Newf(codes.Unavailable, "peer %s took no %s for %v", l.Conn.RemoteAddr(), what, l.ka.Timeout)
 			if l.Close(st) {
-				l.Log.Info("closing a connection whose peer does not read", zap.Stringer("peer", l.Conn.RemoteAddr()), zap.Duration("timeout", l.KA.Timeout))
+				l.Log.Info("closing a connection whose peer does not read", zap.Stringer("peer", l.Conn.RemoteAddr()), zap.Duration("timeout", l.ka.Timeout))
 			}
 		} else {
 			l.Close(TransportStatus(err))
@@ -421,9 +456,9 @@ func (l *Link) Control(h wire.Header, body []byte, peer, others string) (*wire.G
 	case wire.KindPong:
 		_, err := wire.ParsePing(body)
 		if err == nil {
-			l.Pongs.Add(1)
-			if l.OnPong != nil {
-				l.OnPong()
+			l.pongs.Add(1)
+			if l.onPong != nil {
+				l.onPong()
 			}
 		}
 		return nil, err
@@ -464,7 +499,7 @@ func (l *Link) closeThen(st *status.Status, won func()) bool {
 	if r := l.reason.Load(); r != nil {
 		st = r
 	}
-	if !l.Closed.Set(st.Err()) {
+	if !l.closed.Set(st.Err()) {
 		return false
 	}
 	if won != nil {
@@ -488,7 +523,7 @@ func (l *Link) Wait() { l.wg.Wait() }
 
 // CloseStatus is why the link closed, or Unavailable if it has not said.
 func (l *Link) CloseStatus() *status.Status {
-	if err := l.Closed.Err(); err != nil {
+	if err := l.closed.Err(); err != nil {
 		return status.Convert(err)
 	}
 	if r := l.reason.Load(); r != nil {
