@@ -19,7 +19,7 @@ import (
 // transport.Listener that was not created with credentials (rpc.Listen
 // with ListenCreds); a net.Listener it secures itself.
 func Creds(c credentials.TransportCredentials) ServerOption {
-	return func(o *serverOptions) { o.creds = c }
+	return serverOptionFunc(func(o *serverOptions) { o.creds = c })
 }
 
 // WithTransportCredentials makes the client secure its connections with c
