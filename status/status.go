@@ -141,7 +141,8 @@ func (e *statusError) Is(target error) bool {
 
 // FromError returns the Status carried by err (anywhere in its chain) and
 // true, or a Status with code Unknown and err's text and false. A nil err
-// is OK and true.
+// is OK and true. A status error of gRPC-go's (or of any package whose
+// errors have its GRPCStatus method) counts as a status error.
 func FromError(err error) (*Status, bool) {
 	if err == nil {
 		return nil, true
@@ -155,6 +156,9 @@ func FromError(err error) (*Status, bool) {
 		c := *se.s
 		c.message = err.Error()
 		return &c, true
+	}
+	if s, ok := grpcStatus(err); ok {
+		return s, true
 	}
 	return New(codes.Unknown, err.Error()), false
 }
