@@ -33,8 +33,9 @@ func ErrorProto(p *spb.Status) error { return FromProto(p).Err() }
 // implementation (gRPC-go's among them) that says its status the way
 // gRPC-go's do, by a method GRPCStatus whose result has a Proto method
 // returning google.rpc.Status, and returns that status. Found by
-// reflection, so that this package need not import gRPC-go.
-func grpcStatus(err error) (*Status, bool) {
+// reflection, so that this package need not import gRPC-go. With chain
+// false, only err itself is looked at.
+func grpcStatus(err error, chain bool) (*Status, bool) {
 	for err != nil {
 		if m := reflect.ValueOf(err).MethodByName("GRPCStatus"); m.IsValid() && m.Type().NumIn() == 0 && m.Type().NumOut() == 1 {
 			if p, ok := m.Call(nil)[0].Interface().(interface{ Proto() *spb.Status }); ok {
@@ -44,6 +45,9 @@ func grpcStatus(err error) (*Status, bool) {
 					}
 				}
 			}
+		}
+		if !chain {
+			break
 		}
 		err = errors.Unwrap(err)
 	}

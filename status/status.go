@@ -147,6 +147,13 @@ func FromError(err error) (*Status, bool) {
 	if err == nil {
 		return nil, true
 	}
+	if _, ours := err.(*statusError); !ours {
+		// An error that says its status gRPC-go's way (which may wrap
+		// one of ours, as contrib/grpcgo's do) is taken at its word.
+		if s, ok := grpcStatus(err, false); ok {
+			return s, true
+		}
+	}
 	var se *statusError
 	if errors.As(err, &se) {
 		if err == error(se) {
@@ -157,7 +164,7 @@ func FromError(err error) (*Status, bool) {
 		c.message = err.Error()
 		return &c, true
 	}
-	if s, ok := grpcStatus(err); ok {
+	if s, ok := grpcStatus(err, true); ok {
 		return s, true
 	}
 	return New(codes.Unknown, err.Error()), false
