@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -30,6 +32,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/status"
+	_ "github.com/rdmarpc/rdmarpc/transport/rdma"
 	_ "github.com/rdmarpc/rdmarpc/transport/tcp"
 )
 
@@ -111,9 +114,13 @@ type env struct {
 	health *health.Server
 }
 
-func start(t *testing.T) *env {
+// tcp is where the tests listen on the host; TestRDMA runs them again over
+// rdma:// in the Soft-RoCE guest.
+const tcp = "tcp://127.0.0.1:0"
+
+func start(t *testing.T, listen string) *env {
 	t.Helper()
-	lis, err := rpc.Listen("tcp://127.0.0.1:0")
+	lis, err := rpc.Listen(listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +133,8 @@ func start(t *testing.T) *env {
 	longrunningpb.RegisterOperationsServer(reg, operations{})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
-	cc, err := rpc.NewClient("tcp://" + lis.Addr().String())
+	scheme, _, _ := strings.Cut(listen, "://")
+	cc, err := rpc.NewClient(scheme + "://" + lis.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +148,10 @@ func start(t *testing.T) *env {
 	return &env{cc: grpcgo.NewClient(cc), health: hs}
 }
 
-func TestHealth(t *testing.T) {
-	e := start(t)
+func TestHealth(t *testing.T) { testHealth(t, tcp) }
+
+func testHealth(t *testing.T, listen string) {
+	e := start(t, listen)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := grpc_health_v1.NewHealthClient(e.cc)
@@ -172,8 +182,10 @@ func TestHealth(t *testing.T) {
 	}
 }
 
-func TestEtcdKV(t *testing.T) {
-	e := start(t)
+func TestEtcdKV(t *testing.T) { testEtcdKV(t, tcp) }
+
+func testEtcdKV(t *testing.T, listen string) {
+	e := start(t, listen)
 	c := etcdserverpb.NewKVClient(e.cc)
 	ctx := gmetadata.AppendToOutgoingContext(context.Background(), "tenant", "acme")
 
@@ -213,8 +225,10 @@ func TestEtcdKV(t *testing.T) {
 	}
 }
 
-func TestEtcdWatch(t *testing.T) {
-	e := start(t)
+func TestEtcdWatch(t *testing.T) { testEtcdWatch(t, tcp) }
+
+func testEtcdWatch(t *testing.T, listen string) {
+	e := start(t, listen)
 	var header, trailer gmetadata.MD
 	w, err := etcdserverpb.NewWatchClient(e.cc).Watch(context.Background(), grpc.Header(&header), grpc.Trailer(&trailer))
 	if err != nil {
@@ -247,8 +261,10 @@ func TestEtcdWatch(t *testing.T) {
 	}
 }
 
-func TestLongrunning(t *testing.T) {
-	e := start(t)
+func TestLongrunning(t *testing.T) { testLongrunning(t, tcp) }
+
+func testLongrunning(t *testing.T, listen string) {
+	e := start(t, listen)
 	c := longrunningpb.NewOperationsClient(e.cc)
 	op, err := c.GetOperation(context.Background(), &longrunningpb.GetOperationRequest{Name: "op-1"})
 	if err != nil || !op.Done {
@@ -269,7 +285,7 @@ func TestLongrunning(t *testing.T) {
 // TestUnknownCallOption: a gRPC-go call option rdmarpc cannot honour fails
 // the call, naming it, rather than being ignored.
 func TestUnknownCallOption(t *testing.T) {
-	e := start(t)
+	e := start(t, tcp)
 	c := etcdserverpb.NewKVClient(e.cc)
 	for _, o := range []grpc.CallOption{
 		grpc.MaxRetryRPCBufferSize(1),
@@ -289,4 +305,18 @@ func TestUnknownCallOption(t *testing.T) {
 	if !errors.As(err, &unwrapped) {
 		t.Errorf("%T does not wrap rdmarpc's error", err)
 	}
+}
+
+// TestRDMA runs the stubs over rdma://, in the Soft-RoCE guest
+// (testbed/tests.txt).
+func TestRDMA(t *testing.T) {
+	ip := os.Getenv("RDMARPC_TEST_IP")
+	if ip == "" {
+		t.Skip("RDMARPC_TEST_IP is not set: no RDMA device to test on (this test runs in the Soft-RoCE guest)")
+	}
+	listen := "rdma://" + net.JoinHostPort(ip, "0")
+	t.Run("health", func(t *testing.T) { testHealth(t, listen) })
+	t.Run("etcd_kv", func(t *testing.T) { testEtcdKV(t, listen) })
+	t.Run("etcd_watch", func(t *testing.T) { testEtcdWatch(t, listen) })
+	t.Run("longrunning", func(t *testing.T) { testLongrunning(t, listen) })
 }
