@@ -77,3 +77,40 @@ func TestEveryRPCName(t *testing.T) {
 		t.Errorf("package grpc lacks rpc's %s: add them to grpc.go", strings.Join(missing, ", "))
 	}
 }
+
+// TestNothingImportsGRPC: package grpc is the top of the library; a
+// library package that imported it would pull every transport into rpc's
+// users.
+func TestNothingImportsGRPC(t *testing.T) {
+	const self = `"github.com/rdmarpc/rdmarpc/grpc"`
+	err := filepath.WalkDir("..", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != ".." && (d.Name() == "grpc" && filepath.Dir(p) == ".." || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil && p != ".." {
+				return filepath.SkipDir // another module
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			if imp.Path.Value == self {
+				t.Errorf("%s imports package grpc", p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
