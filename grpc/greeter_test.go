@@ -7,8 +7,11 @@ package grpc_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"runtime"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -281,5 +284,36 @@ func TestDialBlockCanceled(t *testing.T) {
 		}))
 	if err != context.Canceled || conn != nil {
 		t.Fatalf("DialContext = %v, %v; want nil, context.Canceled", conn, err)
+	}
+}
+
+// TestUnixAbstract: gRPC's unix-abstract: target reaches a server on a
+// socket in Linux's abstract namespace.
+func TestUnixAbstract(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the abstract socket namespace is Linux's")
+	}
+	name := fmt.Sprintf("rdmarpc-grpc-test-%d", os.Getpid())
+	lis, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	RegisterGreeterServer(s, &server{})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(lis) }()
+	defer func() {
+		s.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	conn, err := grpc.NewClient("unix-abstract:"+name, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if r, err := NewGreeterClient(conn).SayHello(context.Background(), wrapperspb.String("abstract")); err != nil || r.GetValue() != "Hello abstract" {
+		t.Errorf("SayHello: %v, %v", r, err)
 	}
 }
