@@ -43,8 +43,8 @@ func TestPortDiff(t *testing.T) {
 	}
 	main := filepath.Join(dir, "main.go")
 	for _, want := range []string{
-		main + ":12:2: google.golang.org/grpc/grpclog: rdmarpc has no package github.com/rdmarpc/rdmarpc/grpclog\n",
-		main + ":20:3: grpc.WithAuthority: not in github.com/rdmarpc/rdmarpc/grpc\n",
+		main + ":15:2: google.golang.org/grpc/xds: rdmarpc has no package github.com/rdmarpc/rdmarpc/xds\n",
+		main + ":21:3: grpc.WithAuthority: not in github.com/rdmarpc/rdmarpc/grpc\n",
 		"--- " + main + "\n+++ " + main + "\n",
 		"-\t\"google.golang.org/grpc\"\n",
 		"+\t\"github.com/rdmarpc/rdmarpc/grpc\"\n",
@@ -89,9 +89,8 @@ func TestPortWrites(t *testing.T) {
 // complaint and exit 0.
 func TestPortClean(t *testing.T) {
 	src := strings.NewReplacer(
-		"\t\"google.golang.org/grpc/grpclog\"\n", "",
+		"\t_ \"google.golang.org/grpc/xds\" // xDS name resolution\n", "",
 		",\n\t\tgrpc.WithAuthority(\"greeter.example\"))", ")",
-		"grpclog.Info(", "log.Print(",
 	).Replace(readTestdata(t, "main.go.txt"))
 	dir := portDir(t, src)
 	var out bytes.Buffer
