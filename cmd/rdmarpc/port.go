@@ -92,12 +92,13 @@ func runPort(w io.Writer, args []string, diff bool) error {
 		return &usageError{err}
 	}
 	missing := 0
+	modules := make(map[string]string) // directory -> the path of the module it is in
 	for _, name := range files {
 		src, err := os.ReadFile(name)
 		if err != nil {
 			return err
 		}
-		out, gaps, err := portFile(name, src)
+		out, gaps, err := portFile(name, src, modulePath(modules, filepath.Dir(name)))
 		if err != nil {
 			return fmt.Errorf("port: %w", err)
 		}
@@ -163,10 +164,36 @@ func goFiles(args []string) ([]string, error) {
 	return files, nil
 }
 
+// modulePath returns the module path in the go.mod of dir or of the
+// nearest directory above it ("" for none), remembering it in cache.
+func modulePath(cache map[string]string, dir string) string {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	if m, ok := cache[dir]; ok {
+		return m
+	}
+	m := ""
+	if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module"); ok {
+				m = strings.Trim(strings.TrimSpace(rest), `"`)
+				break
+			}
+		}
+	} else if parent := filepath.Dir(dir); parent != dir {
+		m = modulePath(cache, parent)
+	}
+	cache[dir] = m
+	return m
+}
+
 // portFile returns src with its imports rewritten by the rule and gofmt'd
 // (src itself when nothing changes), and what of gRPC-go it uses that
-// rdmarpc lacks, one line each.
-func portFile(name string, src []byte) ([]byte, []string, error) {
+// rdmarpc lacks, one line each. Imports of the file's own module (own,
+// when gRPC-go's examples are the program) are left as they are.
+func portFile(name string, src []byte, own string) ([]byte, []string, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, name, src, parser.ParseComments)
 	if err != nil {
@@ -181,7 +208,7 @@ func portFile(name string, src []byte) ([]byte, []string, error) {
 			continue
 		}
 		mapped, rel, ok := portPath(path)
-		if !ok {
+		if !ok || own != "" && (path == own || strings.HasPrefix(path, own+"/")) {
 			continue
 		}
 		imp.Path.Value = strconv.Quote(mapped)

@@ -133,3 +133,39 @@ func TestPortFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestPortOwnModule: a program whose module is under gRPC-go's path (its
+// examples, ported as they are) keeps the imports of its own packages.
+func TestPortOwnModule(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module google.golang.org/grpc/examples\n\ngo 1.26\n",
+		"client/main.go": `package main
+
+import (
+	"google.golang.org/grpc"
+	pb "google.golang.org/grpc/examples/helloworld/helloworld"
+)
+
+var _ = grpc.NewClient
+var _ = pb.NewGreeterClient
+`,
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		os.MkdirAll(filepath.Dir(p), 0o777)
+		if err := os.WriteFile(p, []byte(content), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if err := runPort(&out, []string{dir + "/..."}, false); err != nil {
+		t.Fatalf("port: %v\n%s", err, out.String())
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "client", "main.go"))
+	for _, want := range []string{`"github.com/rdmarpc/rdmarpc/grpc"`, `pb "google.golang.org/grpc/examples/helloworld/helloworld"`} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("ported file lacks %s:\n%s", want, got)
+		}
+	}
+}
