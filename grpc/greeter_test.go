@@ -317,3 +317,46 @@ func TestUnixAbstract(t *testing.T) {
 		t.Errorf("SayHello: %v, %v", r, err)
 	}
 }
+
+type tokenCreds string
+
+func (c tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"token": string(c)}, nil
+}
+func (tokenCreds) RequireTransportSecurity() bool { return false }
+
+// TestPerRPCCredsCallOption: an interceptor finds a call's credentials by
+// their option's type, as gRPC-go's interceptor example does, and they
+// still reach the server.
+func TestPerRPCCredsCallOption(t *testing.T) {
+	seen := make(chan []string, 1) // the server's goroutine to the test's
+	check := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		seen <- md.Get("token")
+		return handler(ctx, req)
+	}
+	addr := serve(t, grpc.UnaryInterceptor(check))
+	found := false
+	look := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		for _, o := range opts {
+			if o, ok := o.(grpc.PerRPCCredsCallOption); ok && o.Creds != nil {
+				found = true
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithInsecure(), grpc.WithUnaryInterceptor(look))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := NewGreeterClient(conn).SayHello(context.Background(), wrapperspb.String("x"), grpc.PerRPCCredentials(tokenCreds("t1"))); err != nil {
+		t.Fatal(err)
+	}
+	if !found {
+		t.Error("the interceptor found no PerRPCCredsCallOption")
+	}
+	if got := <-seen; len(got) != 1 || got[0] != "t1" {
+		t.Errorf("the server saw tokens %q, want [t1]", got)
+	}
+}

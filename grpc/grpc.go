@@ -47,6 +47,7 @@ type (
 	MethodDesc              = rpc.MethodDesc
 	MethodHandler           = rpc.MethodHandler
 	MethodInfo              = rpc.MethodInfo
+	PerRPCCredsCallOption   = rpc.PerRPCCredsCallOption
 	ProtoCodec              = rpc.ProtoCodec
 	Server                  = rpc.Server
 	ServerOption            = rpc.ServerOption
