@@ -43,7 +43,7 @@ func (c client) NewStream(ctx context.Context, desc *grpc.StreamDesc, method str
 		o.copyOut(nil)
 		return nil, o.finish(toGRPC(err))
 	}
-	return &clientStream{cs: cs, o: o}, nil
+	return &clientStream{cs: cs, o: o, single: !desc.ServerStreams}, nil
 }
 
 // outgoing adds gRPC-go's outgoing metadata in ctx to rdmarpc's.
@@ -157,9 +157,10 @@ func toGRPC(err error) error {
 }
 
 type clientStream struct {
-	cs   rpc.ClientStream
-	o    *opts
-	done bool
+	cs     rpc.ClientStream
+	o      *opts
+	single bool // the server sends one response, which ends the call
+	done   bool
 }
 
 func (s *clientStream) Header() (gmetadata.MD, error) {
@@ -179,12 +180,12 @@ func (s *clientStream) SendMsg(m any) error { return toGRPC(s.cs.SendMsg(m)) }
 // the single response of a stream that has one.
 func (s *clientStream) RecvMsg(m any) error {
 	err := s.cs.RecvMsg(m)
-	if err != nil && !s.done {
+	if (err != nil || s.single) && !s.done {
 		s.done = true
 		head, _ := s.cs.Header()
 		s.o.ourTrail = s.cs.Trailer()
 		s.o.copyOut(head)
-		if err == io.EOF {
+		if err == nil || err == io.EOF {
 			s.o.finish(nil)
 		} else {
 			s.o.finish(toGRPC(err))

@@ -21,6 +21,7 @@ import (
 	gcodes "google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/health/grpc_health_v1"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	gmetadata "google.golang.org/grpc/metadata"
 	gpeer "google.golang.org/grpc/peer"
 	gstatus "google.golang.org/grpc/status"
@@ -131,6 +132,7 @@ func start(t *testing.T, listen string) *env {
 	etcdserverpb.RegisterKVServer(reg, kv{})
 	etcdserverpb.RegisterWatchServer(reg, watch{})
 	longrunningpb.RegisterOperationsServer(reg, operations{})
+	testgrpc.RegisterTestServiceServer(reg, summer{})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
 	scheme, _, _ := strings.Cut(listen, "://")
@@ -319,4 +321,55 @@ func TestRDMA(t *testing.T) {
 	t.Run("etcd_kv", func(t *testing.T) { testEtcdKV(t, listen) })
 	t.Run("etcd_watch", func(t *testing.T) { testEtcdWatch(t, listen) })
 	t.Run("longrunning", func(t *testing.T) { testLongrunning(t, listen) })
+	t.Run("client_streaming", func(t *testing.T) { testClientStreaming(t, listen) })
+}
+
+// summer is gRPC-go's interop TestService, client streaming only.
+type summer struct {
+	testgrpc.UnimplementedTestServiceServer
+}
+
+func (summer) StreamingInputCall(s grpc.ClientStreamingServer[testgrpc.StreamingInputCallRequest, testgrpc.StreamingInputCallResponse]) error {
+	var n int32
+	for {
+		r, err := s.Recv()
+		if err == io.EOF {
+			s.SetTrailer(gmetadata.Pairs("sum", "done"))
+			return s.SendAndClose(&testgrpc.StreamingInputCallResponse{AggregatedPayloadSize: n})
+		}
+		if err != nil {
+			return err
+		}
+		n += int32(len(r.GetPayload().GetBody()))
+	}
+}
+
+// TestClientStreaming: the call options of a client-streaming call see its
+// end when its one response arrives.
+func TestClientStreaming(t *testing.T) { testClientStreaming(t, tcp) }
+
+func testClientStreaming(t *testing.T, listen string) {
+	e := start(t, listen)
+	var trailer gmetadata.MD
+	var finished []error
+	s, err := testgrpc.NewTestServiceClient(e.cc).StreamingInputCall(context.Background(),
+		grpc.Trailer(&trailer), grpc.OnFinish(func(err error) { finished = append(finished, err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{3, 4} {
+		if err := s.Send(&testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: make([]byte, size)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := s.CloseAndRecv()
+	if err != nil || r.AggregatedPayloadSize != 7 {
+		t.Fatalf("CloseAndRecv = %v, %v; want 7", r, err)
+	}
+	if got := trailer.Get("sum"); len(got) != 1 || got[0] != "done" {
+		t.Errorf("trailer = %v, want sum: done", trailer)
+	}
+	if len(finished) != 1 || finished[0] != nil {
+		t.Errorf("OnFinish saw %v, want one nil", finished)
+	}
 }
