@@ -7,16 +7,20 @@ package grpc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rdmarpc/rdmarpc/backoff"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/credentials/insecure"
 	"github.com/rdmarpc/rdmarpc/grpc"
@@ -358,5 +362,36 @@ func TestPerRPCCredsCallOption(t *testing.T) {
 	}
 	if got := <-seen; len(got) != 1 || got[0] != "t1" {
 		t.Errorf("the server saw tokens %q, want [t1]", got)
+	}
+}
+
+// TestDialFailures: FailOnNonTempDialError returns the failed attempt's
+// error; WithReturnConnectionError wraps the last failure with the
+// context's error.
+func TestDialFailures(t *testing.T) {
+	refuse := func(context.Context, string) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Err: io.ErrUnexpectedEOF}
+	}
+	conn, err := grpc.DialContext(context.Background(), "127.0.0.1:1", grpc.WithInsecure(), grpc.WithBlock(),
+		grpc.FailOnNonTempDialError(true), grpc.WithContextDialer(refuse))
+	if conn != nil || status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), io.ErrUnexpectedEOF.Error()) {
+		t.Errorf("FailOnNonTempDialError: %v, %v; want nil and the dial's Unavailable", conn, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dials := 0
+	conn, err = grpc.DialContext(ctx, "127.0.0.1:1", grpc.WithInsecure(), grpc.WithReturnConnectionError(),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: time.Millisecond, Multiplier: 1, MaxDelay: time.Millisecond}}),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			if dials++; dials == 2 {
+				cancel() // the first attempt failed; give up during the second
+			}
+			return refuse(ctx, addr)
+		}))
+	// What failed last depends on when the cancel lands: an attempt's
+	// error, or that no backend is ready; Unavailable either way.
+	if conn != nil || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "Unavailable") {
+		t.Errorf("WithReturnConnectionError: %v, %v; want nil and an error wrapping context.Canceled and an Unavailable", conn, err)
 	}
 }

@@ -110,6 +110,8 @@ var (
 
 	// Dial options.
 	WithBlock                  = rpc.WithBlock
+	FailOnNonTempDialError     = rpc.FailOnNonTempDialError
+	WithReturnConnectionError  = rpc.WithReturnConnectionError
 	WithChainStreamInterceptor = rpc.WithChainStreamInterceptor
 	WithChainUnaryInterceptor  = rpc.WithChainUnaryInterceptor
 	WithCodec                  = rpc.WithCodec

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/rdmarpc/rdmarpc/connectivity"
 	"github.com/rdmarpc/rdmarpc/credentials/insecure"
@@ -9,7 +10,8 @@ import (
 
 // This file holds gRPC-go entry points that programs ported from it still
 // use, although gRPC-go deprecates some of them: DialContext, WithBlock,
-// WithInsecure, and the Empty options users embed to write their own.
+// FailOnNonTempDialError, WithReturnConnectionError, WithInsecure, and the
+// Empty options users embed to write their own.
 
 // DialContext is gRPC-go's DialContext: it makes a ClientConn as NewClient
 // does, but a target without a scheme is one address (passthrough), and it
@@ -27,16 +29,47 @@ func DialContext(ctx context.Context, target string, opts ...DialOption) (*Clien
 	if !cc.opts.block {
 		return cc, nil
 	}
+	var last error // the failure seen last in TransientFailure
 	for {
 		s := cc.GetState()
-		if s == connectivity.Ready {
+		switch {
+		case s == connectivity.Ready:
 			return cc, nil
+		case s == connectivity.TransientFailure:
+			last = cc.failure()
+			if cc.opts.failOnDialError {
+				cc.Close()
+				return nil, last
+			}
 		}
 		if !cc.WaitForStateChange(ctx, s) {
+			if cc.opts.returnConnError && last == nil {
+				last = cc.failure()
+			}
 			cc.Close()
+			if cc.opts.returnConnError {
+				return nil, fmt.Errorf("%w: %w", ctx.Err(), last)
+			}
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// FailOnNonTempDialError, with true, makes a DialContext with WithBlock
+// return the error of the first failed connection attempt instead of
+// trying again until its context ends. rdmarpc takes every failure as
+// final here (gRPC-go only those it deems not temporary), which rpc.Dial
+// does too.
+func FailOnNonTempDialError(f bool) DialOption {
+	return func(o *dialOptions) { o.failOnDialError = f }
+}
+
+// WithReturnConnectionError makes DialContext block (WithBlock) and, when
+// its context ends first, return an error that wraps both the context's
+// error and the last failure it saw (an attempt's error, or that no backend
+// is ready), as gRPC-go's.
+func WithReturnConnectionError() DialOption {
+	return func(o *dialOptions) { o.block, o.returnConnError = true, true }
 }
 
 // WithBlock makes DialContext wait until the ClientConn is Ready, retrying

@@ -239,6 +239,8 @@ type dialOptions struct {
 	resolvers          []resolver.Builder
 	idleTimeout        time.Duration
 	block              bool // WithBlock: DialContext waits for Ready
+	failOnDialError    bool // FailOnNonTempDialError: ... and stops at a failed attempt
+	returnConnError    bool // WithReturnConnectionError: ... and says the last failure
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as
