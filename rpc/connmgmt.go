@@ -21,7 +21,7 @@ import (
 // Timeout), or gRPC-go's keepalive.ServerParameters, which add
 // MaxConnectionIdle, MaxConnectionAge and MaxConnectionAgeGrace.
 func KeepaliveParams[P Keepalive | keepalive.ServerParameters](p P) ServerOption {
-	return func(o *serverOptions) {
+	return serverOptionFunc(func(o *serverOptions) {
 		switch p := any(p).(type) {
 		case Keepalive:
 			o.keepalive = p
@@ -29,14 +29,14 @@ func KeepaliveParams[P Keepalive | keepalive.ServerParameters](p P) ServerOption
 			o.keepalive = Keepalive{Time: p.Time, Timeout: p.Timeout}
 			o.conn = p
 		}
-	}
+	})
 }
 
 // KeepaliveEnforcementPolicy makes the server close, with GOAWAY
 // "too_many_pings", the connection of a client that pings more often than
 // p allows, as gRPC-go's. Without it no ping is refused.
 func KeepaliveEnforcementPolicy(p keepalive.EnforcementPolicy) ServerOption {
-	return func(o *serverOptions) { o.enforcement = &p }
+	return serverOptionFunc(func(o *serverOptions) { o.enforcement = &p })
 }
 
 // WithKeepaliveParams sets the client's keepalive from gRPC-go's

@@ -79,7 +79,7 @@ func NewServer(opts ...ServerOption) *Server {
 		numWorkers:         -1,
 	}
 	for _, opt := range opts {
-		opt(&o)
+		opt.apply(&o)
 	}
 	log := o.log.Named("rpc.server")
 	s := &Server{
