@@ -3,7 +3,7 @@
 //
 // The layers, lowest first (docs/architecture.md draws them):
 //
-//	0 leaves      codes, attributes, backoff, connectivity, keepalive, internal helpers,
+//	0 leaves      codes, attributes, backoff, connectivity, keepalive, grpclog, internal helpers,
 //	              the verbs binding and the credit engine, codegen
 //	1 vocabulary  status, metadata, credentials, peer, encoding, serviceconfig
 //	2 contract    transport, stats, resolver, the accept core, the conformance suite
