@@ -5,13 +5,13 @@ export PATH := /usr/local/go/bin:$(PATH)
 .PHONY: demo echo-demo test fresh-test deps lint build unit vm-test generate check-generate fuzz bench bench-rdma bench-kv bench-scale
 
 # The repository's modules: the library (what users require), the
-# instrumentation packages (contrib/: OpenTelemetry and Prometheus, so that
-# the library does not require them), the examples and the benchmarks, each
+# instrumentation packages and the gRPC-go adapter (contrib/: OpenTelemetry,
+# Prometheus and gRPC-go, so that the library does not require them), the examples and the benchmarks, each
 # with its own go.mod (and go.work joining them for
 # development). Every target below runs over each of them as its users build
 # it, alone (GOWORK=off), so a module that only builds inside the workspace
 # fails here.
-MODULES := . contrib/otel contrib/prometheus examples bench
+MODULES := . contrib/otel contrib/prometheus contrib/grpcgo examples bench
 STATICCHECK := $(shell /usr/local/go/bin/go env GOPATH 2>/dev/null)/bin/staticcheck
 # each CMD: runs CMD in every module, stops at the first failure.
 each = @set -e; for m in $(MODULES); do echo "== $$m: $(1)"; (cd $$m && GOWORK=off $(1)); done

@@ -11,6 +11,7 @@ import (
 // the heap (runtime.MemStats is read apart).
 type procCosts struct {
 	csw     int64         // voluntary and involuntary context switches
+	vcsw    int64         // voluntary ones only: a thread went to sleep
 	cpu     time.Duration // user + system
 	cgo     int64
 	wakeups uint64 // estimated goroutine wake-ups
@@ -34,6 +35,7 @@ func readProcCosts() procCosts {
 	}
 	return procCosts{
 		csw:     ru.Nvcsw + ru.Nivcsw,
+		vcsw:    ru.Nvcsw,
 		cpu:     time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
 		cgo:     runtime.NumCgoCall(),
 		wakeups: n * schedTrackingPeriod,
@@ -47,7 +49,56 @@ func (b procCosts) setPerCall(a procCosts, r *Result) {
 	}
 	n := float64(r.Calls)
 	r.CSWPerCall = float64(a.csw-b.csw) / n
+	r.VCSWPerCall = float64(a.vcsw-b.vcsw) / n
 	r.WakeupsPerCall = float64(a.wakeups-b.wakeups) / n
 	r.CgoPerCall = float64(a.cgo-b.cgo) / n
 	r.CPUPerCall = (a.cpu - b.cpu) / time.Duration(r.Calls)
+}
+
+// EndCosts is what one end of a cell spent per measured call, read in its
+// own process: the server's, when it runs in a process of its own.
+type EndCosts struct {
+	CPU    time.Duration // user + system
+	VCSW   float64       // voluntary context switches (the process's threads slept)
+	Allocs float64       // heap allocations
+}
+
+// Meter measures the other end of a cell (a server in another process)
+// over the cell's measured phase: Begin as it starts, End with the calls
+// made once it is over.
+type Meter interface {
+	Begin() error
+	End(calls int64) (EndCosts, error)
+}
+
+// Snapshot is what this process has spent so far, for a Meter's other end:
+// the difference of two, divided by the calls between them, is its
+// EndCosts.
+type Snapshot struct {
+	CPU     time.Duration
+	VCSW    int64
+	Mallocs uint64
+}
+
+// TakeSnapshot reads what this process has spent so far (getrusage
+// RUSAGE_SELF and runtime.MemStats).
+func TakeSnapshot() Snapshot {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return Snapshot{CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), VCSW: ru.Nvcsw, Mallocs: m.Mallocs}
+}
+
+// PerCall is what was spent from s to later, per call.
+func (s Snapshot) PerCall(later Snapshot, calls int64) EndCosts {
+	if calls <= 0 {
+		return EndCosts{}
+	}
+	n := float64(calls)
+	return EndCosts{
+		CPU:    (later.CPU - s.CPU) / time.Duration(calls),
+		VCSW:   float64(later.VCSW-s.VCSW) / n,
+		Allocs: float64(later.Mallocs-s.Mallocs) / n,
+	}
 }

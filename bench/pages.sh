@@ -9,8 +9,9 @@
 # and its folder together (bench/cmd/benchpage's test checks that one is made from the
 # other). To add a note to a page, add a "note: …" line to its meta.txt and run benchpage.
 #
-#   tcp    rpcbench --compare raw,drpc,grpc on loopback (BENCH_FLAGS replaces the default
-#          --sizes 64,1KiB,64KiB --conc 1,16 --duration 3s)
+#   tcp    rpcbench --compare raw,drpc,grpc on loopback, each server in a process of its own
+#          (peers.csv), then rdmarpc alone with both ends in one process (--inproc, inproc.csv)
+#          (BENCH_FLAGS replaces the default --sizes 64,1KiB,64KiB --conc 1,16 --duration 3s)
 #   rdma   bench/softroce.sh, the latency ladder in one Soft-RoCE boot (RDMA_FLAGS: its
 #          rpcbench flags; STREAM_FLAGS as softroce.sh reads it)
 #   kv     in one Soft-RoCE boot, kvserver and two echo servers (rpcbench --serve) in
@@ -50,10 +51,11 @@ case $AREA in
 tcp)
   read -r -a FLAGS <<<"${BENCH_FLAGS:---sizes 64,1KiB,64KiB --conc 1,16 --duration 3s}"
   (cd "$REPO/bench" && go build -o "$WORK/rpcbench" ./cmd/rpcbench)
-  CMD="rpcbench --compare raw,drpc,grpc ${FLAGS[*]}"
+  CMD="rpcbench --compare raw,drpc,grpc ${FLAGS[*]}; rpcbench --inproc ${FLAGS[*]}"
   MACHINE=$(host)
   "$WORK/rpcbench" --compare raw,drpc,grpc "${FLAGS[@]}" --csv "$WORK/peers.csv" | tee "$WORK/peers.txt"
-  FILES=(peers.csv peers.txt)
+  "$WORK/rpcbench" --inproc "${FLAGS[@]}" --csv "$WORK/inproc.csv" | tee "$WORK/inproc.txt"
+  FILES=(peers.csv peers.txt inproc.csv inproc.txt)
   ;;
 rdma)
   read -r -a FLAGS <<<"${RDMA_FLAGS:-}"

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -76,11 +77,15 @@ func allocs(r Result, v float64, format string) string {
 // ping-pong ib_send_lat and whose throughput from ib_send_bw's stream.
 var CSVHeader = []string{"impl", "transport", "size_bytes", "concurrency", "calls", "seconds",
 	"calls_per_s", "mb_per_s", "p50_us", "p99_us", "p999_us", "allocs_per_call", "bytes_per_call",
-	"csw_per_call", "wakeups_per_call", "cgo_per_call", "cpu_us_per_call"}
+	"csw_per_call", "wakeups_per_call", "cgo_per_call", "cpu_us_per_call",
+	"vcsw_per_call", "server_cpu_us_per_call", "server_vcsw_per_call", "server_allocs_per_call"}
 
-// oldColumns is how many columns CSVs written before the per-call process
-// costs have; ReadCSV still reads them.
-const oldColumns = 13
+// Older CSVs have fewer columns (before the per-call process costs, before
+// the server's end); ReadCSV still reads them.
+const (
+	oldColumns  = 13
+	noServerEnd = 17
+)
 
 // WriteCSV writes results with a header line.
 func WriteCSV(w io.Writer, rs []Result) error {
@@ -92,7 +97,8 @@ func WriteCSV(w io.Writer, rs []Result) error {
 			strconv.FormatInt(r.Calls, 10), f(r.Elapsed.Seconds(), 3),
 			f(r.CallsPerSec(), 1), f(r.MBPerSec(), 3), f(micros(r.P50), 2), f(micros(r.P99), 2), f(micros(r.P999), 2),
 			f(r.AllocsPerCall, 2), f(r.BytesPerCall, 1),
-			f(r.CSWPerCall, 3), f(r.WakeupsPerCall, 2), f(r.CgoPerCall, 2), f(micros(r.CPUPerCall), 2)})
+			f(r.CSWPerCall, 3), f(r.WakeupsPerCall, 2), f(r.CgoPerCall, 2), f(micros(r.CPUPerCall), 2),
+			f(r.VCSWPerCall, 3), f(micros(r.Server.CPU), 2), f(r.Server.VCSW, 3), f(r.Server.Allocs, 2)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -105,8 +111,8 @@ func ReadCSV(r io.Reader) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) == 0 || (strings.Join(recs[0], ",") != strings.Join(CSVHeader, ",") &&
-		strings.Join(recs[0], ",") != strings.Join(CSVHeader[:oldColumns], ",")) {
+	if len(recs) == 0 || !slices.Contains([]int{oldColumns, noServerEnd, len(CSVHeader)}, len(recs[0])) ||
+		strings.Join(recs[0], ",") != strings.Join(CSVHeader[:len(recs[0])], ",") {
 		return nil, fmt.Errorf("bench: CSV header is not %s", strings.Join(CSVHeader, ","))
 	}
 	var out []Result
@@ -130,9 +136,13 @@ func ReadCSV(r io.Reader) ([]Result, error) {
 			P50: usDur(num[8]), P99: usDur(num[9]), P999: usDur(num[10]),
 			AllocsPerCall: num[11], BytesPerCall: num[12],
 		}
-		if len(rec) > oldColumns+3 {
+		if len(rec) >= noServerEnd {
 			r.CSWPerCall, r.WakeupsPerCall, r.CgoPerCall = num[13], num[14], num[15]
 			r.CPUPerCall = usDur(num[16])
+		}
+		if len(rec) == len(CSVHeader) {
+			r.VCSWPerCall = num[17]
+			r.Server = EndCosts{CPU: usDur(num[18]), VCSW: num[19], Allocs: num[20]}
 		}
 		out = append(out, r)
 	}

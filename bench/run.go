@@ -20,6 +20,9 @@ type Config struct {
 	Concurrency int           // callers sharing the one connection; 0 means 1
 	Duration    time.Duration // how long to measure; 0 means 1 s
 	Warmup      time.Duration // how long to call before measuring; 0 means Duration/5
+	// Server, when set, measures the server's end of the measured phase
+	// in its own process (Result.Server).
+	Server Meter
 }
 
 // Result is what Run measured.
@@ -37,6 +40,11 @@ type Result struct {
 	// sampled scheduling latencies), cgo calls, CPU time.
 	CSWPerCall, WakeupsPerCall, CgoPerCall float64
 	CPUPerCall                             time.Duration
+	VCSWPerCall                            float64 // voluntary context switches only
+	// Server is the server's end, measured in its own process (zero when
+	// it ran in this one, or was not measured: then this process's
+	// figures count both ends).
+	Server EndCosts
 	// MBPerSecOverride and CallsPerSecOverride, when set, replace the
 	// figures derived from Calls and Elapsed: raw-verbs rows carry the
 	// throughput perftest reported.
@@ -92,25 +100,28 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-// Measure holds what the process had spent when a measured phase began;
-// Stop puts what the calls since cost into a Result. Run uses it, and so
-// does bench/cmd/ladder around its own rungs.
-type Measure struct {
-	mem   runtime.MemStats
-	costs procCosts
+// measure holds what the process had spent when a measured phase began.
+type measure struct {
+	mem    runtime.MemStats
+	costs  procCosts
+	server Meter // nil, or began
+	err    error // the server's Begin's
 }
 
-// StartMeasure collects the garbage, then takes the process's costs so far.
-func StartMeasure() *Measure {
+func startMeasure(server Meter) *measure {
 	runtime.GC()
-	m := &Measure{}
+	m := &measure{server: server}
+	if server != nil {
+		m.err = server.Begin()
+	}
 	runtime.ReadMemStats(&m.mem)
 	m.costs = readProcCosts()
 	return m
 }
 
-// Stop puts what calls cost since StartMeasure into r (and sets r.Calls).
-func (m *Measure) Stop(r *Result, calls int64) {
+// stop puts what calls cost since start into r; the error is the server
+// meter's.
+func (m *measure) stop(r *Result, calls int64) error {
 	costs := readProcCosts()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
@@ -120,6 +131,12 @@ func (m *Measure) Stop(r *Result, calls int64) {
 	}
 	r.Calls = calls
 	m.costs.setPerCall(costs, r)
+	if m.server == nil || m.err != nil {
+		return m.err
+	}
+	var err error
+	r.Server, err = m.server.End(calls)
+	return err
 }
 
 // run is Run with one caller per concurrent goroutine.
@@ -143,9 +160,11 @@ func run(ctx context.Context, callers []caller, cfg Config) (Result, error) {
 		lats[i] = make([]time.Duration, 0, perWorker)
 	}
 
-	m := StartMeasure()
+	m := startMeasure(cfg.Server)
 	calls, elapsed, err := drive(ctx, callers, payload, cfg.Duration, lats)
-	m.Stop(&r, calls)
+	if merr := m.stop(&r, calls); err == nil {
+		err = merr
+	}
 	if err != nil {
 		return r, err
 	}
@@ -233,4 +252,17 @@ func Quantile(sorted []time.Duration, q float64) time.Duration {
 	// in floating point) is rank 99, not 100.
 	rank := int(math.Ceil(q*float64(len(sorted))-1e-9)) - 1
 	return sorted[max(0, min(rank, len(sorted)-1))]
+}
+
+// Measure is what the process had spent when a measured phase began, for
+// a harness of its own (bench/cmd/ladder): Stop puts what the calls since
+// cost into a Result, as Run does.
+type Measure struct{ m *measure }
+
+// StartMeasure collects the garbage, then takes the process's costs so far.
+func StartMeasure() *Measure { return &Measure{startMeasure(nil)} }
+
+// Stop puts what calls cost since StartMeasure into r (and sets r.Calls).
+func (m *Measure) Stop(r *Result, calls int64) {
+	_ = m.m.stop(r, calls) // no server meter: no error
 }

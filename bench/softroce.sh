@@ -42,20 +42,22 @@ if [ -n "${BASELINE:-}" ]; then
   rm -rf "$OUT/baseline"
   BEFORE=/out/ladder-before.csv,/out/rdma-before.csv,/out/tcp-before.csv
 fi
+# --inproc: the ladder's rungs all run both ends in one process, and so does its RPC rung
+# (rpcbench's default is a server process of its own).
 {
   echo '# written by bench/softroce.sh'
   echo 'cd /out'
   echo 'rc=0'
   echo '{ echo "guest: $(nproc) vCPUs, kernel $(uname -r), qemu TCG"; grep MemTotal /proc/meminfo; } > /out/ladder.txt'
-  printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --csv /out/rdma.csv --png /out/rdma.png'
+  printf './rpcbench --inproc --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --csv /out/rdma.csv --png /out/rdma.png'
   printf ' %q' "${FLAGS[@]}"
   echo ' > /out/rpcbench.txt 2>&1 || rc=1'
   if [ "${STREAM[*]}" != none ]; then
-    printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --modes pingpong,stream --csv /out/rdma-stream.csv'
+    printf './rpcbench --inproc --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --modes pingpong,stream --csv /out/rdma-stream.csv'
     printf ' %q' "${STREAM[@]}"
     echo ' > /out/rpcbench-stream.txt 2>&1 || rc=1'
   fi
-  printf './rpcbench --listen tcp://$RDMARPC_TEST_IP:0 --csv /out/tcp.csv'
+  printf './rpcbench --inproc --listen tcp://$RDMARPC_TEST_IP:0 --csv /out/tcp.csv'
   printf ' %q' "${FLAGS[@]}"
   echo ' > /out/rpcbench-tcp.txt 2>&1 || rc=1'
   if [ -n "$BEFORE" ]; then

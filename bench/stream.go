@@ -137,9 +137,11 @@ func RunStream(ctx context.Context, s Streamer, cfg Config) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	m := StartMeasure()
+	m := startMeasure(cfg.Server)
 	n, elapsed, err := flood(ctx, s, payload, cfg.Concurrency, cfg.Duration)
-	m.Stop(&r, n)
+	if merr := m.stop(&r, n); err == nil {
+		err = merr
+	}
 	if err != nil {
 		return r, err
 	}

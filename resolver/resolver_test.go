@@ -217,6 +217,8 @@ func TestStaticBuilders(t *testing.T) {
 		{"unix:/run/kv.sock", []resolver.Address{{Addr: "/run/kv.sock", Transport: "unix"}}},
 		{"unix:///run/kv.sock", []resolver.Address{{Addr: "/run/kv.sock", Transport: "unix"}}},
 		{"tcp+unix:///run/kv.sock", []resolver.Address{{Addr: "/run/kv.sock", Transport: "unix"}}},
+		{"unix-abstract:kv", []resolver.Address{{Addr: "@kv", Transport: "unix"}}},
+		{"unix-abstract:///kv", []resolver.Address{{Addr: "@/kv", Transport: "unix"}}},
 		{"dns:///127.0.0.1:7070", []resolver.Address{{Addr: "127.0.0.1:7070"}}},
 		{"rdma+dns:///[fd00::1]:7070", []resolver.Address{{Addr: "[fd00::1]:7070", Transport: "rdma"}}},
 		{"10.0.0.1:7070", []resolver.Address{{Addr: "10.0.0.1:7070"}}},

@@ -12,7 +12,7 @@ import (
 // context.WithDeadline, a callContext and a serverCall cost five or more.
 // It is never pooled: a handler may keep its context after it returns.
 //
-// It ends when the client cancels (cancelStream), its deadline passes, the
+// It ends when the client cancels (admission.cancel), its deadline passes, the
 // link closes (serverLink.cancelRunning) or the handler returns. Its Value
 // answers the call's keys and nothing else (the link's context carries no
 // values), so context.Cause, which looks for the standard library's

@@ -11,9 +11,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/rdmarpc/rdmarpc/balancer"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -75,20 +77,22 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 	// of the link's calls ends (or a backoff passes), then goes again.
 	notSent, refused := 0, 0
 	for {
-		l, err := cc.link(ctx, ci.waitForReady)
+		l, done, err := cc.link(ctx, method, ci.waitForReady)
 		if err != nil {
 			return err
 		}
 		cmd, err := l.callMD(ctx, method, md, ci)
-		if err != nil {
-			return err
+		if err == nil {
+			err = l.call(ctx, method, cmd, req, reply, ci, rs)
 		}
-		err = l.call(ctx, method, cmd, req, reply, ci, rs)
+		if done != nil {
+			done(balancer.DoneInfo{Err: err})
+		}
 		switch err {
 		case errNotSent:
 			cc.forget(l, false)
 			if notSent++; notSent == 3 {
-				return l.closeStatus().Err()
+				return l.CloseStatus().Err()
 			}
 		case errRefused:
 			refused++
@@ -117,7 +121,7 @@ func (l *clientLink) waitForSlot(ctx context.Context, refused int) error {
 	select {
 	case <-freed:
 	case <-t.C:
-	case <-l.ctx.Done():
+	case <-l.Ctx.Done():
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	}
@@ -151,7 +155,7 @@ var errNotSent = errors.New("rpc: call not sent")
 // flight on it. Whoever holds its read turn (clientturn.go), a waiting
 // caller or its reader goroutine, routes responses to their calls.
 type clientLink struct {
-	*link
+	*conn.Link
 	cc *ClientConn
 	sc *subConn // the backend it connects to
 	// uaKnown: a call that carried the user-agent has succeeded, so the
@@ -171,11 +175,11 @@ type clientLink struct {
 
 	slotFreed   chan struct{} // closed at the next response, for refused calls
 	slotWaiters atomic.Int64
-	turn        readTurn // who reads; under mu
+	turn        conn.Turn // who reads; under mu
 
 	// slots: the server's limit on the calls and streams open at once,
-	// and those this side counts (slots.go).
-	slots slots
+	// and those this side counts (conn.Slots).
+	slots conn.Slots
 
 	// handoffs counts responses delivered to a caller by another
 	// goroutine (the reader goroutine, or a caller holding the turn),
@@ -187,7 +191,6 @@ type clientLink struct {
 
 type pendingCall struct {
 	done    chan result // capacity 1: the reader never blocks on it
-	waiting bool        // in line for the read turn; under clientLink.mu
 	mayRead bool        // the call may take the read turn (mayReadLocked)
 }
 
@@ -213,23 +216,22 @@ func putPending(p *pendingCall) {
 // its SETTINGS (dialLink).
 func newClientLink(cc *ClientConn, tc transport.Conn, set wire.Settings) *clientLink {
 	l := &clientLink{
-		link:    newLink(tc, cc.log, cc.opts.keepalive, sendWatch{}),
 		cc:      cc,
 		pending: make(map[uint64]*pendingCall),
 		streams: make(map[uint64]*clientStream),
 	}
-	l.flow.init(cc.opts.connWindow, cc.opts.maxRecvSize)
-	l.turn.init(tc)
-	l.flow.peerWindow(set.ConnectionWindow)
-	l.slots.setLimit(int(set.MaxConcurrentStreams))
-	l.freed = l.slots.release
+	l.Link = conn.NewLink(tc, conn.LinkConfig{Log: cc.log, Keepalive: cc.opts.keepalive.link(), Freed: l.slots.Release})
+	l.Flow.Init(cc.opts.connWindow, cc.opts.maxRecvSize)
+	l.turn.Init(tc)
+	l.Flow.PeerWindow(set.ConnectionWindow)
+	l.slots.SetLimit(int(set.MaxConcurrentStreams))
 	return l
 }
 
 // register takes a slot for a call (waiting within ctx while the server's
 // limit is reached) and an id. errNotSent: l takes no new calls.
 func (l *clientLink) register(ctx context.Context) (uint64, *pendingCall, error) {
-	if ok, err := l.slots.acquire(ctx); !ok {
+	if ok, err := l.slots.Acquire(ctx); !ok {
 		if err != nil {
 			return 0, nil, status.FromContextError(err).Err()
 		}
@@ -237,8 +239,8 @@ func (l *clientLink) register(ctx context.Context) (uint64, *pendingCall, error)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.draining || l.ctx.Err() != nil {
-		l.slots.release()
+	if l.draining || l.Ctx.Err() != nil {
+		l.slots.Release()
 		return 0, nil, errNotSent
 	}
 	l.nextID++
@@ -258,7 +260,7 @@ func (l *clientLink) unregister(id uint64) bool {
 	retire := ok && l.idleDraining()
 	l.mu.Unlock()
 	if ok {
-		l.slots.release()
+		l.slots.Release()
 	}
 	if retire {
 		l.retire()
@@ -280,11 +282,11 @@ func (l *clientLink) abandon(id uint64, p *pendingCall) {
 // idleDraining reports whether l is draining with no call left, so it can
 // close. Called with l.mu held.
 func (l *clientLink) idleDraining() bool {
-	return l.draining && len(l.pending) == 0 && len(l.streams) == 0 && l.ctx.Err() == nil
+	return l.draining && len(l.pending) == 0 && len(l.streams) == 0 && l.Ctx.Err() == nil
 }
 
 func (l *clientLink) retire() {
-	l.close(status.New(codes.Unavailable, "connection drained after the server's GOAWAY"))
+	l.Close(status.New(codes.Unavailable, "connection drained after the server's GOAWAY"))
 }
 
 func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, req, reply any, ci *callInfo, rs *rpcStats) error {
@@ -305,9 +307,9 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 	}
 	// The request takes the connection's window, as stream messages do:
 	// the server grants it back when the call is over (docs/wire.md).
-	n, err := sendFrame(ctx, l.tc, l.cc.opts.codec, head, req, ci.maxSendSize, nil, &l.flow, nil)
+	n, err := sendFrame(ctx, l.Conn, l.cc.opts.codec, head, req, ci.maxSendSize, nil, &l.Flow, nil)
 	if rs != nil && err == nil {
-		rs.outHeader(md, method, l.tc)
+		rs.outHeader(md, method, l.Conn)
 		rs.outPayload(req, n, len(head)+n)
 	}
 	bufpool.Put(head)
@@ -319,7 +321,7 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 		if errors.Is(err, transport.ErrClosed) && ctx.Err() == nil {
 			return errNotSent // the transport did not take the request
 		}
-		return transportStatus(err).Err()
+		return conn.TransportStatus(err).Err()
 	}
 
 	r, err := l.await(ctx, id, p)
@@ -372,7 +374,7 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats)
 				*ci.trailer = resp.Trailer
 			}
 			if ci.peer != nil {
-				*ci.peer = Peer{Addr: l.tc.RemoteAddr(), LocalAddr: l.tc.LocalAddr(), AuthInfo: authInfo(l.tc)}
+				*ci.peer = Peer{Addr: l.Conn.RemoteAddr(), LocalAddr: l.Conn.LocalAddr(), AuthInfo: authInfo(l.Conn)}
 			}
 			if resp.Code != 0 {
 				if rs != nil {
@@ -392,8 +394,8 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats)
 			return nil
 		}
 	}
-	l.log.Warn("malformed response", zap.Error(err))
-	return status.Errorf(codes.Internal, "malformed response from %s: %v", l.tc.RemoteAddr(), err)
+	l.Log.Warn("malformed response", zap.Error(err))
+	return status.Errorf(codes.Internal, "malformed response from %s: %v", l.Conn.RemoteAddr(), err)
 }
 
 // responseOverhead is what a response frame may carry beyond its message
@@ -424,8 +426,8 @@ func (l *clientLink) dispatch(b transport.Buffer, self *pendingCall) bool {
 		l.mu.Lock()
 		p, ok := l.pending[h.CallID]
 		delete(l.pending, h.CallID)
-		if ok && p.waiting {
-			l.turn.leaveLine(p)
+		if ok {
+			l.turn.LeaveLocked(p)
 		}
 		_, expired := l.expired[h.CallID]
 		if expired {
@@ -434,7 +436,7 @@ func (l *clientLink) dispatch(b transport.Buffer, self *pendingCall) bool {
 		retire := l.idleDraining()
 		l.mu.Unlock()
 		if ok || expired {
-			l.slots.release()
+			l.slots.Release()
 		}
 		if ok {
 			if p != self {
@@ -454,7 +456,7 @@ func (l *clientLink) dispatch(b transport.Buffer, self *pendingCall) bool {
 	case wire.KindHeaders, wire.KindMessage, wire.KindTrailers, wire.KindReset, wire.KindWindow, wire.KindOpen, wire.KindCloseSend:
 		return l.streamFrame(h, body, b)
 	}
-	ga, err := l.control(h, body, "server", "clients")
+	ga, err := l.Control(h, body, "server", "clients")
 	b.Release()
 	if err != nil {
 		l.fatal(err)
@@ -468,15 +470,15 @@ func (l *clientLink) dispatch(b transport.Buffer, self *pendingCall) bool {
 
 // fatal closes the connection for a protocol error, with one log line.
 func (l *clientLink) fatal(err error) {
-	l.log.Warn("closing connection", zap.Stringer("peer", l.tc.RemoteAddr()), zap.Error(err))
-	l.protocolError(err)
+	l.Log.Warn("closing connection", zap.Stringer("peer", l.Conn.RemoteAddr()), zap.Error(err))
+	l.ProtocolError(err)
 }
 
 // goAway stops new calls on l; it closes once the calls in flight finish.
 func (l *clientLink) goAway(ga wire.GoAway) {
 	if ga.Code != 0 {
-		l.log.Warn("server is closing the connection", zap.Stringer("code", codes.Code(ga.Code)), zap.String("reason", ga.Message))
-		l.setReason(status.New(codes.Code(ga.Code), "server closed the connection: "+ga.Message))
+		l.Log.Warn("server is closing the connection", zap.Stringer("code", codes.Code(ga.Code)), zap.String("reason", ga.Message))
+		l.SetReason(status.New(codes.Code(ga.Code), "server closed the connection: "+ga.Message))
 		if ga.Message == tooManyPings {
 			l.cc.serverPingBackoff()
 		}
@@ -486,7 +488,7 @@ func (l *clientLink) goAway(ga wire.GoAway) {
 	l.draining = true
 	retire := l.idleDraining()
 	l.mu.Unlock()
-	l.slots.close()
+	l.slots.Close()
 	if retire {
 		l.retire()
 	}
@@ -499,13 +501,13 @@ func (l *clientLink) failAll(st *status.Status) {
 	calls := l.pending
 	l.pending = map[uint64]*pendingCall{}
 	l.expired = nil
-	l.turn.clearLine()
+	l.turn.ClearLocked()
 	streams := make([]*clientStream, 0, len(l.streams))
 	for _, cs := range l.streams {
 		streams = append(streams, cs)
 	}
 	l.mu.Unlock()
-	l.slots.close()
+	l.slots.Close()
 	for _, p := range calls {
 		p.done <- result{err: st.Err()}
 	}

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"sync"
 	"testing"
 	"time"
@@ -109,15 +110,15 @@ func TestControlQueueBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLink(tc, zap.NewNop(), Keepalive{Time: -1, Timeout: time.Hour}, sendWatch{})
+	l := conn.NewLink(tc, conn.LinkConfig{Log: zap.NewNop(), Keepalive: Keepalive{Time: -1, Timeout: time.Hour}.link()})
 	defer func() {
-		l.close(status.New(codes.Canceled, "test over"))
-		l.wait()
+		l.Close(status.New(codes.Canceled, "test over"))
+		l.Wait()
 		<-accepted
 	}()
 	const limit = 1024
 	n := 0
-	for l.queueControl(make([]byte, 100), limit) {
+	for l.QueueControl(make([]byte, 100), limit) {
 		if n++; n > 2*limit {
 			t.Fatalf("queued %d control frames to a peer that reads nothing, bound %d", n, limit)
 		}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rdmarpc/rdmarpc/backoff"
+	"github.com/rdmarpc/rdmarpc/balancer"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/connectivity"
 	"github.com/rdmarpc/rdmarpc/metadata"
@@ -28,8 +29,10 @@ import (
 )
 
 // ClientConn is a client's connection to one target: a name its resolver
-// turns into addresses, and one connection per backend its balancer keeps
-// (pick_first: one backend at a time; round_robin: every backend). It is
+// turns into addresses, and the connections to backends its balancer
+// keeps (package balancer; pick_first: one backend at a time;
+// round_robin: every backend), each call going where the balancer's
+// Picker says. It is
 // safe for concurrent use: calls are multiplexed on the connections. When a
 // connection breaks, or the server asks to go away, calls move to another
 // connection (or a new one) and the resolver is asked to look again.
@@ -70,13 +73,14 @@ type ClientConn struct {
 	started  bool          // the resolver is built, or being built
 	gen      int           // counts the times the ClientConn went idle: a resolver of an older generation is ignored
 	res      resolver.Resolver
-	resErr   error                // the resolver's last error, while it gave no address
 	buildErr error                // the builder's error: the target cannot be resolved at all
-	subs     []*subConn           // pick_first: at most one; round_robin: one per address
-	next     int                  // round_robin's next pick
+	bal      *ccBalancer          // the balancer of this generation; nil while idle
+	picker   balancer.Picker      // the balancer's latest; nil until it published one
+	subs     []*subConn           // the balancer's, not shut down
 	all      map[*clientLink]bool // every live link, draining ones too
 	closed   bool
-	wg       sync.WaitGroup // link readers, dials, health watches, drains, the idle monitor
+	wg       sync.WaitGroup // link readers, dials, health watches, drains, the idle monitor, the serializer
+	ser      serializer     // runs the balancer's calls
 }
 
 // NewClient makes a ClientConn for target without connecting: it connects
@@ -156,7 +160,7 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	sc := &serviceConfig{policy: pickFirst}
+	sc := defaultServiceConfig()
 	if o.serviceConfig != "" {
 		if sc, err = parseServiceConfig(o.serviceConfig); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -174,6 +178,7 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 		all:     make(map[*clientLink]bool),
 		uaMD:    metadata.Pairs(userAgentKey, joinUserAgent(o.userAgent)),
 	}
+	cc.ser.wg = &cc.wg
 	if parsed.URL.Scheme == "dns" {
 		cc.authority = parsed.Endpoint()
 	}
@@ -279,10 +284,14 @@ func (cc *ClientConn) Close() error {
 	}
 	res := cc.res
 	cc.res = nil
+	if cc.bal != nil {
+		cc.bal.closeLocked()
+		cc.bal = nil
+	}
 	for _, s := range cc.subs {
 		s.shutdownLocked()
 	}
-	cc.subs = nil
+	cc.subs, cc.picker = nil, nil
 	links := make([]*clientLink, 0, len(cc.all))
 	for l := range cc.all {
 		links = append(links, l)
@@ -294,7 +303,7 @@ func (cc *ClientConn) Close() error {
 		res.Close()
 	}
 	for _, l := range links {
-		l.close(status.New(codes.Canceled, "client connection closing"))
+		l.Close(status.New(codes.Canceled, "client connection closing"))
 	}
 	cc.wg.Wait()
 	return nil
@@ -302,8 +311,9 @@ func (cc *ClientConn) Close() error {
 
 var errClientClosed = status.Error(codes.Canceled, "client connection closing")
 
-// exitIdle builds the resolver, once. It holds no lock while the builder
-// runs, since a builder may report its first state before it returns.
+// exitIdle builds the balancer and the resolver, once. It holds no lock
+// while the resolver's builder runs, since a builder may report its first
+// state before it returns.
 func (cc *ClientConn) exitIdle() {
 	if cc.exited.Load() {
 		return
@@ -317,6 +327,14 @@ func (cc *ClientConn) exitIdle() {
 	cc.exited.Store(true)
 	cc.setStateLocked(connectivity.Connecting)
 	gen := cc.gen
+	w := &ccBalancer{cc: cc}
+	cc.bal = w
+	cc.ser.schedule(func() {
+		if !w.closed.Load() {
+			w.b = cc.sc.balancer.Build(w, balancer.BuildOptions{Target: cc.parsed})
+		}
+	})
+	w.do(func(b balancer.Balancer) { b.ExitIdle() })
 	cc.mu.Unlock()
 	r, err := cc.builder.Build(cc.parsed, ccResolver{cc, gen}, resolver.BuildOptions{})
 	cc.mu.Lock()
@@ -328,12 +346,12 @@ func (cc *ClientConn) exitIdle() {
 		return
 	}
 	if err != nil {
-		cc.resErr, cc.buildErr = err, err
+		cc.buildErr = err
 		cc.log.Warn("cannot resolve target", zap.Error(err))
+		cc.resolverErrorLocked(err)
 	} else {
 		cc.res = r
 	}
-	cc.updateStateLocked()
 	cc.mu.Unlock()
 }
 
@@ -353,6 +371,9 @@ type ccResolver struct {
 	gen int
 }
 
+// UpdateState hands the addresses to the balancer, and returns once it
+// took them (as gRPC-go's does), so that calls made after it returns go
+// where they say.
 func (r ccResolver) UpdateState(s resolver.State) error {
 	cc := r.cc
 	if len(s.Addresses) == 0 {
@@ -360,85 +381,39 @@ func (r ccResolver) UpdateState(s resolver.State) error {
 		return errors.New("rpc: no addresses")
 	}
 	cc.mu.Lock()
-	defer cc.mu.Unlock()
 	if cc.closed || cc.gen != r.gen {
+		cc.mu.Unlock()
 		return nil
 	}
-	cc.resErr = nil
 	cc.log.Debug("resolved", zap.Stringer("state", s))
-	cc.updateAddrsLocked(s.Addresses)
+	cfg := cc.sc.lbConfig
+	ran := cc.bal.do(func(b balancer.Balancer) {
+		b.UpdateClientConnState(balancer.ClientConnState{ResolverState: s, BalancerConfig: cfg})
+	})
+	cc.mu.Unlock()
+	<-ran
 	return nil
 }
 
+// ReportError tells the balancer, and returns once it was told.
 func (r ccResolver) ReportError(err error) {
 	cc := r.cc
 	cc.mu.Lock()
-	defer cc.mu.Unlock()
 	if cc.closed || cc.gen != r.gen {
+		cc.mu.Unlock()
 		return
 	}
 	cc.log.Info("resolver error", zap.Error(err))
-	if len(cc.subs) == 0 {
-		// Keep the addresses in use; without any, calls fail fast.
-		cc.resErr = err
-		cc.updateStateLocked()
-	}
+	ran := cc.resolverErrorLocked(err)
+	cc.mu.Unlock()
+	<-ran
 }
 
-// updateAddrsLocked hands the resolver's addresses to the balancer.
-func (cc *ClientConn) updateAddrsLocked(addrs []resolver.Address) {
-	var drain []*clientLink
-	if cc.sc.policy == pickFirst {
-		if len(cc.subs) == 0 {
-			cc.subs = []*subConn{cc.newSubConn(addrs)}
-		} else {
-			drain = cc.subs[0].setAddrsLocked(addrs)
-		}
-	} else {
-		old := make(map[string]*subConn, len(cc.subs))
-		for _, s := range cc.subs {
-			old[addrKey(s.addrs[0])] = s
-		}
-		subs := make([]*subConn, 0, len(addrs))
-		seen := make(map[string]bool, len(addrs))
-		for _, a := range addrs {
-			k := addrKey(a)
-			if seen[k] {
-				continue // a duplicate address gets one connection
-			}
-			seen[k] = true
-			if s, ok := old[k]; ok {
-				subs = append(subs, s)
-				delete(old, k)
-				continue
-			}
-			subs = append(subs, cc.newSubConn([]resolver.Address{a}))
-		}
-		for _, s := range old {
-			drain = append(drain, s.shutdownLocked()...)
-		}
-		cc.subs = subs
-	}
-	for _, s := range cc.subs {
-		s.connectLocked()
-	}
-	cc.updateStateLocked()
-	// Links of removed backends finish their calls, then close; draining
-	// takes the link's lock, which is never taken inside cc.mu's, so it is
-	// done by a goroutine of cc's rather than here under cc.mu.
-	if len(drain) > 0 {
-		cc.wg.Add(1)
-		go func() {
-			defer cc.wg.Done()
-			for _, l := range drain {
-				l.drain(status.New(codes.Unavailable, "backend removed by the resolver"))
-			}
-		}()
-	}
-}
-
-func addrKey(a resolver.Address) string {
-	return a.Transport + "|" + a.Addr + "|" + a.ServerName
+// resolverErrorLocked tells the balancer the resolver failed: without
+// addresses in use, calls fail with it.
+func (cc *ClientConn) resolverErrorLocked(err error) <-chan struct{} {
+	err = fmt.Errorf("resolving %s: %w", cc.target, err)
+	return cc.bal.do(func(b balancer.Balancer) { b.ResolverError(err) })
 }
 
 // setStateLocked sets the state and wakes whoever waits for a change.
@@ -453,115 +428,54 @@ func (cc *ClientConn) notifyLocked() {
 	cc.changed = make(chan struct{})
 }
 
-// updateStateLocked computes the ClientConn's state from its backends'
-// (Ready if one is, else Connecting if one is, else Idle if one is, else
-// TransientFailure) and wakes waiters: a backend changed.
-func (cc *ClientConn) updateStateLocked() {
-	if cc.closed {
-		return
-	}
-	s := connectivity.TransientFailure
-	if len(cc.subs) == 0 {
-		if cc.resErr == nil {
-			s = connectivity.Connecting // the resolver has not answered yet
-		}
-	}
-	for _, sub := range cc.subs {
-		if st := sub.pickState(); rank(st) > rank(s) {
-			s = st
-		}
-	}
-	cc.state = s
-	cc.notifyLocked()
-}
-
-// rank orders the states of backends for the ClientConn's: the best wins.
-func rank(s connectivity.State) int {
-	switch s {
-	case connectivity.Ready:
-		return 3
-	case connectivity.Connecting:
-		return 2
-	case connectivity.Idle:
-		return 1
-	}
-	return 0
-}
-
-// failure is the error calls fail with in TransientFailure.
+// failure is the error calls fail with in TransientFailure: the current
+// picker's.
 func (cc *ClientConn) failure() error {
 	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	return cc.failureLocked()
-}
-
-func (cc *ClientConn) failureLocked() error {
-	if len(cc.subs) == 0 && cc.resErr != nil {
-		return status.ErrorWithCause(codes.Unavailable, fmt.Sprintf("resolving %s: %v", cc.target, cc.resErr), cc.resErr)
-	}
-	for _, s := range cc.subs {
-		if s.err != nil {
-			return s.err
+	p := cc.picker
+	cc.mu.Unlock()
+	if p != nil {
+		if _, err := p.Pick(balancer.PickInfo{Ctx: context.Background()}); err != nil && !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+			if isStatusError(err) {
+				return err
+			}
+			return pickError(err)
 		}
 	}
 	return status.Errorf(codes.Unavailable, "%s: no backend is ready", cc.target)
 }
 
-// link returns the connection a new call goes to. It waits while the
-// ClientConn connects; in TransientFailure it fails at once with
-// Unavailable unless waitForReady, which waits for a backend to be Ready
-// until ctx ends.
-func (cc *ClientConn) link(ctx context.Context, waitForReady bool) (*clientLink, error) {
+// link returns the connection a new call to method goes to, as the
+// balancer's picker says, and the picker's Done (nil without one). It
+// waits for a picker that has one: while the ClientConn connects, and in
+// TransientFailure with waitForReady, until ctx ends; without
+// waitForReady a failed pick fails the call at once with Unavailable.
+func (cc *ClientConn) link(ctx context.Context, method string, waitForReady bool) (*clientLink, func(balancer.DoneInfo), error) {
 	for {
 		cc.exitIdle() // again after a wait: the ClientConn may have gone idle
 		cc.mu.Lock()
 		if cc.closed {
 			cc.mu.Unlock()
-			return nil, errClientClosed
+			return nil, nil, errClientClosed
 		}
-		if l := cc.pickLocked(); l != nil {
-			cc.mu.Unlock()
-			return l, nil
-		}
-		started := false
-		for _, s := range cc.subs {
-			started = s.connectLocked() || started // an Idle backend (its link broke) connects again
-		}
-		if started {
-			cc.updateStateLocked()
-		}
-		if cc.state == connectivity.TransientFailure && !waitForReady {
-			err := cc.failureLocked()
-			cc.mu.Unlock()
-			return nil, err
-		}
-		ch := cc.changed
+		p, ch := cc.picker, cc.changed
 		cc.mu.Unlock()
+		l, done, err := cc.pick(ctx, p, method, waitForReady)
+		if l != nil || err != nil {
+			return l, done, err
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
+			return nil, nil, status.FromContextError(ctx.Err()).Err()
 		}
 	}
-}
-
-// pickLocked is the balancer's pick: a Ready backend's link, or nil.
-// pick_first has one backend; round_robin takes the Ready ones in turn.
-func (cc *ClientConn) pickLocked() *clientLink {
-	n := len(cc.subs)
-	for i := range n {
-		s := cc.subs[(cc.next+i)%n]
-		if s.cur != nil && s.pickState() == connectivity.Ready {
-			cc.next = (cc.next + i + 1) % n
-			return s.cur
-		}
-	}
-	return nil
 }
 
 // forget stops routing new calls to l (it is draining or gone); its
-// backend goes Idle and connects again, now (round_robin) or at the next
-// call (pick_first), and the resolver is asked to look again.
+// backend goes Idle (the balancer says when it connects again:
+// round_robin at once, pick_first at the next call), and the resolver is
+// asked to look again.
 func (cc *ClientConn) forget(l *clientLink, gone bool) {
 	cc.mu.Lock()
 	lost := false
@@ -570,11 +484,9 @@ func (cc *ClientConn) forget(l *clientLink, gone bool) {
 		lost = !s.shutdown
 		if lost {
 			s.state = connectivity.Idle
-			if cc.sc.policy == roundRobin {
-				s.connectLocked()
-			}
-			cc.updateStateLocked()
+			s.reportLocked()
 		}
+		cc.notifyLocked() // a call that picked l picks again
 	}
 	if gone {
 		delete(cc.all, l)
@@ -624,9 +536,10 @@ func (cc *ClientConn) transportFor(a resolver.Address) (transport.Transport, str
 
 // WithDefaultServiceConfig sets the service config in gRPC's JSON form
 // (https://github.com/grpc/grpc/blob/master/doc/service_config.md), as
-// gRPC-go's option does. rdmarpc reads loadBalancingConfig (pick_first, the
-// default, and round_robin; the first of the list it has wins, none is an
-// error), loadBalancingPolicy, methodConfig's name, waitForReady, timeout
+// gRPC-go's option does. rdmarpc reads loadBalancingConfig (a policy
+// registered with balancer.Register: pick_first, the default, round_robin,
+// or one's own; the first of the list registered wins, none is an error),
+// loadBalancingPolicy, methodConfig's name, waitForReady, timeout
 // and retryPolicy, retryThrottling and healthCheckConfig; it ignores other
 // fields. NewClient and Dial return an InvalidArgument error for a config
 // they cannot read.

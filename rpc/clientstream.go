@@ -10,9 +10,11 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/balancer"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -63,24 +65,28 @@ func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method s
 	}
 	md = outgoingMD(md)
 	for attempt := 1; ; attempt++ {
-		l, err := cc.link(ctx, ci.waitForReady)
+		l, done, err := cc.link(ctx, method, ci.waitForReady)
 		if err != nil {
 			return nil, err
 		}
 		cmd, err := l.callMD(ctx, method, md, ci)
-		if err != nil {
-			return nil, err
-		}
-		cs, err := l.open(ctx, desc, method, cmd, ci, rs)
+		var cs *clientStream
 		if err == nil {
+			cs, err = l.open(ctx, desc, method, cmd, ci, rs)
+		}
+		if err == nil {
+			cs.setPickDone(done)
 			return cs, nil
+		}
+		if done != nil {
+			done(balancer.DoneInfo{Err: err})
 		}
 		if err != errNotSent {
 			return nil, err
 		}
 		cc.forget(l, false)
 		if attempt == 3 {
-			return nil, l.closeStatus().Err()
+			return nil, l.CloseStatus().Err()
 		}
 	}
 }
@@ -96,8 +102,8 @@ type clientStream struct {
 	cancel context.CancelFunc
 	parent context.Context // the caller's: once it is done, nobody reads the stream
 
-	in  inbox
-	out credit
+	in  conn.Inbox
+	out conn.Credit
 
 	mu sync.Mutex
 	// The link and id the stream is open on. They change only while
@@ -116,6 +122,7 @@ type clientStream struct {
 	kept       [][]byte // whole MESSAGE frames, in order
 	keptOne    [1][]byte
 	keptBytes  int
+	pickDone   func(balancer.DoneInfo) // the balancer's Done for the current link, until the stream ends
 	header     metadata.MD
 	gotHeader  chan struct{} // closed when the header came or the stream ended
 	sawHeaders bool          // a HEADERS frame came: a retry policy no longer applies
@@ -140,8 +147,8 @@ type clientStream struct {
 // open makes a stream and opens it on l.
 func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, md metadata.MD, ci *callInfo, rs *rpcStats) (*clientStream, error) {
 	cs := &clientStream{cc: l.cc, desc: desc, method: method, md: md, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{}), stats: rs}
-	cs.in.init(l.cc.opts.window)
-	cs.out.init()
+	cs.in.Init(l.cc.opts.window)
+	cs.out.Init()
 	if rs != nil {
 		rs.onConn(l.stats) // before the reader can see the stream
 	}
@@ -152,7 +159,7 @@ func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, 
 		return nil, err
 	}
 	if cs.stats != nil {
-		cs.stats.outHeader(md, method, l.tc)
+		cs.stats.outHeader(md, method, l.Conn)
 	}
 	// The stream's context ends it: a cancel resets it on the server.
 	context.AfterFunc(cs.ctx, cs.contextDone)
@@ -175,22 +182,22 @@ func (l *clientLink) start(cs *clientStream) error {
 		}
 	}
 	// A slot first: the server runs no more than it said (its SETTINGS).
-	if ok, err := l.slots.acquire(ctx); !ok {
+	if ok, err := l.slots.Acquire(ctx); !ok {
 		if err != nil {
 			return status.FromContextError(err).Err()
 		}
 		return errNotSent
 	}
 	l.mu.Lock()
-	if l.draining || l.ctx.Err() != nil {
+	if l.draining || l.Ctx.Err() != nil {
 		l.mu.Unlock()
-		l.slots.release()
+		l.slots.Release()
 		return errNotSent
 	}
 	l.nextID++
 	id := l.nextID
 	l.streams[id] = cs
-	l.turn.unidleLocked(true) // the reader goroutine reads streams
+	l.turn.UnidleLocked(true) // the reader goroutine reads streams
 	l.mu.Unlock()
 	cs.mu.Lock()
 	if cs.ended { // while it was being opened again
@@ -200,7 +207,7 @@ func (l *clientLink) start(cs *clientStream) error {
 		return st.Err()
 	}
 	cs.l, cs.id = l, id
-	l.flow.allow(cs.ci.maxRecvSize)
+	l.Flow.Allow(cs.ci.maxRecvSize)
 	halfClosed := cs.sentClose
 	kept := cs.kept
 	cs.mu.Unlock()
@@ -213,38 +220,38 @@ func (l *clientLink) start(cs *clientStream) error {
 		flags |= wire.FlagServerStreams
 	}
 	frame := wire.AppendOpen(bufpool.Get(256)[:0], id, flags, timeout, cs.method, cs.md)
-	err := l.tc.Send(ctx, frame)
+	err := l.Conn.Send(ctx, frame)
 	bufpool.Put(frame)
 	if err == nil {
 		// A window larger than the protocol's initial one is granted
 		// right after the OPEN.
 		if extra := l.cc.opts.window - defaultWindow; extra > 0 {
-			err = l.tc.Send(ctx, wire.AppendWindow(nil, id, uint32(min(extra, wire.MaxWindowIncrement))))
+			err = l.Conn.Send(ctx, wire.AppendWindow(nil, id, uint32(min(extra, wire.MaxWindowIncrement))))
 		}
 	}
 	if len(kept) > 0 {
 		// The messages go again on the new stream, whose window is the
 		// initial one: they fit it (maxKept is less).
-		cs.out.reset()
+		cs.out.Reset()
 		for _, f := range kept {
 			if err != nil {
 				break
 			}
-			if !l.flow.acquire(ctx.Done(), len(f)) {
+			if !l.Flow.Acquire(ctx.Done(), len(f)) {
 				err = ctx.Err()
 				break
 			}
 			again := append(bufpool.Get(len(f))[:0], f...)
 			wire.AppendMessageHead(again[:0], id)
-			if err = l.tc.Send(ctx, again); err != nil {
-				l.flow.add(int64(len(f)))
+			if err = l.Conn.Send(ctx, again); err != nil {
+				l.Flow.Add(int64(len(f)))
 			}
 			bufpool.Put(again)
-			cs.out.take(len(f))
+			cs.out.Take(len(f))
 		}
 	}
 	if err == nil && halfClosed {
-		err = l.tc.Send(ctx, wire.AppendCloseSend(nil, id))
+		err = l.Conn.Send(ctx, wire.AppendCloseSend(nil, id))
 	}
 	if err != nil {
 		l.forgetStream(id, false)
@@ -254,7 +261,7 @@ func (l *clientLink) start(cs *clientStream) error {
 		if st := callerEnded(ctx); st != nil {
 			return st.Err()
 		}
-		return transportStatus(err).Err()
+		return conn.TransportStatus(err).Err()
 	}
 	return nil
 }
@@ -297,16 +304,24 @@ func (cs *clientStream) reopen(l *clientLink, n int) {
 	for {
 		err := l.waitForSlot(cs.ctx, n)
 		for attempt := 1; err == nil; attempt++ {
-			if l, err = cs.cc.link(cs.ctx, cs.ci.waitForReady); err != nil {
+			var done func(balancer.DoneInfo)
+			if l, done, err = cs.cc.link(cs.ctx, cs.method, cs.ci.waitForReady); err != nil {
 				break
 			}
-			if err = l.start(cs); err != errNotSent {
+			if err = l.start(cs); err == nil {
+				cs.setPickDone(done)
+				break
+			}
+			if done != nil {
+				done(balancer.DoneInfo{Err: err})
+			}
+			if err != errNotSent {
 				break
 			}
 			cs.cc.forget(l, false)
 			err = nil // the next link
 			if attempt == 3 {
-				err = l.closeStatus().Err()
+				err = l.CloseStatus().Err()
 			}
 		}
 		if err != nil {
@@ -379,12 +394,32 @@ func (l *clientLink) forgetStream(id uint64, resetting bool) bool {
 	retire := l.idleDraining()
 	l.mu.Unlock()
 	if ok && !resetting {
-		l.slots.release()
+		l.slots.Release()
 	}
 	if retire {
 		l.retire()
 	}
 	return ok
+}
+
+// setPickDone makes done, the balancer's for the stream's current link,
+// be called when the stream ends; one of an earlier link (the stream was
+// refused there and opened again) is called now.
+func (cs *clientStream) setPickDone(done func(balancer.DoneInfo)) {
+	cs.mu.Lock()
+	old := cs.pickDone
+	cs.pickDone = done
+	var st *status.Status
+	if cs.ended {
+		cs.pickDone, st = nil, cs.endStatus
+	}
+	cs.mu.Unlock()
+	if old != nil {
+		old(balancer.DoneInfo{Err: status.Error(codes.Unavailable, "stream refused by the server; opened again")})
+	}
+	if st != nil && done != nil {
+		done(balancer.DoneInfo{Err: st.Err()})
+	}
 }
 
 // contextDone ends the stream when its context does (the caller's cancel or
@@ -415,6 +450,8 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 		return nil, 0, false
 	}
 	l, id := cs.l, cs.id
+	pickDone := cs.pickDone
+	cs.pickDone = nil
 	cs.ended, cs.endStatus = true, st
 	cs.commitLocked()
 	if !cs.headerDone {
@@ -427,12 +464,15 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 	if st.Code() != codes.OK {
 		err = st.Err()
 	}
+	if pickDone != nil {
+		pickDone(balancer.DoneInfo{Err: st.Err()})
+	}
 	if drop {
 		cs.release(l, cs.dropQueued(err))
 		cs.endStats()
 	} else {
-		cs.in.end(err)
-		if cs.in.queued() {
+		cs.in.End(err)
+		if cs.in.Queued() {
 			cs.keepUnread() // End is reported once they are read or dropped
 		} else {
 			cs.endStats()
@@ -441,7 +481,7 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 	// A stream l no longer has (refused, being opened again) needs no
 	// RESET: the server does not have it either.
 	if l.forgetStream(id, reset) && reset {
-		l.queueEnd(wire.AppendReset(nil, id, uint32(st.Code()), st.Message()))
+		l.QueueEnd(wire.AppendReset(nil, id, uint32(st.Code()), st.Message()))
 	}
 	cs.cancel()
 	return l, id, true
@@ -451,8 +491,8 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 // came on.
 func (cs *clientStream) release(l *clientLink, msgs [][]byte) {
 	for _, m := range msgs {
-		l.held.Add(-int64(payloadCost(m)))
-		l.connFree(payloadCost(m))
+		l.held.Add(-int64(conn.PayloadCost(m)))
+		l.ConnFree(conn.PayloadCost(m))
 		bufpool.Put(m)
 	}
 }
@@ -493,7 +533,7 @@ func (cs *clientStream) discard(err error) {
 	if stop != nil {
 		stop()
 	}
-	cs.release(l, cs.in.drop(err))
+	cs.release(l, cs.in.Drop(err))
 	cs.endStats()
 }
 
@@ -513,13 +553,7 @@ func (cs *clientStream) endStats() {
 }
 
 func (cs *clientStream) dropQueued(err error) [][]byte {
-	cs.in.mu.Lock()
-	msgs := cs.in.msgs
-	cs.in.msgs = nil
-	cs.in.ended, cs.in.endErr = true, err
-	cs.in.mu.Unlock()
-	cs.in.signal()
-	return msgs
+	return cs.in.DropAll(err)
 }
 
 // streamFrame routes a stream frame from the server to its stream. Frames
@@ -561,33 +595,33 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 	case wire.KindMessage:
 		// Every MESSAGE costs the connection's window, whatever becomes
 		// of it: what is not held is given back at once.
-		cost := messageCost(len(body))
-		if !l.flow.accepts(l.held.Load()) {
+		cost := conn.MessageCost(len(body))
+		if !l.Flow.Accepts(l.held.Load()) {
 			l.fatal(errPastConnWindow)
 			return false
 		}
 		if cs == nil {
-			l.connFree(cost)
+			l.ConnFree(cost)
 			return true
 		}
 		cs.accepted()
 		if len(body) > cs.ci.maxRecvSize {
-			l.connFree(cost)
+			l.ConnFree(cost)
 			cs.reset(status.Newf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(body), cs.ci.maxRecvSize))
 			return true
 		}
 		msg := append(bufpool.Get(len(body))[:0], body...)
-		switch cs.in.push(msg, cost) {
-		case pushed:
+		switch cs.in.Push(msg, cost) {
+		case conn.Pushed:
 			l.held.Add(int64(cost))
-		case pastWindow:
+		case conn.PastWindow:
 			bufpool.Put(msg)
-			l.connFree(cost)
-			l.log.Warn("resetting a stream", zap.Uint64("stream", h.CallID), zap.String("reason", "the server sent past the stream's window"))
+			l.ConnFree(cost)
+			l.Log.Warn("resetting a stream", zap.Uint64("stream", h.CallID), zap.String("reason", "the server sent past the stream's window"))
 			cs.reset(status.New(codes.Internal, "flow control: the server sent past the stream's window"))
-		case pushEnded:
+		case conn.PushEnded:
 			bufpool.Put(msg)
-			l.connFree(cost)
+			l.ConnFree(cost)
 		}
 	case wire.KindTrailers:
 		if len(body) > maxMD+responseOverhead {
@@ -633,8 +667,8 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			cs.finish(status.New(codes.Code(r.Code), "stream reset by the server: "+r.Message), true)
 		}
 	case wire.KindWindow:
-		if h.CallID == connStream {
-			if err := l.connWindowUpdate(body); err != nil {
+		if h.CallID == conn.ConnStream {
+			if err := l.ConnWindowUpdate(body); err != nil {
 				l.fatal(err)
 				return false
 			}
@@ -647,7 +681,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		}
 		if cs != nil {
 			cs.accepted()
-			if !cs.out.add(n) {
+			if !cs.out.Add(n) {
 				cs.reset(status.New(codes.Internal, "flow control: window updates past 2^31-1 bytes"))
 			}
 		}
@@ -709,9 +743,9 @@ func (cs *clientStream) CloseSend() error {
 	cs.sentClose = true
 	l, id := cs.l, cs.id
 	cs.mu.Unlock()
-	if err := l.tc.Send(cs.ctx, wire.AppendCloseSend(nil, id)); err != nil && cs.ctx.Err() == nil {
+	if err := l.Conn.Send(cs.ctx, wire.AppendCloseSend(nil, id)); err != nil && cs.ctx.Err() == nil {
 		if nl, nid := cs.where(); nl == l && nid == id { // not opened again meanwhile
-			cs.finish(transportStatus(err), true)
+			cs.finish(conn.TransportStatus(err), true)
 		}
 	}
 	return nil
@@ -728,7 +762,7 @@ func (cs *clientStream) SendMsg(m any) error {
 	if closed {
 		return status.Error(codes.Internal, "SendMsg called after CloseSend")
 	}
-	if ended || !cs.out.wait(cs.done) {
+	if ended || !cs.out.Wait(cs.done) {
 		return io.EOF
 	}
 	if keep {
@@ -753,18 +787,18 @@ func (cs *clientStream) SendMsg(m any) error {
 		}
 	}
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], id)
-	n, err := sendFrame(cs.ctx, l.tc, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil, &l.flow, nil)
+	n, err := sendFrame(cs.ctx, l.Conn, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil, &l.Flow, nil)
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && cs.ctx.Err() == nil {
 			return err // too large or not encodable: nothing was sent
 		}
 		if cs.ctx.Err() == nil {
-			cs.finish(transportStatus(err), true)
+			cs.finish(conn.TransportStatus(err), true)
 		}
 		return io.EOF
 	}
-	cs.out.take(messageCost(n))
+	cs.out.Take(conn.MessageCost(n))
 	if cs.stats != nil {
 		cs.stats.outPayload(m, n, n+wire.HeaderLen)
 	}
@@ -797,7 +831,7 @@ func (cs *clientStream) sendKept(m any, n int) error {
 		return io.EOF
 	}
 	l, id := cs.l, cs.id
-	if err := checkSize(len(payload), cs.ci.maxSendSize, wire.HeaderLen, l.tc); err != nil {
+	if err := checkSize(len(payload), cs.ci.maxSendSize, wire.HeaderLen, l.Conn); err != nil {
 		cs.mu.Unlock()
 		return err
 	}
@@ -813,16 +847,16 @@ func (cs *clientStream) sendKept(m any, n int) error {
 	}
 	// The window is taken before the frame leaves, under the lock: a
 	// refusal handled meanwhile sends it again, and counts it there.
-	cs.out.take(len(frame))
+	cs.out.Take(len(frame))
 	cs.mu.Unlock()
-	if !l.flow.acquire(cs.done, len(frame)) {
+	if !l.Flow.Acquire(cs.done, len(frame)) {
 		return io.EOF
 	}
-	if err := l.tc.Send(cs.ctx, frame); err != nil {
-		l.flow.add(int64(len(frame)))
+	if err := l.Conn.Send(cs.ctx, frame); err != nil {
+		l.Flow.Add(int64(len(frame)))
 		if cs.ctx.Err() == nil {
 			if nl, nid := cs.where(); nl == l && nid == id { // not opened again meanwhile
-				cs.finish(transportStatus(err), true)
+				cs.finish(conn.TransportStatus(err), true)
 			}
 		}
 		return io.EOF
@@ -857,17 +891,17 @@ func (cs *clientStream) RecvMsg(m any) error {
 
 // recv takes the next message into m (m nil: take it, decode nothing).
 func (cs *clientStream) recv(m any) error {
-	msg, grant, err, _ := cs.in.pop(nil, payloadCost)
+	msg, grant, err, _ := cs.in.Pop(nil, conn.PayloadCost)
 	if msg == nil {
 		// The final error: nothing is queued, and nothing will be.
 		cs.discard(err)
 		return err
 	}
 	l, id := cs.where()
-	l.held.Add(-int64(payloadCost(msg)))
-	l.connFree(payloadCost(msg))
-	if grant > 0 && !l.queueControl(wire.AppendWindow(nil, id, uint32(grant)), maxQueuedCancels) {
-		cs.in.ungrant(grant)
+	l.held.Add(-int64(conn.PayloadCost(msg)))
+	l.ConnFree(conn.PayloadCost(msg))
+	if grant > 0 && !l.QueueControl(wire.AppendWindow(nil, id, uint32(grant)), conn.MaxQueuedCancels) {
+		cs.in.Ungrant(grant)
 	}
 	if m != nil {
 		err = cs.cc.opts.codec.Unmarshal(msg, m)

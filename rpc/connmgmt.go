@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,7 @@ import (
 // Timeout), or gRPC-go's keepalive.ServerParameters, which add
 // MaxConnectionIdle, MaxConnectionAge and MaxConnectionAgeGrace.
 func KeepaliveParams[P Keepalive | keepalive.ServerParameters](p P) ServerOption {
-	return func(o *serverOptions) {
+	return serverOptionFunc(func(o *serverOptions) {
 		switch p := any(p).(type) {
 		case Keepalive:
 			o.keepalive = p
@@ -28,14 +29,14 @@ func KeepaliveParams[P Keepalive | keepalive.ServerParameters](p P) ServerOption
 			o.keepalive = Keepalive{Time: p.Time, Timeout: p.Timeout}
 			o.conn = p
 		}
-	}
+	})
 }
 
 // KeepaliveEnforcementPolicy makes the server close, with GOAWAY
 // "too_many_pings", the connection of a client that pings more often than
 // p allows, as gRPC-go's. Without it no ping is refused.
 func KeepaliveEnforcementPolicy(p keepalive.EnforcementPolicy) ServerOption {
-	return func(o *serverOptions) { o.enforcement = &p }
+	return serverOptionFunc(func(o *serverOptions) { o.enforcement = &p })
 }
 
 // WithKeepaliveParams sets the client's keepalive from gRPC-go's
@@ -79,9 +80,9 @@ func (l *serverLink) pingAllowed(now time.Time) bool {
 
 // busy reports whether a call or stream is open on l.
 func (l *serverLink) busy() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.calls)+len(l.streams) > 0
+	l.adm.mu.Lock()
+	defer l.adm.mu.Unlock()
+	return len(l.adm.calls)+len(l.adm.streams) > 0
 }
 
 // refusePings closes the connection of a client that pings too often: a
@@ -95,10 +96,10 @@ func (l *serverLink) refusePings() {
 // goAwayClose closes the connection with st, after a GOAWAY that tells the
 // client why (best effort, within a second), so its calls fail with st.
 func (l *serverLink) goAwayClose(st *status.Status) {
-	ctx, cancel := context.WithTimeout(l.ctx, time.Second)
-	_ = l.tc.Send(ctx, wire.AppendGoAway(nil, uint32(st.Code()), st.Message()))
+	ctx, cancel := context.WithTimeout(l.Ctx, time.Second)
+	_ = l.Conn.Send(ctx, wire.AppendGoAway(nil, uint32(st.Code()), st.Message()))
 	cancel()
-	l.close(st)
+	l.Close(st)
 }
 
 // connTimers carry out ServerParameters' idle and age limits on one
@@ -170,17 +171,17 @@ func (l *serverLink) drainedCheck() {
 		t.mu.Unlock()
 		return
 	}
-	if !t.settled.Load() && l.pongs.Load() > t.drainPongs {
+	if !t.settled.Load() && l.Pongs() > t.drainPongs {
 		t.settled.Store(true)
 	}
 	settled := t.settled.Load()
 	t.mu.Unlock()
-	if !settled || l.busy() || l.sending.Load() > 0 {
+	if !settled || l.busy() || l.ResponsesSending() > 0 {
 		return
 	}
-	l.goOwned(func() {
-		if l.close(status.New(codes.Unavailable, "connection drained after GOAWAY")) {
-			l.log.Debug("closing a drained connection", zap.Stringer("peer", l.peer.Addr))
+	l.GoOwned(func() {
+		if l.Close(status.New(codes.Unavailable, "connection drained after GOAWAY")) {
+			l.Log.Debug("closing a drained connection", zap.Stringer("peer", l.peer.Addr))
 		}
 	})
 }
@@ -227,13 +228,13 @@ func (l *serverLink) drain(reason string) {
 		return // closed, or draining already
 	}
 	t.draining = true
-	t.drainPongs = l.pongs.Load()
-	l.log.Debug("connection management: sending GOAWAY", zap.Stringer("peer", l.peer.Addr), zap.String("reason", reason))
-	l.queueGoAway(wire.AppendGoAway(nil, 0, reason))
+	t.drainPongs = l.Pongs()
+	l.Log.Debug("connection management: sending GOAWAY", zap.Stringer("peer", l.peer.Addr), zap.String("reason", reason))
+	l.QueueGoAway(wire.AppendGoAway(nil, 0, reason))
 	// After the GOAWAY (the flusher sends it first), to see when the
 	// client has read it.
-	l.queueControl(wire.AppendPing(nil, false, 0), maxQueuedCancels)
-	t.settle = timers.Default.AfterFunc(l.ka.Timeout, func() {
+	l.QueueControl(wire.AppendPing(nil, false, 0), conn.MaxQueuedCancels)
+	t.settle = timers.Default.AfterFunc(l.Keepalive().Timeout, func() {
 		t.settled.Store(true)
 		l.drainedCheck()
 	})
@@ -246,7 +247,7 @@ func (l *serverLink) drain(reason string) {
 	}
 	t.grace = timers.Default.AfterFunc(g, func() {
 		// The GOAWAY's send may wait: not on the timer goroutine.
-		l.goOwned(func() {
+		l.GoOwned(func() {
 			l.goAwayClose(status.Newf(codes.Unavailable, "%s: calls still running after a grace of %v", reason, g))
 		})
 	})

@@ -19,7 +19,7 @@ import (
 // transport.Listener that was not created with credentials (rpc.Listen
 // with ListenCreds); a net.Listener it secures itself.
 func Creds(c credentials.TransportCredentials) ServerOption {
-	return func(o *serverOptions) { o.creds = c }
+	return serverOptionFunc(func(o *serverOptions) { o.creds = c })
 }
 
 // WithTransportCredentials makes the client secure its connections with c
@@ -41,9 +41,18 @@ func WithPerRPCCredentials(c credentials.PerRPCCredentials) DialOption {
 // PerRPCCredentials adds c's metadata to this call. If c requires
 // transport security and the connection is not PrivacyAndIntegrity, the
 // call fails with Unauthenticated before anything is sent.
+// Its result is a PerRPCCredsCallOption, which an interceptor can look for,
+// as with gRPC-go's.
 func PerRPCCredentials(c credentials.PerRPCCredentials) CallOption {
-	return callOptionFunc(func(ci *callInfo) { ci.creds = append(ci.creds, c) })
+	return PerRPCCredsCallOption{Creds: c}
 }
+
+// PerRPCCredsCallOption is the call option PerRPCCredentials returns.
+type PerRPCCredsCallOption struct {
+	Creds credentials.PerRPCCredentials
+}
+
+func (o PerRPCCredsCallOption) apply(ci *callInfo) { ci.creds = append(ci.creds, o.Creds) }
 
 // ListenCreds makes Listen secure every connection of the listener with c
 // (see Creds), through the transport's transport.CredentialsListener.
@@ -119,7 +128,7 @@ func (l *clientLink) callMD(ctx context.Context, method string, md metadata.MD, 
 	if len(l.cc.opts.perRPC) == 0 && len(ci.creds) == 0 {
 		return md, nil
 	}
-	ai := authInfo(l.tc)
+	ai := authInfo(l.Conn)
 	for _, c := range ci.creds {
 		if c.RequireTransportSecurity() {
 			if err := credentials.CheckSecurityLevel(ai, credentials.PrivacyAndIntegrity); err != nil {

@@ -293,7 +293,7 @@ func TestPerRPCCredentials(t *testing.T) {
 	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "insecure connection") {
 		t.Fatalf("call with a token over plaintext: %v, want Unauthenticated", err)
 	}
-	allowed := oauth.TokenSource{Source: oauth.StaticSource(&oauth.Token{AccessToken: "lab"}), AllowInsecure: true}
+	allowed := oauth.TokenSource{TokenSource: oauth.StaticSource(&oauth.Token{AccessToken: "lab"}), AllowInsecure: true}
 	var header metadata.MD
 	ctx := metadata.AppendToOutgoingContext(testCtx(t), "big", "-")
 	if _, err := pc.Metadata(ctx, &testpb.MetadataRequest{}, rpc.PerRPCCredentials(allowed), rpc.Header(&header)); err != nil {

@@ -22,7 +22,7 @@
 // The client side (clientconn.go, subconn.go): NewClient resolves its
 // target with the resolver package (every resolver of rdmarpc is imported
 // here) on first use, and a balancer named by the service config
-// (serviceconfig.go: pick_first or round_robin) keeps one subConn per
+// (package balancer; balancer.go is the seam) keeps one subConn per
 // backend, each with its links, connectivity state and backoff; health.go
 // watches backends' health, retry.go retries unary calls as the service
 // config's retryPolicy says. client.go and clientstream.go are one link's
@@ -37,7 +37,8 @@
 // The server never stops reading a connection to push back, so keepalive
 // and cancellation work whatever its handlers do.
 //
-// Streams are flow-controlled one by one and per connection (flow.go):
+// Streams are flow-controlled one by one and per connection (package
+// rpc/internal/conn, the connection layer):
 // each end gives each stream a receive window (InitialWindowSize) and the
 // connection one for all its streams (InitialConnWindowSize), and copies
 // the messages of a stream nobody reads out of transport memory, within

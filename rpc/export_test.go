@@ -1,5 +1,7 @@
 package rpc
 
+import "github.com/rdmarpc/rdmarpc/rpc/internal/conn"
+
 // IdleChecks is how many times cc's idle timer has looked, for tests
 // that wait for it to look while a call is in progress.
 func IdleChecks(cc *ClientConn) int64 { return cc.idleChecks.Load() }
@@ -35,11 +37,12 @@ func ReadTurn(cc *ClientConn) (holder string, waiting int) {
 	cc.forLinks(func(l *clientLink) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		holder = [...]string{turnReader: "reader", turnNone: "free", turnCaller: "caller"}[l.turn.holder]
-		if l.turn.idle {
+		h, idle, n := l.turn.StateLocked()
+		holder = [...]string{conn.TurnReader: "reader", conn.TurnFree: "free", conn.TurnCaller: "caller"}[h]
+		if idle {
 			holder = "idle"
 		}
-		waiting = len(l.turn.waiters)
+		waiting = n
 	})
 	return holder, waiting
 }
@@ -59,7 +62,7 @@ func (cc *ClientConn) forLinks(f func(*clientLink)) {
 // FramesReceived is how many frames cc's links received.
 func FramesReceived(cc *ClientConn) uint64 {
 	var n uint64
-	cc.forLinks(func(l *clientLink) { n += l.frames.Load() })
+	cc.forLinks(func(l *clientLink) { n += l.Frames() })
 	return n
 }
 
@@ -67,7 +70,7 @@ func FramesReceived(cc *ClientConn) uint64 {
 // the read turn to a caller from Recv.
 func StepAsides(cc *ClientConn) uint64 {
 	var n uint64
-	cc.forLinks(func(l *clientLink) { n += l.turn.stepAsides.Load() })
+	cc.forLinks(func(l *clientLink) { n += l.turn.StepAsides() })
 	return n
 }
 
@@ -76,9 +79,7 @@ func StepAsides(cc *ClientConn) uint64 {
 func ConnCredit(cc *ClientConn) int64 {
 	var n int64
 	cc.forLinks(func(l *clientLink) {
-		l.flow.mu.Lock()
-		n += l.flow.n
-		l.flow.mu.Unlock()
+		n += l.Flow.Credit()
 	})
 	return n
 }
@@ -89,9 +90,9 @@ func RunningCalls(s *Server) int64 {
 	defer s.mu.Unlock()
 	var n int64
 	for l := range s.conns {
-		l.mu.Lock()
-		n += int64(l.running)
-		l.mu.Unlock()
+		l.adm.mu.Lock()
+		n += int64(l.adm.running)
+		l.adm.mu.Unlock()
 	}
 	return n
 }

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -41,11 +42,11 @@ func (s *subConn) watchHealth(ctx context.Context, l *clientLink) {
 			return
 		}
 		if status.Code(err) == codes.Unimplemented {
-			cc.log.Warn("the backend has no health service: taking it as serving", zap.Stringer("peer", l.tc.RemoteAddr()))
+			cc.log.Warn("the backend has no health service: taking it as serving", zap.Stringer("peer", l.Conn.RemoteAddr()))
 			s.setHealth(l, connectivity.Ready)
 			return
 		}
-		cc.log.Info("health watch ended", zap.Stringer("peer", l.tc.RemoteAddr()), zap.Error(err))
+		cc.log.Info("health watch ended", zap.Stringer("peer", l.Conn.RemoteAddr()), zap.Error(err))
 		s.setHealth(l, connectivity.TransientFailure)
 		t := time.NewTimer(cc.connect.Backoff.Delay(failures))
 		select {
@@ -97,8 +98,8 @@ func (s *subConn) setHealth(l *clientLink, st connectivity.State) {
 		s.health = st
 		s.err = nil
 		if st == connectivity.TransientFailure {
-			s.err = status.Errorf(codes.Unavailable, "%s: backend %s reports it is not serving", cc.target, s.curAddr.Addr)
+			s.err = fmt.Errorf("%s: backend %s reports it is not serving", cc.target, s.curAddr.Addr)
 		}
-		cc.updateStateLocked()
+		s.reportLocked()
 	}
 }

@@ -76,12 +76,16 @@ func (cc *ClientConn) enterIdle() {
 	cc.started = false
 	cc.exited.Store(false)
 	r := cc.res
-	cc.res, cc.resErr, cc.buildErr = nil, nil, nil
+	cc.res, cc.buildErr = nil, nil
+	cc.bal.closeLocked()
+	cc.bal = nil
 	var drain []*clientLink
 	for _, s := range cc.subs {
-		drain = append(drain, s.shutdownLocked()...)
+		if l := s.shutdownLocked(); l != nil {
+			drain = append(drain, l)
+		}
 	}
-	cc.subs = nil
+	cc.subs, cc.picker = nil, nil
 	cc.setStateLocked(connectivity.Idle)
 	cc.mu.Unlock()
 	cc.log.Debug("idle: closing the connections until the next call")

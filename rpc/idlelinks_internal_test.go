@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"runtime"
 	"strings"
 	"testing"
@@ -86,14 +87,14 @@ func TestIdleLinksNoGoroutines(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dialed, accepted := pipePairs(t, n)
 			before := runtime.NumGoroutine()
-			links := make([]*link, n)
+			links := make([]*conn.Link, n)
 			for i, tc := range dialed {
-				links[i] = newLink(tc, zap.NewNop(), c.ka, sendWatch{after: time.Hour, stuck: func() {}})
+				links[i] = conn.NewLink(tc, conn.LinkConfig{Log: zap.NewNop(), Keepalive: c.ka.link(), Watch: conn.SendWatch{After: time.Hour, Stuck: func() {}}})
 			}
 			defer func() {
 				for i, l := range links {
-					l.close(status.New(codes.Canceled, "test over"))
-					l.wait()
+					l.Close(status.New(codes.Canceled, "test over"))
+					l.Wait()
 					accepted[i].Close()
 				}
 			}()
@@ -118,8 +119,8 @@ func TestIdleLinksNoGoroutines(t *testing.T) {
 					t.Fatalf("peer %d received %+v (%v), want a keepalive PING", i, h, err)
 				}
 				b.Release()
-				if links[i].closed.IsSet() {
-					t.Fatalf("link %d closed: %v", i, links[i].closed.Err())
+				if links[i].Ctx.Err() != nil {
+					t.Fatalf("link %d closed: %v", i, links[i].CloseStatus())
 				}
 			}
 		})

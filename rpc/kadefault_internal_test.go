@@ -28,12 +28,12 @@ func TestServerKeepaliveDefault(t *testing.T) {
 			dialed, accepted := pipePairs(t, 1)
 			l := NewServer(c.opts...).newServerLink(accepted[0])
 			defer func() {
-				l.close(status.New(codes.Canceled, "test over"))
-				l.wait()
+				l.Close(status.New(codes.Canceled, "test over"))
+				l.Wait()
 				dialed[0].Close()
 			}()
-			if l.ka.Time != c.want {
-				t.Errorf("server keepalive Time %v, want %v", l.ka.Time, c.want)
+			if ka := l.Keepalive(); ka.Time != c.want {
+				t.Errorf("server keepalive Time %v, want %v", ka.Time, c.want)
 			}
 		})
 	}

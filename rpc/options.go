@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"net"
 	"time"
 
@@ -56,6 +57,12 @@ func (k Keepalive) serverDefaults() Keepalive {
 	return k
 }
 
+// link is k, with the defaults, as a link takes it.
+func (k Keepalive) link() conn.Keepalive {
+	k = k.withDefaults()
+	return conn.Keepalive{Time: k.Time, Timeout: k.Timeout}
+}
+
 func (k Keepalive) withDefaults() Keepalive {
 	if k.Time == 0 {
 		k.Time = 30 * time.Second
@@ -100,8 +107,15 @@ const (
 	defaultMaxConcurrentCalls     = 100
 )
 
-// ServerOption configures a Server.
-type ServerOption func(*serverOptions)
+// ServerOption configures a Server. It is an interface, as gRPC-go's, so that
+// a type embedding EmptyServerOption is one too.
+type ServerOption interface {
+	apply(*serverOptions)
+}
+
+type serverOptionFunc func(*serverOptions)
+
+func (f serverOptionFunc) apply(o *serverOptions) { f(o) }
 
 type serverOptions struct {
 	settings
@@ -120,24 +134,32 @@ type serverOptions struct {
 }
 
 // Logger sets the server's logger. Default zap.NewNop().
-func Logger(l *zap.Logger) ServerOption { return func(o *serverOptions) { o.log = l } }
+func Logger(l *zap.Logger) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.log = l })
+}
 
 // UnaryInterceptor appends interceptors to the server's chain; see the
 // package documentation for the order.
 func UnaryInterceptor(i ...UnaryServerInterceptor) ServerOption {
-	return func(o *serverOptions) { o.interceptors = append(o.interceptors, i...) }
+	return serverOptionFunc(func(o *serverOptions) { o.interceptors = append(o.interceptors, i...) })
 }
 
 // MaxRecvMsgSize caps the requests the server takes (ResourceExhausted
 // beyond). Default 4 MiB.
-func MaxRecvMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxRecvSize = n } }
+func MaxRecvMsgSize(n int) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.maxRecvSize = n })
+}
 
 // MaxSendMsgSize caps the responses the server sends (ResourceExhausted
 // beyond).
-func MaxSendMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxSendSize = n } }
+func MaxSendMsgSize(n int) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.maxSendSize = n })
+}
 
 // ServerCodec sets the codec. Default ProtoCodec.
-func ServerCodec(c Codec) ServerOption { return func(o *serverOptions) { o.codec = c } }
+func ServerCodec(c Codec) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.codec = c })
+}
 
 // MaxConcurrentCalls caps the unary calls a server runs at once per
 // connection. Requests beyond it wait for a free slot in a queue bounded by
@@ -150,7 +172,7 @@ func ServerCodec(c Codec) ServerOption { return func(o *serverOptions) { o.codec
 // of one connection"). Default 100, as gRPC servers commonly set their
 // stream limit.
 func MaxConcurrentCalls(n int) ServerOption {
-	return func(o *serverOptions) { o.maxConcurrentCalls = n }
+	return serverOptionFunc(func(o *serverOptions) { o.maxConcurrentCalls = n })
 }
 
 // NumStreamWorkers sets how many long-lived goroutines run the server's
@@ -160,7 +182,7 @@ func MaxConcurrentCalls(n int) ServerOption {
 // them and end with Stop or GracefulStop. Default max(16, 4×GOMAXPROCS);
 // gRPC-go's option of the same name is off by default.
 func NumStreamWorkers(n uint32) ServerOption {
-	return func(o *serverOptions) { o.numWorkers = int(min(n, 1<<16)) }
+	return serverOptionFunc(func(o *serverOptions) { o.numWorkers = int(min(n, 1<<16)) })
 }
 
 // MaxQueuedRequestBytes bounds the bytes of requests that wait for a call
@@ -170,7 +192,7 @@ func NumStreamWorkers(n uint32) ServerOption {
 // Unavailable. One request is always let in when the queue is empty.
 // Default 4 MiB.
 func MaxQueuedRequestBytes(n int) ServerOption {
-	return func(o *serverOptions) { o.maxQueuedBytes = n }
+	return serverOptionFunc(func(o *serverOptions) { o.maxQueuedBytes = n })
 }
 
 // MaxUnsentResponseBytes bounds the bytes of encoded responses on one
@@ -178,14 +200,14 @@ func MaxQueuedRequestBytes(n int) ServerOption {
 // before it is encoded, and new calls wait for a slot while one does. One
 // response larger than the bound is let through alone. Default 4 MiB.
 func MaxUnsentResponseBytes(n int) ServerOption {
-	return func(o *serverOptions) { o.maxUnsentBytes = n }
+	return serverOptionFunc(func(o *serverOptions) { o.maxUnsentBytes = n })
 }
 
 // ResponseTimeout is how long responses may wait for a client that takes
 // none of them (it does not read) before the server closes the connection,
 // with one log line. Default 30 s; a negative value waits forever.
 func ResponseTimeout(d time.Duration) ServerOption {
-	return func(o *serverOptions) { o.responseTimeout = d }
+	return serverOptionFunc(func(o *serverOptions) { o.responseTimeout = d })
 }
 
 // MaxHeaderListSize caps the metadata of a request the server takes, each
@@ -193,7 +215,7 @@ func ResponseTimeout(d time.Duration) ServerOption {
 // one fails the call with ResourceExhausted before its metadata is decoded.
 // Default 16 KiB, as gRPC's.
 func MaxHeaderListSize(n uint32) ServerOption {
-	return func(o *serverOptions) { o.maxHeaderListSize = clampInt(n) }
+	return serverOptionFunc(func(o *serverOptions) { o.maxHeaderListSize = clampInt(n) })
 }
 
 func clampInt(n uint32) int { return int(min(uint64(n), 1<<31-1)) }
@@ -216,6 +238,9 @@ type dialOptions struct {
 	serviceConfig      string // WithDefaultServiceConfig's JSON
 	resolvers          []resolver.Builder
 	idleTimeout        time.Duration
+	block              bool // WithBlock: DialContext waits for Ready
+	failOnDialError    bool // FailOnNonTempDialError: ... and stops at a failed attempt
+	returnConnError    bool // WithReturnConnectionError: ... and says the last failure
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as
@@ -293,7 +318,7 @@ func windowSize(n int32) int { return max(int(n), defaultWindow) }
 // reads them (docs/wire.md, "Flow control"). Values below 64 KiB, the
 // default, are raised to it.
 func InitialWindowSize(n int32) ServerOption {
-	return func(o *serverOptions) { o.window = windowSize(n) }
+	return serverOptionFunc(func(o *serverOptions) { o.window = windowSize(n) })
 }
 
 // InitialConnWindowSize sets the connection window on the server: the
@@ -303,7 +328,7 @@ func InitialWindowSize(n int32) ServerOption {
 // the window plus one message. Values below 64 KiB are raised to it;
 // default 16 MiB.
 func InitialConnWindowSize(n int32) ServerOption {
-	return func(o *serverOptions) { o.connWindow = windowSize(n) }
+	return serverOptionFunc(func(o *serverOptions) { o.connWindow = windowSize(n) })
 }
 
 // MaxConcurrentStreams caps the calls and streams open at once on one
@@ -315,7 +340,7 @@ func InitialConnWindowSize(n int32) ServerOption {
 // that keeps doing so is disconnected. Default 4096; values below 1 are
 // raised to 1.
 func MaxConcurrentStreams(n uint32) ServerOption {
-	return func(o *serverOptions) { o.maxStreams = max(1, clampInt(n)) }
+	return serverOptionFunc(func(o *serverOptions) { o.maxStreams = max(1, clampInt(n)) })
 }
 
 // ConnectionTimeout bounds how long a new connection may take to start
@@ -324,19 +349,19 @@ func MaxConcurrentStreams(n uint32) ServerOption {
 // log line. Default 10 s, the transports' own handshake timeout (gRPC-go's
 // option of the same name defaults to 120 s).
 func ConnectionTimeout(d time.Duration) ServerOption {
-	return func(o *serverOptions) { o.connTimeout = d }
+	return serverOptionFunc(func(o *serverOptions) { o.connTimeout = d })
 }
 
 // StreamInterceptor appends one interceptor to the server's stream chain;
 // see the package documentation for the order.
 func StreamInterceptor(i StreamServerInterceptor) ServerOption {
-	return func(o *serverOptions) { o.streamInterceptors = append(o.streamInterceptors, i) }
+	return serverOptionFunc(func(o *serverOptions) { o.streamInterceptors = append(o.streamInterceptors, i) })
 }
 
 // ChainStreamInterceptor appends interceptors to the server's stream
 // chain, the first outermost.
 func ChainStreamInterceptor(is ...StreamServerInterceptor) ServerOption {
-	return func(o *serverOptions) { o.streamInterceptors = append(o.streamInterceptors, is...) }
+	return serverOptionFunc(func(o *serverOptions) { o.streamInterceptors = append(o.streamInterceptors, is...) })
 }
 
 // ChainUnaryInterceptor appends interceptors to the server's unary chain,

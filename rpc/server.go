@@ -19,6 +19,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/status"
@@ -78,7 +79,7 @@ func NewServer(opts ...ServerOption) *Server {
 		numWorkers:         -1,
 	}
 	for _, opt := range opts {
-		opt(&o)
+		opt.apply(&o)
 	}
 	log := o.log.Named("rpc.server")
 	s := &Server{
@@ -239,7 +240,7 @@ func (s *Server) Stop() {
 		closing.Add(1)
 		go func() {
 			defer closing.Done()
-			l.close(status.New(codes.Unavailable, "server stopped"))
+			l.Close(status.New(codes.Unavailable, "server stopped"))
 		}()
 	}
 	closing.Wait()
@@ -275,30 +276,20 @@ func (s *Server) GracefulStop() {
 // bound) when not, and it handles CANCEL, PING and GOAWAY at once whatever
 // the handlers are doing.
 type serverLink struct {
-	*link
+	*conn.Link
 	s         *Server
 	peer      *Peer
-	authority string      // the calls' ":authority"
-	budget    *byteBudget // encoded responses the transport has not taken
+	authority string           // the calls' ":authority"
+	budget    *conn.ByteBudget // encoded responses the transport has not taken
 
-	mu          sync.Mutex
-	calls       map[uint64]*callStream // running or queued
-	open        int                    // calls and streams counted against MaxConcurrentStreams
-	running     int                    // call slots taken
-	queue       list.List              // of *callStream waiting for a slot, oldest first
-	queuedBytes int
-	streams     map[uint64]*serverStream       // open streams
-	held        atomic.Int64                   // window bytes of stream messages copied out and not yet read
-	lastNotOpen uint64                         // the last stream answered "not open" (the reader's)
-	refusedIDs  refusedSet                     // streams refused lately, whose frames are dropped (the reader's)
-	ests        map[*methodEntry]*respEstimate // the unary methods' response estimates on this connection (the reader's)
-	ua          string                         // the last user-agent received (the reader's)
-	lastPing    time.Time                      // the reader's, for the enforcement policy
-	pingStrikes int                            // the reader's
-	inline      *callStream                    // the reader's: admitted by this dispatch, for readTurn to run
-	inlineAlone bool                           // the reader's: inline is alone on the link, and so was the call before
-	lastAlone   bool                           // the reader's: the last call admitted was alone
-	unread      unreadTurn                     // the reading while the reader runs a call without handing it on
+	adm         admission                           // every request enters here; its lock guards the calls and streams
+	held        atomic.Int64                        // window bytes of stream messages copied out and not yet read
+	lastNotOpen uint64                              // the last stream answered "not open" (the reader's)
+	refusedIDs  refusedSet                          // streams refused lately, whose frames are dropped (the reader's)
+	ests        map[*methodEntry]*conn.RespEstimate // the unary methods' response estimates on this connection (the reader's)
+	ua          string                              // the last user-agent received (the reader's)
+	lastPing    time.Time                           // the reader's, for the enforcement policy
+	pingStrikes int                                 // the reader's
 	timers      connTimers
 	wg          sync.WaitGroup // handler goroutines
 	stats       *connStats     // nil without stats handlers
@@ -320,15 +311,15 @@ type callStream struct {
 	fail     error            // the call fails with this before any handler runs
 	svc      *service
 	md       *MethodDesc
-	est      *respEstimate // the method's on this connection, nil for an unknown one
-	ua       string        // the connection's user-agent when it arrived
+	est      *conn.RespEstimate // the method's on this connection, nil for an unknown one
+	ua       string             // the connection's user-agent when it arrived
 
 	cost    int           // bytes charged to the queue while queued
 	elem    *list.Element // in the queue, nil once started
 	started bool          // running: cancelRunning ends it with the link
-	counted bool          // counted in open (under l.mu)
+	counted bool          // counted in open (under l.adm.mu)
 	window  int           // connection window the request holds until the call is over (the reader's, then the handler's)
-	resv    int           // response budget reserved while it runs (under l.mu, then the handler's)
+	resv    int           // response budget reserved while it runs (under l.adm.mu, then the handler's)
 	decoded bool          // the handler's dec has run
 	unread  uint64        // non-zero: runs on the reader, the link unread meanwhile: unreadTurn's run number
 }
@@ -342,23 +333,20 @@ const queueEntryCost = 256
 const requestOverhead = 1 << 10
 
 func (s *Server) newServerLink(tc transport.Conn) *serverLink {
-	watch := sendWatch{after: max(s.opts.responseTimeout, 0), stuck: func() {
+	watch := conn.SendWatch{After: max(s.opts.responseTimeout, 0), Stuck: func() {
 		s.peerLog.warn("closing a connection whose client takes no responses", zap.Stringer("peer", tc.RemoteAddr()), zap.Duration("timeout", s.opts.responseTimeout))
 	}}
 	ai := authInfo(tc)
 	l := &serverLink{
-		link:      newLink(tc, s.log, s.opts.keepalive.serverDefaults(), watch),
 		s:         s,
 		peer:      &Peer{Addr: tc.RemoteAddr(), LocalAddr: tc.LocalAddr(), AuthInfo: ai},
 		authority: connAuthority(tc, ai),
-		budget:    newByteBudget(s.opts.maxUnsentBytes),
-		calls:     make(map[uint64]*callStream),
-		streams:   make(map[uint64]*serverStream),
+		budget:    conn.NewByteBudget(s.opts.maxUnsentBytes),
 	}
+	l.Link = conn.NewLink(tc, conn.LinkConfig{Log: s.log, Keepalive: s.opts.keepalive.serverDefaults().link(), Watch: watch, OnPong: l.drainedCheck})
+	l.adm.init(l)
 	// A REQUEST costs its whole frame, metadata included, of the window.
-	l.flow.init(s.opts.connWindow, s.opts.maxRecvSize+s.opts.maxHeaderListSize+requestOverhead)
-	l.onPong = l.drainedCheck
-	l.unread.init(l)
+	l.Flow.Init(s.opts.connWindow, s.opts.maxRecvSize+s.opts.maxHeaderListSize+requestOverhead)
 	return l
 }
 
@@ -380,18 +368,18 @@ func (l *serverLink) serve() {
 func (l *serverLink) handshake() bool {
 	set := wire.Settings{
 		MaxConcurrentStreams: uint32(min(l.s.opts.maxStreams, 1<<32-1)),
-		ConnectionWindow:     l.flow.settings(),
+		ConnectionWindow:     l.Flow.Settings(),
 	}
-	if err := l.sendControl(wire.AppendSettings(nil, set)); err != nil {
+	if err := l.SendControl(wire.AppendSettings(nil, set)); err != nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(l.ctx, l.s.opts.connTimeout)
-	b, err := l.recvFrame(ctx)
+	ctx, cancel := context.WithTimeout(l.Ctx, l.s.opts.connTimeout)
+	b, err := l.RecvFrame(ctx)
 	cancel()
 	if err != nil {
-		if err != errLinkClosed {
+		if err != conn.ErrLinkClosed {
 			st := status.Newf(codes.Unavailable, "no SETTINGS from the client within %v", l.s.opts.connTimeout)
-			if l.close(st) {
+			if l.Close(st) {
 				l.s.peerLog.warn("closing a connection that did not start", zap.Stringer("peer", l.peer.Addr), zap.Duration("timeout", l.s.opts.connTimeout))
 			}
 		}
@@ -410,7 +398,7 @@ func (l *serverLink) handshake() bool {
 		l.fatal(err)
 		return false
 	}
-	l.flow.peerWindow(peer.ConnectionWindow)
+	l.Flow.PeerWindow(peer.ConnectionWindow)
 	return true
 }
 
@@ -424,36 +412,18 @@ func (l *serverLink) readOn() {
 
 // readTurn is the reading of l, which s.wg counts: it reads and
 // dispatches frames until the connection ends, then finishes the link
-// (and reports false). A unary call read here runs here, with the reading
-// handed to an idle worker first: the call starts without waiting for a
-// goroutine to wake up, and the worker's wake-up happens while it runs
-// (brpc runs the last message it read in place too). Then it reports
-// true. With no worker idle the call goes to workers.run, as before.
-// A call alone on the connection, after one alone too, runs here without
-// handing the reading on first, unless something arrives meanwhile
-// (unreadTurn); the reader then reads on.
+// (and reports false). A call a REQUEST admitted runs where
+// admission.runInline says; when that handed the reading on (the call
+// ran here), it reports true.
 func (l *serverLink) readTurn() bool {
 	for {
-		b, err := l.recvFrame(l.ctx)
+		b, err := l.RecvFrame(l.Ctx)
 		if err != nil || !l.dispatch(b) {
 			l.finish()
 			return false
 		}
-		if st := l.inline; st != nil {
-			l.inline = nil
-			if l.inlineAlone {
-				if ran, reading := l.unread.run(st); ran {
-					if reading {
-						continue
-					}
-					return true
-				}
-			}
-			if l.s.workers.read(l) {
-				l.runStreams(st)
-				return true
-			}
-			l.s.workers.run(l, st)
+		if l.adm.inline != nil && !l.adm.runInline() {
+			return true
 		}
 	}
 }
@@ -463,12 +433,12 @@ func (l *serverLink) readTurn() bool {
 func (l *serverLink) finish() {
 	defer l.s.wg.Done()
 	l.stopConnTimers()
-	l.cancelRunning()
+	l.adm.cancelRunning()
 	l.wg.Wait()
-	l.wait()
-	l.mu.Lock()
-	l.dropQueue()
-	l.mu.Unlock()
+	l.Wait()
+	l.adm.mu.Lock()
+	l.adm.dropQueue()
+	l.adm.mu.Unlock()
 	s := l.s
 	l.stats.end()
 	s.mu.Lock()
@@ -488,18 +458,7 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 	switch h.Kind {
 	case wire.KindRequest:
 		l.pingStrikes = 0 // pings during calls are fine, as in gRPC-go
-		// A request costs the connection's window until its call is
-		// over, so what a client has the server hold is bounded.
-		if !l.flow.accepts(l.held.Load()) {
-			b.Release()
-			l.fatal(errPastConnWindow)
-			return false
-		}
-		cost := b.Len()
-		l.held.Add(int64(cost))
-		st := l.newStream(h.CallID, body, b)
-		st.window = cost
-		return l.admit(st)
+		return l.adm.request(h.CallID, body, b)
 	case wire.KindOpen:
 		l.pingStrikes = 0
 		ok := l.openStream(h, body)
@@ -511,7 +470,7 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 		err = wire.ParseCancel(body)
 		b.Release()
 		if err == nil {
-			l.cancelStream(h.CallID)
+			l.adm.cancel(h.CallID)
 			return true
 		}
 	default:
@@ -521,7 +480,7 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 			return false
 		}
 		var ga *wire.GoAway
-		ga, err = l.control(h, body, "client", "servers")
+		ga, err = l.Control(h, body, "client", "servers")
 		b.Release()
 		if err == nil {
 			if ga != nil {
@@ -538,19 +497,19 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 // (rate-limited) log line.
 func (l *serverLink) fatal(err error) {
 	l.s.peerLog.warn("closing connection", zap.Stringer("peer", l.peer.Addr), zap.Error(err))
-	l.protocolError(err)
+	l.ProtocolError(err)
 }
 
 // estimate is m's response estimate on this connection. It is the
 // connection's own, so that what one client asks for (small answers, to
 // bring an estimate down) says nothing of another's calls.
-func (l *serverLink) estimate(m *methodEntry) *respEstimate {
+func (l *serverLink) estimate(m *methodEntry) *conn.RespEstimate {
 	e := l.ests[m]
 	if e == nil {
 		if l.ests == nil {
-			l.ests = make(map[*methodEntry]*respEstimate)
+			l.ests = make(map[*methodEntry]*conn.RespEstimate)
 		}
-		e = new(respEstimate)
+		e = new(conn.RespEstimate)
 		l.ests[m] = e
 	}
 	return e
@@ -601,209 +560,6 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 	return st
 }
 
-// admit starts st in a free call slot, or queues it until one frees, or,
-// when the queue's byte bound is reached, refuses it: the client may send
-// it again since it never ran. It never waits. It reports false when the
-// link is closing.
-func (l *serverLink) admit(st *callStream) bool {
-	l.mu.Lock()
-	if _, dup := l.calls[st.id]; dup || l.streams[st.id] != nil {
-		l.mu.Unlock()
-		st.frame.Release()
-		l.fatal(fmt.Errorf("call id %d is already in use", st.id))
-		return false
-	}
-	if l.open >= l.s.opts.maxStreams {
-		// Over the limit the server's SETTINGS gave: the client did not
-		// wait for a slot.
-		l.mu.Unlock()
-		st.frame.Release()
-		l.requestDone(st)
-		return l.refuse(st.id)
-	}
-	if !l.mayStartLocked(st) {
-		return l.enqueue(st)
-	}
-	l.running++
-	l.open++
-	st.counted = true
-	l.calls[st.id] = st
-	l.startLocked(st)
-	// Alone: no other call, nor stream, on the link (a call leaves calls
-	// before its response is sent, so the call before this one has,
-	// however soon this one came).
-	alone := len(l.calls) == 1 && len(l.streams) == 0
-	l.mu.Unlock()
-	l.wg.Add(1)
-	l.inlineAlone = alone && l.lastAlone
-	l.lastAlone = alone
-	if st.frame.Len() < largeRequest {
-		l.inline = st // readTurn runs it, after this dispatch
-	} else {
-		l.s.workers.run(l, st)
-	}
-	return true
-}
-
-// mayStartLocked reports whether st may start now, and if so reserves its
-// method's response estimate (respEstimate) of the response budget: a call
-// slot is free, no response waits for the budget (its response could not
-// leave either), and the responses of the calls running, as estimated,
-// leave room for st's. A call always starts when none runs. Called with
-// l.mu held.
-func (l *serverLink) mayStartLocked(st *callStream) bool {
-	if l.running > 0 && (l.running >= max(1, l.s.opts.maxConcurrentCalls) || l.budget.waiting()) {
-		return false
-	}
-	n := minResponseEstimate
-	if st.est != nil {
-		n = st.est.get()
-	}
-	if !l.budget.tryReserve(n, l.running == 0) {
-		return false
-	}
-	st.resv = n
-	return true
-}
-
-// unreserve gives st's reservation back: its response is about to take its
-// actual size of the budget, or it will send none.
-func (l *serverLink) unreserve(st *callStream) {
-	if st.resv > 0 {
-		l.budget.release(st.resv)
-		st.resv = 0
-	}
-}
-
-// enqueue puts st in the queue for a call slot (l.mu held, and let go), or
-// refuses it when the queue's bytes are full.
-func (l *serverLink) enqueue(st *callStream) bool {
-	if l.queuedBytes > 0 && l.queuedBytes+st.cost > l.s.opts.maxQueuedBytes {
-		l.mu.Unlock()
-		st.frame.Release()
-		l.requestDone(st)
-		return l.refuse(st.id)
-	}
-	if st.frame.Len() > 0 {
-		// Queued requests leave transport memory (a registered receive
-		// buffer, a credit), so the transport keeps delivering.
-		frame := append([]byte(nil), st.frame.Bytes()...)
-		st.req.Payload = frame[len(frame)-len(st.req.Payload):]
-		st.frame.Release()
-		st.frame = transport.NewBuffer(frame, nil, 0)
-	}
-	st.elem = l.queue.PushBack(st)
-	l.queuedBytes += st.cost
-	l.open++
-	st.counted = true
-	l.calls[st.id] = st
-	l.mu.Unlock()
-	return true
-}
-
-// refuse answers call id with Unavailable and the refusal mark (docs/wire.md)
-// from the control goroutine (queueOrClose).
-func (l *serverLink) refuse(id uint64) bool {
-	return l.queueOrClose(wire.AppendResponseHead(nil, id, uint32(codes.Unavailable), refusedMessage, nil, nil, refusedTrailer))
-}
-
-// uncount stops counting st against MaxConcurrentStreams, once: before its
-// response leaves (so that the client, which frees its slot when the
-// response arrives, never finds the server still counting it), or when the
-// client cancelled it. Called with l.mu held.
-func (l *serverLink) uncountLocked(counted *bool) {
-	if *counted {
-		*counted = false
-		l.open--
-	}
-}
-
-// startLocked marks st running, so that the link's close ends its
-// context; called with l.mu held.
-func (l *serverLink) startLocked(st *callStream) {
-	st.started = true
-	st.elem = nil
-}
-
-// cancelRunning ends the contexts of the calls still running once the
-// link has closed (the reader has stopped, so no call starts after it:
-// runStreams starts none on a closed link).
-func (l *serverLink) cancelRunning() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, st := range l.calls {
-		if st.started {
-			st.end(context.Canceled)
-		}
-	}
-}
-
-// cancelStream handles a CANCEL: a running call's context is cancelled; a
-// queued one is dropped before it starts (the client no longer waits for
-// its response).
-func (l *serverLink) cancelStream(id uint64) {
-	l.mu.Lock()
-	st := l.calls[id]
-	if st == nil {
-		l.mu.Unlock()
-		return
-	}
-	l.uncountLocked(&st.counted) // the client freed its slot when it sent the CANCEL
-	if st.elem != nil {
-		l.queue.Remove(st.elem)
-		st.elem = nil
-		l.queuedBytes -= st.cost
-		delete(l.calls, id)
-		l.mu.Unlock()
-		st.frame.Release()
-		l.requestDone(st)
-		return
-	}
-	l.mu.Unlock()
-	st.end(context.Canceled)
-}
-
-// requestDone gives the connection window st's request took back to the
-// client, once: its call is over (or never ran).
-func (l *serverLink) requestDone(st *callStream) {
-	if st.window > 0 {
-		l.release(st.window)
-		st.window = 0
-	}
-}
-
-// runStreams serves st, then the queued streams, one after another, until
-// the queue is empty: the goroutine keeps its call slot.
-func (l *serverLink) runStreams(st *callStream) {
-	defer l.wg.Done()
-	for st != nil {
-		l.serveStream(st)
-		l.mu.Lock()
-		st = nil
-		l.running-- // this call's slot, which the next one queued may take
-		if l.ctx.Err() == nil {
-			if e := l.queue.Front(); e != nil && l.mayStartLocked(e.Value.(*callStream)) {
-				st = l.queue.Remove(e).(*callStream)
-				l.queuedBytes -= st.cost
-				l.startLocked(st)
-				l.running++
-			}
-		}
-		l.mu.Unlock()
-	}
-}
-
-// dropQueue forgets the queued streams of a closed link; called with l.mu
-// held.
-func (l *serverLink) dropQueue() {
-	for e := l.queue.Front(); e != nil; e = l.queue.Front() {
-		st := l.queue.Remove(e).(*callStream)
-		st.frame.Release()
-		delete(l.calls, st.id)
-	}
-	l.queuedBytes = 0
-}
-
 // serveStream runs st's handler and sends its outcome.
 func (l *serverLink) serveStream(st *callStream) {
 	sc := &st.sc
@@ -814,18 +570,18 @@ func (l *serverLink) serveStream(st *callStream) {
 	}
 	st.start()
 	resp, err := l.run(sc, st)
-	l.mu.Lock()
-	delete(l.calls, st.id)
-	l.uncountLocked(&st.counted)
-	l.mu.Unlock()
+	l.adm.mu.Lock()
+	delete(l.adm.calls, st.id)
+	l.adm.uncountLocked(&st.counted)
+	l.adm.mu.Unlock()
 	l.callEnded()
 	st.end(context.Canceled)
 	err = l.respond(st, sc, resp, err)
-	l.unreserve(st) // a response that did not go
-	l.requestDone(st)
+	l.adm.unreserve(st) // a response that did not go
+	l.adm.requestDone(st)
 	l.answered()
 	if st.unread != 0 {
-		l.unread.answered(st.unread) // the reader reads on: the next request may be here already
+		l.adm.unread.Answered(st.unread) // the reader reads on: the next request may be here already
 	}
 	if sc.stats != nil {
 		sc.stats.end(err, nil)
@@ -847,7 +603,7 @@ func (l *serverLink) beginStats(ctx context.Context, hs []stats.Handler, st *cal
 func (l *serverLink) run(sc *serverCall, st *callStream) (resp any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			l.log.Error("handler panicked", zap.String("method", sc.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+			l.Log.Error("handler panicked", zap.String("method", sc.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
 			resp, err = nil, status.Errorf(codes.Internal, "handler for %s panicked: %v", sc.method, p)
 		}
 	}()
@@ -929,11 +685,8 @@ func (l *serverLink) unknownMethod(method string, svc *service) error {
 // becomes an error response. It returns the outcome the client was sent.
 func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err error) error {
 	id := call.id
-	l.sending.Add(1)
-	defer func() {
-		l.sent.Add(1)
-		l.sending.Add(-1)
-	}()
+	l.ResponseStart()
+	defer l.ResponseDone()
 	sc.mu.Lock()
 	header, trailer := sc.header, sc.trailer
 	sc.mu.Unlock()
@@ -943,8 +696,8 @@ func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err err
 	if err == nil {
 		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, header, trailer)
 		var n int
-		l.unreserve(call) // the response takes its own size of the budget
-		n, err = sendFrame(l.ctx, l.tc, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget, nil, call.est)
+		l.adm.unreserve(call) // the response takes its own size of the budget
+		n, err = sendFrame(l.Ctx, l.Conn, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget, nil, call.est)
 		if rs := sc.stats; rs != nil && err == nil {
 			rs.outHeader(header, "", nil)
 			rs.outPayload(resp, n, len(head)+n)
@@ -954,12 +707,12 @@ func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err err
 		if err == nil {
 			return nil
 		}
-		if l.ctx.Err() != nil {
-			return transportStatus(err).Err()
+		if l.Ctx.Err() != nil {
+			return conn.TransportStatus(err).Err()
 		}
 		if _, ok := status.FromError(err); !ok {
-			l.log.Info("sending response failed", zap.String("method", sc.method), zap.Error(err))
-			return transportStatus(err).Err()
+			l.Log.Info("sending response failed", zap.String("method", sc.method), zap.Error(err))
+			return conn.TransportStatus(err).Err()
 		}
 		// Encoding or size failed: the client gets that instead.
 	}
@@ -971,17 +724,17 @@ func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err err
 		}
 	}
 	head := wire.AppendResponseHead(nil, id, uint32(st.Code()), st.Message(), details, header, trailer)
-	if len(head) > l.tc.MaxMessageSize() {
+	if len(head) > l.Conn.MaxMessageSize() {
 		head = wire.AppendResponseHead(head[:0], id, uint32(st.Code()), truncate(st.Message(), 1024), nil, nil, nil)
 	}
-	l.unreserve(call)
-	if err := l.budget.acquire(l.ctx, len(head)); err != nil {
+	l.adm.unreserve(call)
+	if err := l.budget.Acquire(l.Ctx, len(head)); err != nil {
 		return st.Err() // the link closed
 	}
-	defer l.budget.release(len(head))
-	if err := l.tc.Send(l.ctx, head); err != nil {
-		if l.ctx.Err() == nil {
-			l.log.Info("sending error response failed", zap.String("method", sc.method), zap.Error(err))
+	defer l.budget.Release(len(head))
+	if err := l.Conn.Send(l.Ctx, head); err != nil {
+		if l.Ctx.Err() == nil {
+			l.Log.Info("sending error response failed", zap.String("method", sc.method), zap.Error(err))
 		}
 	} else if sc.stats != nil {
 		sc.stats.outHeader(header, "", nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -33,13 +34,13 @@ type serverStream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	in  inbox
-	out credit
+	in  conn.Inbox
+	out conn.Credit
 
-	// Owned by the reader (under l.mu): what the client did.
+	// Owned by the reader (under l.adm.mu): what the client did.
 	halfClosed bool
 	reset      bool // ended by a RESET either way: no TRAILERS follow
-	counted    bool // counted in l.open
+	counted    bool // counted in l.adm.open
 
 	mu         sync.Mutex // the handler's side
 	headerSent bool
@@ -66,30 +67,30 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 			fail = status.Convert(l.unknownMethod(req.Method, svc))
 		}
 	}
-	l.mu.Lock()
-	if _, dup := l.calls[h.CallID]; dup || l.streams[h.CallID] != nil {
-		l.mu.Unlock()
+	l.adm.mu.Lock()
+	if _, dup := l.adm.calls[h.CallID]; dup || l.adm.streams[h.CallID] != nil {
+		l.adm.mu.Unlock()
 		l.fatal(fmt.Errorf("stream id %d is already in use", h.CallID))
 		return false
 	}
-	if fail == nil && l.open >= l.s.opts.maxStreams {
+	if fail == nil && l.adm.open >= l.s.opts.maxStreams {
 		// Over the limit the server's SETTINGS gave: the client did not
 		// wait for a slot. What follows on the id is dropped.
-		l.mu.Unlock()
+		l.adm.mu.Unlock()
 		l.refusedIDs.add(h.CallID)
 		frame := wire.AppendTrailers(nil, h.CallID, uint32(codes.Unavailable), "server busy: too many streams on this connection", nil, nil, refusedTrailer)
 		return l.queueOrClose(frame)
 	}
 	if fail != nil {
-		l.mu.Unlock()
+		l.adm.mu.Unlock()
 		return l.queueOrClose(wire.AppendTrailers(nil, h.CallID, uint32(fail.Code()), fail.Message(), nil, nil, nil))
 	}
 	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, svc: svc,
 		sc: &serverCall{method: req.Method}}
 	ss.sc.stream = ss
-	ss.in.init(l.s.opts.window)
-	ss.out.init()
-	ctx, cancel := context.WithCancel(l.ctx)
+	ss.in.Init(l.s.opts.window)
+	ss.out.Init()
+	ctx, cancel := context.WithCancel(l.Ctx)
 	if req.Timeout > 0 {
 		ctx, cancel = contextWithTimeout(ctx, cancel, req.Timeout)
 	}
@@ -100,16 +101,16 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		ss.sc.stats.inHeader(md, len(body)+wire.HeaderLen, req.Method, l.peer)
 	}
 	ss.ctx, ss.cancel = ctx, cancel
-	l.streams[h.CallID] = ss
-	l.open++
+	l.adm.streams[h.CallID] = ss
+	l.adm.open++
 	ss.counted = true
 	l.wg.Add(1)
-	l.mu.Unlock()
+	l.adm.mu.Unlock()
 	if extra := l.s.opts.window - defaultWindow; extra > 0 {
 		// A larger window is a speed-up, not a promise: with the control
 		// queue full the stream keeps the initial window, and RecvMsg's
 		// grants still come.
-		l.queueControl(wire.AppendWindow(nil, h.CallID, uint32(min(extra, wire.MaxWindowIncrement))), l.peerCtlLimit())
+		l.QueueControl(wire.AppendWindow(nil, h.CallID, uint32(min(extra, wire.MaxWindowIncrement))), l.peerCtlLimit())
 	}
 	go ss.run()
 	return true
@@ -127,14 +128,14 @@ func contextWithTimeout(ctx context.Context, parent context.CancelFunc, d time.D
 // that overflows them sends past MAX_CONCURRENT_STREAMS or reads none of
 // them, and its connection is closed with a GOAWAY that says so.
 func (l *serverLink) queueOrClose(frame []byte) bool {
-	if l.queueControl(frame, l.peerCtlLimit()) {
+	if l.QueueControl(frame, l.peerCtlLimit()) {
 		return true
 	}
 	st := status.New(codes.ResourceExhausted, "the client sends past MAX_CONCURRENT_STREAMS, or reads none of the server's answers")
-	ctx, cancel := context.WithTimeout(l.ctx, time.Second)
-	_ = l.tc.Send(ctx, wire.AppendGoAway(nil, uint32(st.Code()), st.Message()))
+	ctx, cancel := context.WithTimeout(l.Ctx, time.Second)
+	_ = l.Conn.Send(ctx, wire.AppendGoAway(nil, uint32(st.Code()), st.Message()))
 	cancel()
-	if l.close(st) {
+	if l.Close(st) {
 		l.s.peerLog.warn("closing connection", zap.Stringer("peer", l.peer.Addr), zap.String("reason", st.Message()))
 	}
 	return false
@@ -165,26 +166,26 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 	if h.Kind == wire.KindMessage {
 		// Every MESSAGE costs the connection's window, whatever becomes
 		// of it: what is not held is given back at once.
-		if !l.flow.accepts(l.held.Load()) {
+		if !l.Flow.Accepts(l.held.Load()) {
 			l.fatal(errPastConnWindow)
 			return false
 		}
 		if !l.streamMessage(h, body) {
-			l.connFree(messageCost(len(body)))
+			l.ConnFree(conn.MessageCost(len(body)))
 		}
-		return l.ctx.Err() == nil
+		return l.Ctx.Err() == nil
 	}
-	if h.Kind == wire.KindWindow && h.CallID == connStream {
-		if err := l.connWindowUpdate(body); err != nil {
+	if h.Kind == wire.KindWindow && h.CallID == conn.ConnStream {
+		if err := l.ConnWindowUpdate(body); err != nil {
 			l.fatal(err)
 			return false
 		}
 		return true
 	}
-	l.mu.Lock()
-	ss := l.streams[h.CallID]
+	l.adm.mu.Lock()
+	ss := l.adm.streams[h.CallID]
 	reset := ss != nil && ss.reset
-	l.mu.Unlock()
+	l.adm.mu.Unlock()
 	if reset || ss == nil && l.refusedIDs.has(h.CallID) {
 		return true // the client has been told; what crossed the RESET or refusal is dropped
 	}
@@ -197,14 +198,14 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		if ss == nil {
 			return l.notOpen(h)
 		}
-		l.mu.Lock()
+		l.adm.mu.Lock()
 		second := ss.halfClosed
 		ss.halfClosed = true
-		l.mu.Unlock()
+		l.adm.mu.Unlock()
 		if second {
 			return l.streamError(ss, status.New(codes.Internal, "second half-close on the stream"))
 		}
-		ss.in.end(io.EOF)
+		ss.in.End(io.EOF)
 	case wire.KindReset:
 		r, err := wire.ParseReset(body)
 		if err != nil {
@@ -212,14 +213,14 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			return false
 		}
 		if ss != nil {
-			l.mu.Lock()
+			l.adm.mu.Lock()
 			ss.reset = true
-			l.uncountLocked(&ss.counted) // the client freed its slot when it sent the RESET
-			l.mu.Unlock()
+			l.adm.uncountLocked(&ss.counted) // the client freed its slot when it sent the RESET
+			l.adm.mu.Unlock()
 			// The context first: a handler whose RecvMsg fails finds it
 			// ended, and can tell a cancel from a broken stream.
 			ss.cancel()
-			l.release(ss.in.fail(status.New(codes.Code(r.Code), "stream reset by the client: "+r.Message).Err()))
+			l.release(ss.in.Fail(status.New(codes.Code(r.Code), "stream reset by the client: "+r.Message).Err()))
 		}
 	case wire.KindWindow:
 		n, err := wire.ParseWindow(body)
@@ -227,7 +228,7 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			l.fatal(err)
 			return false
 		}
-		if ss != nil && !ss.out.add(n) {
+		if ss != nil && !ss.out.Add(n) {
 			return l.streamError(ss, status.New(codes.Internal, "flow control: window updates past 2^31-1 bytes"))
 		}
 	}
@@ -240,11 +241,11 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 // message is held; the caller gives the connection window of one that is
 // not back.
 func (l *serverLink) streamMessage(h wire.Header, payload []byte) bool {
-	l.mu.Lock()
-	ss := l.streams[h.CallID]
+	l.adm.mu.Lock()
+	ss := l.adm.streams[h.CallID]
 	reset := ss != nil && ss.reset
 	after := ss != nil && ss.halfClosed
-	l.mu.Unlock()
+	l.adm.mu.Unlock()
 	switch {
 	case reset:
 		return false // the client has been told; what crossed the RESET is dropped
@@ -261,15 +262,15 @@ func (l *serverLink) streamMessage(h wire.Header, payload []byte) bool {
 		return false
 	}
 	msg := append(bufpool.Get(len(payload))[:0], payload...)
-	cost := messageCost(len(payload))
+	cost := conn.MessageCost(len(payload))
 	l.held.Add(int64(cost))
-	switch ss.in.push(msg, cost) {
-	case pastWindow:
+	switch ss.in.Push(msg, cost) {
+	case conn.PastWindow:
 		l.held.Add(-int64(cost))
 		bufpool.Put(msg)
 		l.streamError(ss, status.New(codes.Internal, "flow control: the client sent past the stream's window"))
 		return false
-	case pushEnded: // the handler returned meanwhile
+	case conn.PushEnded: // the handler returned meanwhile
 		l.held.Add(-int64(cost))
 		bufpool.Put(msg)
 		return false
@@ -283,7 +284,7 @@ func (l *serverLink) streamMessage(h wire.Header, payload []byte) bool {
 func (l *serverLink) release(cost int) {
 	if cost > 0 {
 		l.held.Add(-int64(cost))
-		l.connFree(cost)
+		l.ConnFree(cost)
 	}
 }
 
@@ -299,7 +300,7 @@ func (l *serverLink) notOpen(h wire.Header) bool {
 	l.s.peerLog.warn("frame for a stream that is not open", zap.Stringer("peer", l.peer.Addr), zap.Stringer("kind", h.Kind), zap.Uint64("stream", h.CallID))
 	// Dropped when the queue is full: the client gave the stream up, or
 	// will on the server's TRAILERS or RESET already on its way.
-	l.queueControl(wire.AppendReset(nil, h.CallID, uint32(codes.Internal), fmt.Sprintf("stream %d is not open", h.CallID)), l.peerCtlLimit())
+	l.QueueControl(wire.AppendReset(nil, h.CallID, uint32(codes.Internal), fmt.Sprintf("stream %d is not open", h.CallID)), l.peerCtlLimit())
 	return true
 }
 
@@ -308,12 +309,12 @@ func (l *serverLink) notOpen(h wire.Header) bool {
 // and calls go on.
 func (l *serverLink) streamError(ss *serverStream, st *status.Status) bool {
 	l.s.peerLog.warn("resetting a stream", zap.Stringer("peer", l.peer.Addr), zap.Uint64("stream", ss.id), zap.String("method", ss.method), zap.String("reason", st.Message()))
-	l.mu.Lock()
+	l.adm.mu.Lock()
 	ss.reset = true
-	l.uncountLocked(&ss.counted) // before the RESET can reach the client
-	l.mu.Unlock()
+	l.adm.uncountLocked(&ss.counted) // before the RESET can reach the client
+	l.adm.mu.Unlock()
 	ss.cancel() // before RecvMsg fails, as for a client's RESET
-	l.release(ss.in.fail(st.Err()))
+	l.release(ss.in.Fail(st.Err()))
 	return l.queueOrClose(wire.AppendReset(nil, ss.id, uint32(st.Code()), st.Message()))
 }
 
@@ -322,13 +323,13 @@ func (ss *serverStream) run() {
 	l := ss.l
 	defer l.wg.Done()
 	err := ss.call()
-	l.release(ss.in.fail(io.EOF))
+	l.release(ss.in.Fail(io.EOF))
 	ss.cancel()
-	l.mu.Lock()
+	l.adm.mu.Lock()
 	reset := ss.reset
-	l.uncountLocked(&ss.counted) // before the TRAILERS can reach the client
-	l.mu.Unlock()
-	if !reset && l.ctx.Err() == nil {
+	l.adm.uncountLocked(&ss.counted) // before the TRAILERS can reach the client
+	l.adm.mu.Unlock()
+	if !reset && l.Ctx.Err() == nil {
 		ss.sendTrailers(err)
 	}
 	if ss.sc.stats != nil {
@@ -337,9 +338,9 @@ func (ss *serverStream) run() {
 	// Only now is the stream not open: frames that crossed the end are
 	// dropped until the TRAILERS have left, so no "not open" RESET can
 	// overtake them.
-	l.mu.Lock()
-	delete(l.streams, ss.id)
-	l.mu.Unlock()
+	l.adm.mu.Lock()
+	delete(l.adm.streams, ss.id)
+	l.adm.mu.Unlock()
 	l.callEnded()
 	l.answered()
 }
@@ -347,7 +348,7 @@ func (ss *serverStream) run() {
 func (ss *serverStream) call() (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			ss.l.log.Error("handler panicked", zap.String("method", ss.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+			ss.l.Log.Error("handler panicked", zap.String("method", ss.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
 			err = status.Errorf(codes.Internal, "handler for %s panicked: %v", ss.method, p)
 		}
 	}()
@@ -384,16 +385,16 @@ func (ss *serverStream) sendTrailers(err error) {
 	ss.sc.mu.Unlock()
 	ss.mu.Unlock()
 	frame := wire.AppendTrailers(nil, ss.id, uint32(st.Code()), st.Message(), details, header, trailer)
-	if len(frame) > l.tc.MaxMessageSize() {
+	if len(frame) > l.Conn.MaxMessageSize() {
 		frame = wire.AppendTrailers(frame[:0], ss.id, uint32(st.Code()), truncate(st.Message(), 1024), nil, nil, nil)
 	}
-	if err := l.budget.acquire(l.ctx, len(frame)); err != nil {
+	if err := l.budget.Acquire(l.Ctx, len(frame)); err != nil {
 		return
 	}
-	defer l.budget.release(len(frame))
-	if err := l.tc.Send(l.ctx, frame); err != nil {
-		if l.ctx.Err() == nil {
-			l.log.Info("sending trailers failed", zap.String("method", ss.method), zap.Error(err))
+	defer l.budget.Release(len(frame))
+	if err := l.Conn.Send(l.Ctx, frame); err != nil {
+		if l.Ctx.Err() == nil {
+			l.Log.Info("sending trailers failed", zap.String("method", ss.method), zap.Error(err))
 		}
 	} else if ss.sc.stats != nil {
 		if withHeader {
@@ -441,7 +442,7 @@ func (ss *serverStream) sendHeader() error {
 	ss.sc.sent = true
 	ss.sc.mu.Unlock()
 	frame := wire.AppendHeaders(nil, ss.id, md)
-	if err := ss.l.tc.Send(ss.ctx, frame); err != nil {
+	if err := ss.l.Conn.Send(ss.ctx, frame); err != nil {
 		return ss.sendError(err)
 	}
 	if ss.sc.stats != nil {
@@ -468,16 +469,15 @@ func (ss *serverStream) SendMsg(m any) error {
 	if err := ss.sendHeader(); err != nil {
 		return err
 	}
-	if !ss.out.wait(ss.ctx.Done()) {
+	if !ss.out.Wait(ss.ctx.Done()) {
 		return ss.sendError(ss.ctx.Err())
 	}
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], ss.id)
 	// Counted by the send watch as responses are: a client that takes
 	// nothing for ResponseTimeout is disconnected.
-	ss.l.sending.Add(1)
-	n, err := sendFrame(ss.ctx, ss.l.tc, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.flow, nil)
-	ss.l.sent.Add(1)
-	ss.l.sending.Add(-1)
+	ss.l.ResponseStart()
+	n, err := sendFrame(ss.ctx, ss.l.Conn, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.Flow, nil)
+	ss.l.ResponseDone()
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && ss.ctx.Err() == nil {
@@ -485,7 +485,7 @@ func (ss *serverStream) SendMsg(m any) error {
 		}
 		return ss.sendError(err)
 	}
-	ss.out.take(messageCost(n))
+	ss.out.Take(conn.MessageCost(n))
 	if ss.sc.stats != nil {
 		ss.sc.stats.outPayload(m, n, n+wire.HeaderLen)
 	}
@@ -509,13 +509,13 @@ func SendReady(ss ServerStream) error {
 		return nil
 	}
 	s := sc.stream
-	if !s.out.wait(s.ctx.Done()) || !s.l.flow.acquire(s.ctx.Done(), 0) {
+	if !s.out.Wait(s.ctx.Done()) || !s.l.Flow.Acquire(s.ctx.Done(), 0) {
 		return s.sendError(s.ctx.Err())
 	}
-	if err := s.l.budget.acquire(s.ctx, 1); err != nil {
+	if err := s.l.budget.Acquire(s.ctx, 1); err != nil {
 		return s.sendError(err)
 	}
-	s.l.budget.release(1)
+	s.l.budget.Release(1)
 	return nil
 }
 
@@ -525,22 +525,22 @@ func (ss *serverStream) sendError(err error) error {
 	if ss.ctx.Err() != nil {
 		return status.FromContextError(ss.ctx.Err()).Err()
 	}
-	return transportStatus(err).Err()
+	return conn.TransportStatus(err).Err()
 }
 
 // RecvMsg receives the client's next message into m; io.EOF after the
 // client's half-close.
 func (ss *serverStream) RecvMsg(m any) error {
-	msg, grant, err, ok := ss.in.pop(ss.ctx.Done(), payloadCost)
+	msg, grant, err, ok := ss.in.Pop(ss.ctx.Done(), conn.PayloadCost)
 	if !ok {
 		return status.FromContextError(ss.ctx.Err()).Err()
 	}
 	if msg == nil {
 		return err
 	}
-	ss.l.release(payloadCost(msg))
-	if grant > 0 && !ss.l.queueControl(wire.AppendWindow(nil, ss.id, uint32(grant)), maxQueuedCancels) {
-		ss.in.ungrant(grant)
+	ss.l.release(conn.PayloadCost(msg))
+	if grant > 0 && !ss.l.QueueControl(wire.AppendWindow(nil, ss.id, uint32(grant)), conn.MaxQueuedCancels) {
+		ss.in.Ungrant(grant)
 	}
 	err = ss.l.s.opts.codec.Unmarshal(msg, m)
 	n := len(msg)

@@ -6,7 +6,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/balancer"
+	"github.com/rdmarpc/rdmarpc/balancer/pickfirst"
+	"github.com/rdmarpc/rdmarpc/balancer/roundrobin"
 	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/serviceconfig"
 )
 
 // serviceConfig is the part of gRPC's service config
@@ -15,7 +19,9 @@ import (
 // retry policy, the retry throttle and health checking. Other fields are ignored, as gRPC ignores
 // fields it does not know.
 type serviceConfig struct {
-	policy     string // "pick_first" or "round_robin"
+	policy     string           // the balancer's name: "pick_first", "round_robin", one registered
+	balancer   balancer.Builder // policy's
+	lbConfig   serviceconfig.LoadBalancingConfig
 	methods    map[string]*methodConfig
 	throttle   *throttleConfig
 	health     bool
@@ -41,11 +47,16 @@ type throttleConfig struct {
 	tokenRatio float64
 }
 
-// Balancer policies the client has.
+// The balancer policies the client registers (package balancer).
 const (
-	pickFirst  = "pick_first"
-	roundRobin = "round_robin"
+	pickFirst  = pickfirst.Name
+	roundRobin = roundrobin.Name
 )
+
+// defaultServiceConfig is the config without one: pick_first.
+func defaultServiceConfig() *serviceConfig {
+	return &serviceConfig{policy: pickFirst, balancer: balancer.Get(pickFirst)}
+}
 
 // maxRetryAttempts caps a policy's maxAttempts, as gRPC caps it at 5.
 const maxRetryAttempts = 5
@@ -83,13 +94,14 @@ func parseServiceConfig(s string) (*serviceConfig, error) {
 	if err := json.Unmarshal([]byte(s), &j); err != nil {
 		return nil, fmt.Errorf("rpc: service config: %w", err)
 	}
-	sc := &serviceConfig{policy: pickFirst, methods: map[string]*methodConfig{}}
+	sc := defaultServiceConfig()
+	sc.methods = map[string]*methodConfig{}
 	if j.LoadBalancingPolicy != "" {
-		p := strings.ToLower(j.LoadBalancingPolicy)
-		if p != pickFirst && p != roundRobin {
-			return nil, fmt.Errorf("rpc: service config: unknown loadBalancingPolicy %q (rdmarpc has %s and %s)", j.LoadBalancingPolicy, pickFirst, roundRobin)
+		b := balancer.Get(j.LoadBalancingPolicy)
+		if b == nil {
+			return nil, fmt.Errorf("rpc: service config: unknown loadBalancingPolicy %q (none is registered by that name: balancer.Register)", j.LoadBalancingPolicy)
 		}
-		sc.policy = p
+		sc.policy, sc.balancer = b.Name(), b
 	}
 	if len(j.LoadBalancingConfig) > 0 {
 		// The first policy of the list the client has wins, as in gRPC.
@@ -99,15 +111,24 @@ func parseServiceConfig(s string) (*serviceConfig, error) {
 			if len(m) != 1 {
 				return nil, fmt.Errorf("rpc: service config: a loadBalancingConfig entry names %d policies, want 1", len(m))
 			}
-			for name := range m {
+			for name, raw := range m {
 				names = append(names, name)
-				if !found && (name == pickFirst || name == roundRobin) {
-					sc.policy, found = name, true
+				b := balancer.Get(name)
+				if found || b == nil {
+					continue
+				}
+				sc.policy, sc.balancer, found = b.Name(), b, true
+				if p, ok := b.(balancer.ConfigParser); ok {
+					cfg, err := p.ParseConfig(raw)
+					if err != nil {
+						return nil, fmt.Errorf("rpc: service config: loadBalancingConfig %s: %w", name, err)
+					}
+					sc.lbConfig = cfg
 				}
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("rpc: service config: no supported policy in loadBalancingConfig %q (rdmarpc has %s and %s)", names, pickFirst, roundRobin)
+			return nil, fmt.Errorf("rpc: service config: no supported policy in loadBalancingConfig %q (none is registered by those names: balancer.Register)", names)
 		}
 	}
 	for i, mc := range j.MethodConfig {

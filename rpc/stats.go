@@ -15,7 +15,7 @@ import (
 // StatsHandler adds h to the handlers told about the server's connections
 // and RPCs (package stats). Several may be set; each sees every event.
 func StatsHandler(h stats.Handler) ServerOption {
-	return func(o *serverOptions) { o.statsHandlers = append(o.statsHandlers, h) }
+	return serverOptionFunc(func(o *serverOptions) { o.statsHandlers = append(o.statsHandlers, h) })
 }
 
 // WithStatsHandler adds h to the handlers told about the client's

@@ -8,7 +8,7 @@ import (
 
 // The stream API, in gRPC-go's shape, so that generated code for streaming
 // methods, and code written against it, compiles unchanged. The runtime is
-// in clientstream.go and serverstream.go, flow control in flow.go, the
+// in clientstream.go and serverstream.go, flow control in rpc/internal/conn, the
 // frames in docs/wire.md.
 
 // StreamHandler runs one streaming method on the server: generated code

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rdmarpc/rdmarpc/balancer"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/connectivity"
 	"github.com/rdmarpc/rdmarpc/resolver"
@@ -18,14 +19,20 @@ import (
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
-// subConn is the connection to one backend (gRPC's addrConn): a list of
-// addresses tried in order (pick_first's whole list, or round_robin's one),
-// at most one link that takes new calls, and the backoff between failed
-// attempts. Its fields are guarded by cc.mu.
+// subConn is the connection to one backend (gRPC's addrConn), the
+// balancer.SubConn its balancer made: a list of addresses tried in order
+// (pick_first's whole list, or round_robin's one), at most one link that
+// takes new calls, and the backoff between failed attempts. Its fields are
+// guarded by cc.mu.
 type subConn struct {
-	cc     *ClientConn
-	ctx    context.Context // ends at shutdown: the dial and the backoff wait stop
-	cancel context.CancelFunc
+	cc  *ClientConn
+	bal *ccBalancer // the balancer that made it
+	// listener is told the state changes, on the serializer; reported is
+	// the last state it was given.
+	listener func(balancer.SubConnState)
+	reported balancer.SubConnState
+	ctx      context.Context // ends at shutdown: the dial and the backoff wait stop
+	cancel   context.CancelFunc
 
 	addrs   []resolver.Address
 	state   connectivity.State // of the transport
@@ -35,7 +42,7 @@ type subConn struct {
 	// stopHealth ends cur's health watch: a link that stops taking new
 	// calls must not be kept open by its Watch stream.
 	stopHealth context.CancelFunc
-	err        error // the last failed attempt's, Unavailable
+	err        error // why it is in TransientFailure: the last failed attempt's, or the health check's
 	failures   int   // failed attempts in a row
 	running    bool  // the connect goroutine runs
 	shutdown   bool
@@ -60,22 +67,85 @@ func (s *subConn) pickState() connectivity.State {
 	return s.state
 }
 
-// connectLocked starts connecting an Idle backend, and reports whether it
-// did (the ClientConn's state is then to be updated).
-func (s *subConn) connectLocked() bool {
+// reportLocked tells the balancer the state, if it changed since it was
+// last told, unless the balancer is closed.
+func (s *subConn) reportLocked() {
+	st := balancer.SubConnState{ConnectivityState: s.pickState(), ConnectionError: s.err}
+	if st.ConnectivityState != connectivity.TransientFailure {
+		st.ConnectionError = nil
+	}
+	if st == s.reported || s.bal.closed.Load() || s.reported.ConnectivityState == connectivity.Shutdown {
+		return
+	}
+	s.reported = st
+	s.bal.do(func(balancer.Balancer) { s.listener(st) })
+}
+
+// Connect starts connecting an Idle backend.
+func (s *subConn) Connect() {
+	s.cc.mu.Lock()
+	defer s.cc.mu.Unlock()
+	s.connectLocked()
+}
+
+func (s *subConn) connectLocked() {
 	if s.state != connectivity.Idle || s.running || s.shutdown {
-		return false
+		return
 	}
 	s.running = true
 	s.state = connectivity.Connecting
 	s.cc.wg.Add(1)
 	go s.run()
-	return true
+	s.reportLocked()
+}
+
+// UpdateAddresses gives the backend a new address list (pick_first's).
+func (s *subConn) UpdateAddresses(addrs []resolver.Address) {
+	cc := s.cc
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if s.shutdown {
+		return
+	}
+	if l := s.setAddrsLocked(addrs); l != nil {
+		s.reportLocked()
+		cc.drainLocked(l, "backend's address removed by the resolver")
+	}
+}
+
+// Shutdown removes the backend; its link finishes its calls, then closes.
+func (s *subConn) Shutdown() {
+	cc := s.cc
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if s.shutdown {
+		return
+	}
+	for i, o := range cc.subs {
+		if o == s {
+			cc.subs = append(cc.subs[:i], cc.subs[i+1:]...)
+			break
+		}
+	}
+	if l := s.shutdownLocked(); l != nil {
+		cc.drainLocked(l, "backend removed by the resolver")
+	}
+}
+
+// drainLocked drains l (it finishes its calls, then closes) on a
+// goroutine of cc's: draining takes the link's lock, which is never taken
+// inside cc.mu's.
+func (cc *ClientConn) drainLocked(l *clientLink, why string) {
+	cc.wg.Add(1)
+	go func() {
+		defer cc.wg.Done()
+		l.drain(status.New(codes.Unavailable, why))
+	}()
 }
 
 // setAddrsLocked gives pick_first's backend a new address list; the link in
 // use is returned, to drain, when its address left the list.
-func (s *subConn) setAddrsLocked(addrs []resolver.Address) []*clientLink {
+func (s *subConn) setAddrsLocked(addrs []resolver.Address) *clientLink {
 	s.addrs = addrs
 	if s.cur == nil {
 		return nil
@@ -87,7 +157,7 @@ func (s *subConn) setAddrsLocked(addrs []resolver.Address) []*clientLink {
 	}
 	l := s.dropLinkLocked()
 	s.state = connectivity.Idle
-	return []*clientLink{l}
+	return l
 }
 
 // dropLinkLocked takes cur out of use and returns it.
@@ -101,15 +171,14 @@ func (s *subConn) dropLinkLocked() *clientLink {
 	return l
 }
 
-// shutdownLocked removes the backend; its link is returned, to drain.
-func (s *subConn) shutdownLocked() []*clientLink {
+// shutdownLocked removes the backend; its link, if any, is returned, to
+// drain.
+func (s *subConn) shutdownLocked() *clientLink {
 	s.shutdown = true
 	s.state = connectivity.Shutdown
 	s.cancel()
-	if l := s.dropLinkLocked(); l != nil {
-		return []*clientLink{l}
-	}
-	return nil
+	s.reportLocked()
+	return s.dropLinkLocked()
 }
 
 // run connects: it tries the addresses until one answers, and after an
@@ -156,10 +225,10 @@ func (s *subConn) run() {
 			var hctx context.Context
 			cc.wg.Add(1)
 			if cc.sc.health {
-				hctx, s.stopHealth = context.WithCancel(l.ctx)
+				hctx, s.stopHealth = context.WithCancel(l.Ctx)
 				cc.wg.Add(1)
 			}
-			cc.updateStateLocked()
+			s.reportLocked()
 			cc.mu.Unlock()
 			go l.readLoop()
 			if hctx != nil {
@@ -168,10 +237,10 @@ func (s *subConn) run() {
 			return
 		}
 		s.failures++
-		s.err = status.ErrorWithCause(codes.Unavailable, fmt.Sprintf("connecting to %s: %v", cc.target, err), err)
+		s.err = fmt.Errorf("connecting to %s: %w", cc.target, err)
 		s.state = connectivity.TransientFailure
 		wait := cc.connect.Backoff.Delay(s.failures)
-		cc.updateStateLocked()
+		s.reportLocked()
 		cc.mu.Unlock()
 		cc.log.Info("dial failed", zap.Error(err), zap.Duration("retry_in", wait))
 		cc.resolveNow()
@@ -185,7 +254,7 @@ func (s *subConn) run() {
 		cc.mu.Lock()
 		if !s.shutdown {
 			s.state = connectivity.Connecting
-			cc.updateStateLocked()
+			s.reportLocked()
 		}
 		cc.mu.Unlock()
 	}
@@ -353,8 +422,8 @@ func (l *clientLink) drain(st *status.Status) {
 	l.draining = true
 	idle := l.idleDraining()
 	l.mu.Unlock()
-	l.slots.close()
+	l.slots.Close()
 	if idle {
-		l.close(st)
+		l.Close(st)
 	}
 }

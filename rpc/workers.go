@@ -13,7 +13,7 @@ import (
 // the reader that admits it never waits for a worker, and the call slots
 // (MaxConcurrentCalls) bound the calls either way. When a worker is idle,
 // the reader runs the call itself and the worker takes over the reading
-// (serverLink.readTurn): a reading worker counts as a reader, not as one
+// (admission.runInline): a reading worker counts as a reader, not as one
 // of the max, until it hands the reading on in turn. A call alone on its
 // connection skips that hand-off when the transport reports arrivals
 // (unreadTurn): the reading then goes to a worker only if a frame comes.
@@ -35,7 +35,7 @@ type worker struct {
 	jobs chan job // capacity 1: run never waits
 }
 
-// job is a call to run: runStreams(st) on l; without st, the reading of
+// job is a call to run: l.adm.run(st); without st, the reading of
 // l (readTurn), handed on by the goroutine that read a unary call and runs
 // it; a nil l ends the worker.
 type job struct {
@@ -58,11 +58,11 @@ func (w *workers) init(n int) { w.max = n }
 // saves a wake-up per call.
 const largeRequest = 16 << 10
 
-// run runs l.runStreams(st) on an idle worker, a new one while fewer than
+// run runs l.adm.run(st) on an idle worker, a new one while fewer than
 // max run, or else on a goroutine of its own. It never waits.
 func (w *workers) run(l *serverLink, st *callStream) {
 	if st.frame.Len() >= largeRequest {
-		go l.runStreams(st)
+		go l.adm.run(st)
 		return
 	}
 	w.mu.Lock()
@@ -82,7 +82,7 @@ func (w *workers) run(l *serverLink, st *callStream) {
 		return
 	}
 	w.mu.Unlock()
-	go l.runStreams(st)
+	go l.adm.run(st)
 }
 
 // work runs j, then the jobs handed to wk, until stop.
@@ -93,7 +93,7 @@ func (w *workers) work(wk *worker, j job) {
 		if reading {
 			j.l.readTurn()
 		} else {
-			j.l.runStreams(j.st)
+			j.l.adm.run(j.st)
 		}
 		if !w.park(wk, reading) {
 			return

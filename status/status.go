@@ -141,10 +141,18 @@ func (e *statusError) Is(target error) bool {
 
 // FromError returns the Status carried by err (anywhere in its chain) and
 // true, or a Status with code Unknown and err's text and false. A nil err
-// is OK and true.
+// is OK and true. A status error of gRPC-go's (or of any package whose
+// errors have its GRPCStatus method) counts as a status error.
 func FromError(err error) (*Status, bool) {
 	if err == nil {
 		return nil, true
+	}
+	if _, ours := err.(*statusError); !ours {
+		// An error that says its status gRPC-go's way (which may wrap
+		// one of ours, as contrib/grpcgo's do) is taken at its word.
+		if s, ok := grpcStatus(err, false); ok {
+			return s, true
+		}
 	}
 	var se *statusError
 	if errors.As(err, &se) {
@@ -155,6 +163,9 @@ func FromError(err error) (*Status, bool) {
 		c := *se.s
 		c.message = err.Error()
 		return &c, true
+	}
+	if s, ok := grpcStatus(err, true); ok {
+		return s, true
 	}
 	return New(codes.Unknown, err.Error()), false
 }

@@ -29,9 +29,10 @@ var errNoDevices = errors.New("no RDMA devices found (is rdma_rxe loaded? For So
 type deviceSource struct {
 	list     func() ([]rdmadev.Device, error)
 	counters func(dev string, port uint8) (map[string]uint64, error)
+	pinning  func() rdmadev.Pinning
 }
 
-var hostDevices = deviceSource{list: rdmadev.List, counters: rdmadev.Counters}
+var hostDevices = deviceSource{list: rdmadev.List, counters: rdmadev.Counters, pinning: rdmadev.ReadPinning}
 
 func newDevicesCmd(src deviceSource) *cobra.Command {
 	var asJSON bool
@@ -41,7 +42,9 @@ func newDevicesCmd(src deviceSource) *cobra.Command {
 		Long: `devices lists the RDMA devices of this host as the kernel describes them in
 /sys/class/infiniband: each port's state, link layer and active MTU, and its
 GID table (index, GID, type, netdev). A RoCE v2 GID whose value is an IP
-address of the host is what rdmarpc uses to reach that address.
+address of the host is what rdmarpc uses to reach that address. Last, the
+registered-memory budget rdma:// takes by default in this process, and the
+limit it comes from (RLIMIT_MEMLOCK, unless CAP_IPC_LOCK lifts it).
 
 It fails when the host has no RDMA device.`,
 		Args: cobra.NoArgs,
@@ -56,7 +59,10 @@ It fails when the host has no RDMA device.`,
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), devs)
 			}
-			return printDevices(cmd.OutOrStdout(), devs)
+			if err := printDevices(cmd.OutOrStdout(), devs); err != nil {
+				return err
+			}
+			return printBudget(cmd.OutOrStdout(), src.pinning())
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -93,6 +99,21 @@ func printDevices(w io.Writer, devs []rdmadev.Device) error {
 		}
 	}
 	return nil
+}
+
+// printBudget says how much memory rdma:// may register here by default,
+// and which limit decided it, with what to raise when that is memlock.
+func printBudget(w io.Writer, p rdmadev.Pinning) error {
+	b, from := p.Budget()
+	if b <= 0 {
+		_, err := fmt.Fprintf(w, "registered-memory budget: none (%s)\n", from)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "registered-memory budget: %s, from %s\n", rdmadev.Bytes(b), from)
+	if err == nil && !p.CapIPCLock && p.Memlock > 0 && p.Memlock == b {
+		_, err = fmt.Fprintf(w, "  to allow more: %s\n", rdmadev.RaiseAdvice)
+	}
+	return err
 }
 
 // gidString writes an IPv4-mapped GID as ::ffff:a.b.c.d, which says both

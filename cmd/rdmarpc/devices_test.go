@@ -39,6 +39,7 @@ func fakeSource(devs []rdmadev.Device) deviceSource {
 			}
 			return map[string]uint64{"port_xmit_data": 7}, nil
 		},
+		pinning: func() rdmadev.Pinning { return rdmadev.Pinning{RAM: 16 << 30, Memlock: 8 << 20} },
 	}
 }
 
@@ -78,6 +79,7 @@ func TestDevicesText(t *testing.T) {
 		"port 1", "ACTIVE (LinkUp)", "Ethernet", "active_mtu 1024 (netdev mtu 1500)",
 		"gid 1", "::ffff:10.9.9.1", "fe80::7c18:ccff:fe57:4592", "RoCE v2",
 		"ibp0", "DOWN (Polling)", "InfiniBand", "lid 0x1a", "no GIDs",
+		"registered-memory budget: 8 MiB, from RLIMIT_MEMLOCK (8 MiB), without CAP_IPC_LOCK", "ulimit -l unlimited",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)

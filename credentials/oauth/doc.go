@@ -8,7 +8,7 @@
 // PrivacyAndIntegrity (TLS) unless AllowInsecure is set, and refuse an
 // expired or empty token; both refusals are Unauthenticated status errors.
 //
-// golang.org/x/oauth2 is not a dependency: Token has the fields of
-// oauth2.Token that matter here, and an oauth2.TokenSource adapts with a
-// SourceFunc of three lines.
+// Token and Source are golang.org/x/oauth2's, so code written for gRPC-go's
+// package (oauth.TokenSource{TokenSource: oauth2.StaticTokenSource(tok)})
+// ports by changing the import.
 package oauth

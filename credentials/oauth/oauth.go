@@ -3,41 +3,22 @@ package oauth
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
+
+	"golang.org/x/oauth2"
 
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/status"
 )
 
-// Token is an OAuth 2 access token.
-type Token struct {
-	AccessToken string
-	// TokenType is the authorization scheme; "" means "Bearer".
-	TokenType string
-	// Expiry is when the token stops being valid; zero means never.
-	Expiry time.Time
-}
+// Token is golang.org/x/oauth2's: an access token, its type ("" means
+// "Bearer") and its expiry (zero: never).
+type Token = oauth2.Token
 
-// Type is the scheme of the authorization header: "Bearer", "MAC",
-// "Basic", or TokenType as it is.
-func (t *Token) Type() string {
-	for _, s := range []string{"Bearer", "MAC", "Basic"} {
-		if strings.EqualFold(t.TokenType, s) {
-			return s
-		}
-	}
-	if t.TokenType != "" {
-		return t.TokenType
-	}
-	return "Bearer"
-}
-
-// Source supplies tokens, as oauth2.TokenSource does.
-type Source interface {
-	Token() (*Token, error)
-}
+// Source supplies tokens: golang.org/x/oauth2's TokenSource, so any of
+// its sources (oauth2.StaticTokenSource, a config's, google's) serves.
+type Source = oauth2.TokenSource
 
 // SourceFunc is a function that is a Source.
 type SourceFunc func() (*Token, error)
@@ -45,12 +26,14 @@ type SourceFunc func() (*Token, error)
 // Token calls f.
 func (f SourceFunc) Token() (*Token, error) { return f() }
 
-// StaticSource always returns t.
-func StaticSource(t *Token) Source { return SourceFunc(func() (*Token, error) { return t, nil }) }
+// StaticSource always returns t: oauth2.StaticTokenSource.
+func StaticSource(t *Token) Source { return oauth2.StaticTokenSource(t) }
 
-// TokenSource is PerRPCCredentials asking Source for the token of each call.
+// TokenSource is PerRPCCredentials asking its oauth2.TokenSource for the
+// token of each call, as gRPC-go's: oauth.TokenSource{TokenSource:
+// oauth2.StaticTokenSource(tok)}.
 type TokenSource struct {
-	Source
+	oauth2.TokenSource
 	// AllowInsecure lets the token travel over a connection that is not
 	// TLS (a test, or a network secured otherwise). Off, such a call fails
 	// with Unauthenticated, and a client refuses to be built with these
@@ -61,7 +44,7 @@ type TokenSource struct {
 // NewOauthAccess returns PerRPCCredentials sending token with every call,
 // over TLS only.
 func NewOauthAccess(token *Token) credentials.PerRPCCredentials {
-	return TokenSource{Source: StaticSource(token)}
+	return TokenSource{TokenSource: StaticSource(token)}
 }
 
 // GetRequestMetadata returns the authorization metadata for one call, or an
@@ -76,7 +59,7 @@ func (ts TokenSource) GetRequestMetadata(ctx context.Context, _ ...string) (map[
 				"oauth: refusing to send a token over a connection that is not secure: "+err.Error(), err)
 		}
 	}
-	if ts.Source == nil {
+	if ts.TokenSource == nil {
 		return nil, status.Error(codes.Unauthenticated, "oauth: no token source")
 	}
 	tok, err := ts.Token()

@@ -55,7 +55,7 @@ func TestTokenRefusedOverInsecure(t *testing.T) {
 			t.Errorf("%s: the error shows the token: %v", name, err)
 		}
 	}
-	allowed := oauth.TokenSource{Source: oauth.StaticSource(&oauth.Token{AccessToken: "s3cr3t"}), AllowInsecure: true}
+	allowed := oauth.TokenSource{TokenSource: oauth.StaticSource(&oauth.Token{AccessToken: "s3cr3t"}), AllowInsecure: true}
 	if allowed.RequireTransportSecurity() {
 		t.Fatal("AllowInsecure still requires transport security")
 	}
@@ -76,7 +76,7 @@ func TestExpiredTokenIsUnauthenticated(t *testing.T) {
 		{"empty", &oauth.Token{}, "empty token"},
 		{"nil", nil, "empty token"},
 	} {
-		creds := oauth.TokenSource{Source: oauth.StaticSource(tc.tok)}
+		creds := oauth.TokenSource{TokenSource: oauth.StaticSource(tc.tok)}
 		md, err := creds.GetRequestMetadata(over(t, true))
 		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), tc.want) || md != nil {
 			t.Errorf("%s: %v, %v: want Unauthenticated saying %q", tc.name, md, err, tc.want)
@@ -101,7 +101,7 @@ func TestTokenSourceIsAskedEveryCall(t *testing.T) {
 		}
 		return nil, status.Error(codes.PermissionDenied, "revoked")
 	})
-	creds := oauth.TokenSource{Source: src}
+	creds := oauth.TokenSource{TokenSource: src}
 	for _, want := range []string{"Bearer one", "MAC two"} {
 		md, err := creds.GetRequestMetadata(over(t, true))
 		if err != nil || md["authorization"] != want {

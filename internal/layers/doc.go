@@ -3,9 +3,9 @@
 //
 // The layers, lowest first (docs/architecture.md draws them):
 //
-//	0 leaves      codes, attributes, backoff, connectivity, keepalive, internal helpers,
+//	0 leaves      codes, attributes, backoff, connectivity, keepalive, grpclog, internal helpers,
 //	              the verbs binding and the credit engine, codegen
-//	1 vocabulary  status, metadata, credentials, peer, encoding
+//	1 vocabulary  status, metadata, credentials, peer, encoding, serviceconfig
 //	2 contract    transport, stats, resolver, the accept core, the conformance suite
 //	3 plugins     transport/tcp, transport/rdma, transport/pipe, resolver/*, balancer/*
 //	4 core        rpc and its internal packages

@@ -16,12 +16,12 @@ const module = "github.com/rdmarpc/rdmarpc"
 // subtree; the longest match wins) to its layer.
 var layerOf = map[string]int{
 	"codes": 0, "attributes": 0, "backoff": 0, "connectivity": 0, "keepalive": 0,
-	"internal/": 0, "test/bufconn": 0, "testbed/selftest": 0, "codegen": 0, "codegen/": 0,
+	"internal/": 0, "grpclog": 0, "test/bufconn": 0, "testbed/selftest": 0, "codegen": 0, "codegen/": 0,
 	"transport/rdma/internal/verbs": 0, "transport/rdma/internal/credit": 0,
 	"resolver/dns/dnstest": 0, "rpc/internal/timers": 0,
 
 	"status": 1, "metadata": 1, "credentials": 1, "credentials/": 1, "peer": 1,
-	"encoding": 1, "encoding/": 1,
+	"encoding": 1, "encoding/": 1, "serviceconfig": 1,
 
 	"transport": 2, "transport/internal/": 2, "stats": 2, "resolver": 2,
 	"test/conformance": 2, "balancer": 2,

@@ -6,6 +6,9 @@
 //	unix:/run/kv.sock
 //	unix:///run/kv.sock
 //
+// and gRPC's "unix-abstract" one, a socket in Linux's abstract namespace:
+// unix-abstract:kv names the socket Go spells "@kv".
+//
 // The address it reports asks for the "unix" transport scheme; the TCP
 // transport is expected to register that scheme for unix sockets.
 package unix

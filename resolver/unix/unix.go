@@ -10,14 +10,27 @@ import (
 // scheme its addresses ask for.
 const Scheme = "unix"
 
-func init() { resolver.Register(builder{}) }
+// AbstractScheme is gRPC's scheme for a socket in Linux's abstract
+// namespace: "unix-abstract:name" dials the unix socket "@name" (Go's
+// spelling of the abstract name "\x00name").
+const AbstractScheme = "unix-abstract"
 
-type builder struct{}
+func init() {
+	resolver.Register(builder{})
+	resolver.Register(builder{abstract: true})
+}
 
-func (builder) Scheme() string { return Scheme }
+type builder struct{ abstract bool }
+
+func (b builder) Scheme() string {
+	if b.abstract {
+		return AbstractScheme
+	}
+	return Scheme
+}
 
 // Build reports the socket path before it returns.
-func (builder) Build(t resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
+func (b builder) Build(t resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
 	if t.URL.Host != "" {
 		return nil, fmt.Errorf("unix: target %q has an authority (%q): want unix:path or unix:///absolute/path", t.String(), t.URL.Host)
 	}
@@ -32,6 +45,9 @@ func (builder) Build(t resolver.Target, cc resolver.ClientConn, _ resolver.Build
 	}
 	if path == "" {
 		return nil, fmt.Errorf("unix: target %q has no socket path", t.String())
+	}
+	if b.abstract {
+		path = "@" + path
 	}
 	_ = cc.UpdateState(resolver.State{Addresses: []resolver.Address{{Addr: path, Transport: Scheme}}})
 	return nop{}, nil

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/credit"
 )
@@ -30,6 +33,31 @@ func TestBudget(t *testing.T) {
 	unlimited := budget{}
 	if err := unlimited.take(1 << 50); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBudgetRefusalLogged: the first refusal logs, once, the budget, where
+// it came from, what was wanted and what to raise; later ones only return
+// their error (a flood of refused handshakes is one line).
+func TestBudgetRefusalLogged(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	b := budget{limit: 8 << 20, source: "RLIMIT_MEMLOCK (8 MiB), without CAP_IPC_LOCK", log: zap.New(core)}
+	if err := b.take(7 << 20); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := b.take(2 << 20); !errors.Is(err, ErrMemoryBudget) || !strings.Contains(err.Error(), "RLIMIT_MEMLOCK") {
+			t.Fatalf("take beyond the limit = %v", err)
+		}
+	}
+	if logs.Len() != 1 {
+		t.Fatalf("%d lines logged for 3 refusals, want 1", logs.Len())
+	}
+	f := logs.All()[0].ContextMap()
+	for k, want := range map[string]string{"budget": "8 MiB", "from": "RLIMIT_MEMLOCK", "wanted": "2 MiB", "in_use": "7 MiB", "advice": "LimitMEMLOCK"} {
+		if v, _ := f[k].(string); !strings.Contains(v, want) {
+			t.Errorf("log field %s = %q, want it to say %q", k, v, want)
+		}
 	}
 }
 

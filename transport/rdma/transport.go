@@ -107,7 +107,9 @@ type Options struct {
 	// it is refused, on either side, with an error wrapping
 	// ErrMemoryBudget, instead of pinning pages until the kernel kills the
 	// process. Default: a quarter of the machine's memory, or
-	// RLIMIT_MEMLOCK when lower; negative means no budget.
+	// RLIMIT_MEMLOCK when lower and the process lacks CAP_IPC_LOCK (which
+	// lifts it); negative means no budget. The first refusal is logged
+	// once, with the budget's source and what to raise.
 	MemoryBudget int64
 	// Logger receives one line per refused peer or broken connection.
 	// Default zap.NewNop().
@@ -192,7 +194,7 @@ func (o Options) withDefaults() Options {
 		o.CloseGrace = 2 * time.Second
 	}
 	if o.MemoryBudget == 0 {
-		o.MemoryBudget = defaultBudget()
+		o.MemoryBudget, _ = rdmadev.ReadPinning().Budget()
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -232,6 +234,8 @@ type Transport struct {
 func New(o Options) *Transport {
 	t := &Transport{o: o.withDefaults(), devices: make(map[string]*device)}
 	t.budget.limit = t.o.MemoryBudget
+	t.budget.source = budgetSource(o.MemoryBudget == 0)
+	t.budget.log = t.o.Logger
 	return t
 }
 

@@ -3,12 +3,10 @@ package tcp
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,9 +28,10 @@ import (
 const readChunk = 64 << 10
 
 // conn is one framed connection. It owns two goroutines: the reader, which
-// reads frames into a bounded queue for Recv, and the writer, which writes
-// what a sender could not write without waiting for the socket (write.go).
-// Both exit when the connection closes; Close waits for them.
+// reads frames into a bounded queue for Recv when no Recv reads the socket
+// itself (read.go), and the writer, which writes what a sender could not
+// write without waiting for the socket (write.go). Both exit when the
+// connection closes; Close waits for them.
 type conn struct {
 	nc      net.Conn
 	auth    credentials.AuthInfo                  // what the credentials' handshake verified; nil without
@@ -54,13 +53,38 @@ type conn struct {
 	wnotify    chan struct{} // holds a token while the role is handed to the writer goroutine
 	w          writeState    // the role holder's
 
-	// Receive side: the reader acquires budget before queueing a frame and
-	// Recv gives it back.
-	recvBudget *semaphore.Weighted
-	recvCap    int64
-	recvq      chan transport.Buffer // closed by the reader when it stops
-	received   atomic.Uint64         // bytes read off the socket, hello included
-	frameBytes atomic.Uint64         // capacity of the buffers the reader allocated for frames
+	// Receive side (read.go): the read role's holder acquires budget
+	// before reading a frame's body, and the frame's Release gives it back.
+	recvBudget  *semaphore.Weighted
+	recvCap     int64
+	recvq       chan transport.Buffer // frames the reader goroutine read; closed when it stops
+	rs          rstate                // the frame being read: the role holder's
+	direct      bool                  // Recvs may read the socket themselves
+	rmu         sync.Mutex
+	holder      holder          // guarded by rmu: who holds the read role
+	qwaiters    int             // guarded by rmu: Recvs waiting on recvq
+	loopWanted  bool            // guarded by rmu: the reader goroutine should take the free role
+	idleRead    bool            // guarded by rmu: the reader goroutine waits in read() for a frame's first byte
+	want        bool            // guarded by rmu: a Recv interrupted the reader goroutine for the role
+	large       atomic.Bool     // the last frame read was over directMax: the reader goroutine reads ahead
+	intr        bool            // guarded by rmu: the holder's reads are interrupted
+	deadline    bool            // guarded by rmu: the socket may have a read deadline
+	rfailed     bool            // guarded by rmu: the stream failed; nothing is left to drain
+	releases    uint64          // guarded by rmu: roles released by Recvs
+	idleSeen    uint64          // guarded by rmu: releases when the idle timer was armed
+	idleArmed   bool            // guarded by rmu
+	watchCtx    context.Context // guarded by rmu: the ctx whose end interrupts (watchLocked)
+	watchStop   func() bool     // guarded by rmu
+	idle        *time.Timer     // idleFired: the role stayed free for idleRead
+	lwake       chan struct{}   // capacity 1: the reader goroutine should look at the role
+	rfree       chan struct{}   // capacity 1: the reader goroutine handed the role to the Recv that wanted it
+	interruptFn func()          // c.interrupt, bound once
+	stopClose   func() bool     // stops the interrupt for the connection's closing
+	amu         sync.Mutex
+	arrival     func()        // guarded by amu: OnArrival's callback
+	ended       bool          // guarded by amu: the connection ended; OnArrival reports false
+	received    atomic.Uint64 // bytes read off the socket, hello included
+	frameBytes  atomic.Uint64 // capacity of the buffers the reader allocated for frames
 
 	// Closing: sig is set once, with why the connection closed (wrapping
 	// transport.ErrClosed), by a failure or by Close; local is set by Close.
@@ -105,12 +129,21 @@ func newConn(nc net.Conn, o *Options, maxSend int, auth credentials.AuthInfo, re
 		recvCap:    int64(o.RecvQueueBytes),
 		recvBudget: semaphore.NewWeighted(int64(o.RecvQueueBytes)),
 		recvq:      make(chan transport.Buffer, 1024),
+		direct:     directReads(nc),
+		lwake:      make(chan struct{}, 1),
+		rfree:      make(chan struct{}, 1),
 		closed:     make(chan struct{}),
 	}
 	c.w.init(nc)
 	c.received.Store(helloLen)
+	c.rs.r = bufio.NewReaderSize(socketReader{c}, 64<<10)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.done = c.sig.Done()
+	c.interruptFn = c.interrupt
+	c.stopClose = context.AfterFunc(c.ctx, c.interruptFn)
+	c.idle = time.AfterFunc(time.Hour, c.idleFired)
+	c.idle.Stop()
+	c.loopWanted = true // the reader goroutine reads until a Recv comes
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
@@ -210,125 +243,6 @@ func closeWrite(nc net.Conn) {
 	}
 }
 
-// readLoop reads frames into recvq until the stream ends or fails. A frame
-// announced larger than our limit is a protocol violation: the connection
-// is closed without reading the frame into memory.
-func (c *conn) readLoop() {
-	defer c.wg.Done()
-	defer close(c.recvq)
-	cr := &countingReader{nc: c.nc, n: &c.received, stall: c.stall}
-	r := bufio.NewReaderSize(cr, 64<<10)
-	var hdr [frameHeaderLen]byte
-	for {
-		// The next frame may be long in coming (an idle connection); once
-		// its first byte is here, the rest must keep coming.
-		if r.Buffered() == 0 {
-			if _, err := r.Peek(1); err != nil {
-				c.readFailed(err)
-				return
-			}
-		}
-		cr.inFrame = true
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			c.readFailed(cr.why(err))
-			return
-		}
-		n := int(binary.BigEndian.Uint32(hdr[:]))
-		if n > c.maxRecv {
-			err := fmt.Errorf("%w: peer sent a %d-byte frame, over the %d-byte limit", transport.ErrProtocol, n, c.maxRecv)
-			if c.refused != nil {
-				c.refused("closing connection", zap.Stringer("peer", c.nc.RemoteAddr()), zap.Error(err))
-			}
-			c.fail(err)
-			return
-		}
-		w := budget(n, c.recvCap)
-		if err := c.recvBudget.Acquire(c.ctx, w); err != nil {
-			cr.frameDone() // the grace bounds the rest
-			c.discard(r)
-			return
-		}
-		b, err := c.readBody(r, n)
-		if err != nil {
-			c.recvBudget.Release(w)
-			c.readFailed(cr.why(err))
-			return
-		}
-		cr.frameDone()
-		select {
-		case c.recvq <- transport.NewBuffer(b, recvOwner{c}, uint64(w)):
-		case <-c.done:
-			bufpool.Put(b)
-			c.recvBudget.Release(w)
-			c.discard(r)
-			return
-		}
-	}
-}
-
-// readBody reads a frame body of n bytes, allocating as it arrives (see
-// readChunk). On error nothing is kept.
-func (c *conn) readBody(r io.Reader, n int) ([]byte, error) {
-	b := bufpool.Get(min(n, readChunk))
-	c.frameBytes.Add(uint64(cap(b)))
-	got := 0
-	for {
-		if _, err := io.ReadFull(r, b[got:]); err != nil {
-			bufpool.Put(b)
-			return nil, err
-		}
-		got = len(b)
-		if got == n {
-			return b, nil
-		}
-		// Full, and more is announced: double it, up to n.
-		nb := bufpool.Get(min(2*got, n))
-		c.frameBytes.Add(uint64(cap(nb)))
-		copy(nb, b)
-		bufpool.Put(b)
-		b = nb
-	}
-}
-
-// countingReader is the socket as the reader goroutine reads it: it counts
-// the bytes read, for BytesReceived, and while a frame is in progress it
-// gives each read the stall timeout, so a peer that stops in the middle of
-// a frame fails the read. Only the reader goroutine touches it.
-type countingReader struct {
-	nc       net.Conn
-	n        *atomic.Uint64
-	stall    time.Duration
-	inFrame  bool // a frame has started and is not yet whole
-	deadline bool // the socket has a read deadline
-}
-
-func (cr *countingReader) Read(p []byte) (int, error) {
-	if cr.inFrame {
-		_ = cr.nc.SetReadDeadline(time.Now().Add(cr.stall))
-		cr.deadline = true
-	}
-	n, err := cr.nc.Read(p)
-	cr.n.Add(uint64(n))
-	return n, err
-}
-
-// frameDone: the frame is whole; the wait for the next one has no bound.
-func (cr *countingReader) frameDone() {
-	cr.inFrame = false
-	if cr.deadline {
-		_ = cr.nc.SetReadDeadline(time.Time{})
-		cr.deadline = false
-	}
-}
-
-// why names a read that timed out in the middle of a frame.
-func (cr *countingReader) why(err error) error {
-	if cr.inFrame && errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("%w: the peer stopped in the middle of a message (no byte for %v)", transport.ErrProtocol, cr.stall)
-	}
-	return err
-}
-
 // readFailed records why reading stopped. Once the connection is closing,
 // read errors are the expected consequence and say nothing new.
 func (c *conn) readFailed(err error) {
@@ -349,9 +263,11 @@ func (c *conn) readFailed(err error) {
 // closing, until it ends its side or the grace period passes. Closing a TCP
 // socket with unread data makes the kernel send a reset, which can destroy
 // the last messages we sent before the peer reads them.
-func (c *conn) discard(r io.Reader) {
+// Only the read role's holder calls it, last.
+func (c *conn) discard() {
+	_, _ = c.rs.r.Discard(c.rs.r.Buffered())
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.grace))
-	_, _ = io.Copy(io.Discard, r)
+	_, _ = io.Copy(io.Discard, c.nc)
 }
 
 // fail starts closing the connection with err (wrapped in ErrClosed).
@@ -380,6 +296,9 @@ func (c *conn) teardown() {
 	t := time.AfterFunc(c.grace, func() { _ = c.nc.SetDeadline(time.Now()) })
 	c.wg.Wait()
 	t.Stop()
+	c.idle.Stop()
+	c.stopClose()
+	c.unwatch()
 	_ = c.nc.Close()
 	c.onCloseMu.Lock()
 	c.tornDown = true
@@ -420,17 +339,21 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 		return transport.Buffer{}, c.closeErr()
 	default:
 	}
+	// Frames the reader goroutine queued come first.
 	select {
 	case b, ok := <-c.recvq:
 		if !ok {
 			return transport.Buffer{}, c.closeErr()
 		}
 		return b, nil
-	case <-c.local.Done():
-		return transport.Buffer{}, c.closeErr()
-	case <-ctx.Done():
-		return transport.Buffer{}, ctx.Err()
+	default:
 	}
+	if c.direct && watchable(ctx) {
+		if b, err, ok := c.recvDirect(ctx); ok {
+			return b, err
+		}
+	}
+	return c.recvQueued(ctx)
 }
 
 // Close closes the connection and waits until its goroutines have exited.

@@ -11,6 +11,12 @@
 // NewClientConn run the transport on any net.Listener or net.Conn, which is
 // how the RPC server Serves a net.Listener.
 //
+// A Recv reads the socket itself when it can, so a message costs no hand-off
+// from a reader goroutine, as in a raw TCP ping-pong; the reader goroutine
+// reads into a bounded queue when nobody else does (concurrent Recvs, a ctx
+// it cannot watch, nobody in Recv), which is when OnArrival's callback runs
+// (read.go; transport.Arrivals).
+//
 // It implements the transport package's contract and must not know about RPC
 // or about the RDMA transport.
 package tcp

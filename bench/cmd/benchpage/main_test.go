@@ -62,7 +62,8 @@ func TestMeta(t *testing.T) {
 const csvHead = "impl,transport,size_bytes,concurrency,calls,seconds,calls_per_s,mb_per_s,p50_us,p99_us,p999_us,allocs_per_call,bytes_per_call,csw_per_call,wakeups_per_call,cgo_per_call,cpu_us_per_call\n"
 
 // TestTCP: ratios pair cells of the same size and callers, a missing peer
-// is a dash, and split.csv fills the separate-processes column.
+// is a dash, a run with the servers in processes of their own shows both
+// ends' costs, and inproc.csv fills the one-process column.
 func TestTCP(t *testing.T) {
 	peers := csvHead +
 		"rdmarpc,tcp,64,1,1000,1.000,1000.0,0.064,10.00,20.00,30.00,7.00,800.0,0.1,5.00,0.00,12.00\n" +
@@ -75,22 +76,33 @@ func TestTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| 64 B | 1 | 10.0 | 20.0 | 1000 | 7.0 | 12.0 | 2.00 | — | 0.50 | 2.00 | — |",
-		"The last column waits for a run with client and server in separate processes",
+		"Client and server in one process",
+		"| 64 B | 1 | 10.0 | 20.0 | 1000 | 12.0 | — | 7.0 | 2.00 | — | 0.50 | 2.00 | — |",
+		"The last column waits for a run with client and server in one process",
 		"| commit | c |", "| command | `x --y` |", "- first\n- second\n",
 	} {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("page lacks %q:\n%s", want, page)
 		}
 	}
-	dir = write(t, map[string]string{"peers.csv": peers, "split.csv": csvHead +
+	splitHead := strings.TrimSuffix(csvHead, "\n") + ",vcsw_per_call,server_cpu_us_per_call,server_vcsw_per_call,server_allocs_per_call\n"
+	split := splitHead +
+		"rdmarpc,tcp,64,1,1000,1.000,1000.0,0.064,10.00,20.00,30.00,7.00,800.0,0.1,5.00,0.00,12.00,1.20,11.00,1.30,3.00\n" +
+		"raw,tcp,64,1,2000,1.000,2000.0,0.128,5.00,8.00,9.00,2.00,100.0,0.1,2.00,0.00,6.00,1.00,5.00,1.00,0.00\n"
+	dir = write(t, map[string]string{"peers.csv": split, "inproc.csv": csvHead +
 		"rdmarpc,tcp,64,1,1000,1.000,1000.0,0.064,14.00,20.00,30.00,7.00,800.0,0.1,5.00,0.00,12.00\n"})
 	page, err = render("tcp", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(page, []byte("| 2.00 | 14.0 |")) || bytes.Contains(page, []byte("waits for a run")) {
-		t.Errorf("split.csv did not fill the separate-processes column:\n%s", page)
+	for _, want := range []string{
+		"Each server (rdmarpc's and every peer's) in a process of its own",
+		"| 64 B | 1 | 10.0 | 20.0 | 1000 | 12.0 / 11.0 | 1.20 / 1.30 | 7.0 / 3.0 | 2.00 | — | — | — | 14.0 |",
+		"| raw | 64 B | 1 | 5.0 | 8.0 | 9.0 | 2000 | 6.0 / 5.0 | 1.00 / 1.00 | 2.0 / — |",
+	} {
+		if !bytes.Contains(page, []byte(want)) || bytes.Contains(page, []byte("waits for a run")) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
 	}
 	if _, err := render("tcp", write(t, map[string]string{"peers.csv": csvHead})); !errors.Is(err, errNoFigures) {
 		t.Errorf("no rdmarpc rows: %v, want errNoFigures", err)

@@ -85,53 +85,59 @@ func tcpFigures(w io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	split, err := readResults(filepath.Join(dir, "split.csv"))
+	inproc, err := readResults(filepath.Join(dir, "inproc.csv"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	var ours []bench.Result
+	split := false
 	for _, r := range rs {
 		if r.Impl == "rdmarpc" {
 			ours = append(ours, r)
+			split = split || r.Server != (bench.EndCosts{})
 		}
 	}
 	if len(ours) == 0 {
 		return fmt.Errorf("peers.csv: %w for rdmarpc", errNoFigures)
 	}
 	fmt.Fprintf(w, "## rdmarpc, and its p50 over each peer's\n\n")
-	fmt.Fprintf(w, "Client and server in one process; allocations and CPU per call are the whole process's (both ends). ")
+	if split {
+		fmt.Fprintf(w, "Each server (rdmarpc's and every peer's) in a process of its own, the client in another, as users run them. ")
+		fmt.Fprintf(w, "CPU, voluntary context switches and allocations per call are each end's own (getrusage and runtime.MemStats in each process), client / server. ")
+	} else {
+		fmt.Fprintf(w, "Client and server in one process; allocations and CPU per call are the whole process's (both ends). ")
+	}
 	fmt.Fprintf(w, "p50 / peer below 1: rdmarpc is faster; calls/s / gRPC-go above 1: rdmarpc does more.\n\n")
-	fmt.Fprintf(w, "| size | callers | p50 µs | p99 µs | calls/s | allocs/call | CPU µs/call |")
+	fmt.Fprintf(w, "| size | callers | p50 µs | p99 µs | calls/s | CPU µs/call | vol. cs/call | allocs/call |")
 	for _, p := range peers {
 		fmt.Fprintf(w, " p50 / %s |", p.name)
 	}
-	fmt.Fprintf(w, " calls/s / gRPC-go | p50 µs, separate processes |\n|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, " calls/s / gRPC-go | p50 µs, one process |\n|---|---|---|---|---|---|---|---|")
 	for range peers {
 		fmt.Fprintf(w, "---|")
 	}
 	fmt.Fprintf(w, "---|---|\n")
 	for _, r := range ours {
-		fmt.Fprintf(w, "| %s | %d | %.1f | %.1f | %.0f | %s | %s |", sizeName(r.Size), r.Concurrency,
-			us(r.P50), us(r.P99), r.CallsPerSec(), perCall(r.AllocsPerCall, "%.1f"), perCall(us(r.CPUPerCall), "%.1f"))
+		fmt.Fprintf(w, "| %s | %d | %.1f | %.1f | %.0f | %s | %s | %s |", sizeName(r.Size), r.Concurrency,
+			us(r.P50), us(r.P99), r.CallsPerSec(), ends(r, us(r.CPUPerCall), us(r.Server.CPU), "%.1f"),
+			ends(r, r.VCSWPerCall, r.Server.VCSW, "%.2f"), ends(r, r.AllocsPerCall, r.Server.Allocs, "%.1f"))
 		for _, p := range peers {
 			pr, _ := find(rs, p.impl, r.Size, r.Concurrency)
 			fmt.Fprintf(w, " %s |", ratio(us(r.P50), us(pr.P50)))
 		}
 		g, _ := find(rs, "grpc", r.Size, r.Concurrency)
-		sp := "—"
-		if s, ok := find(split, "rdmarpc", r.Size, r.Concurrency); ok {
-			sp = fmt.Sprintf("%.1f", us(s.P50))
+		ip := "—"
+		if s, ok := find(inproc, "rdmarpc", r.Size, r.Concurrency); ok {
+			ip = fmt.Sprintf("%.1f", us(s.P50))
 		}
-		fmt.Fprintf(w, " %s | %s |\n", ratio(r.CallsPerSec(), g.CallsPerSec()), sp)
+		fmt.Fprintf(w, " %s | %s |\n", ratio(r.CallsPerSec(), g.CallsPerSec()), ip)
 	}
-	if split == nil {
-		fmt.Fprintf(w, "\nThe last column waits for a run with client and server in separate processes "+
-			"(`rpcbench --serve` in one, `--target` in the other, split.csv here): not measured yet, "+
-			"so every figure on this page has both ends in one process, sharing its cores.\n")
+	if inproc == nil {
+		fmt.Fprintf(w, "\nThe last column waits for a run with client and server in one process (`rpcbench --inproc`, inproc.csv here).\n")
 	}
 	fmt.Fprintf(w, "\n## Every implementation\n\n")
-	fmt.Fprintf(w, "| impl | size | callers | p50 µs | p99 µs | p99.9 µs | calls/s | allocs/call | CPU µs/call |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| impl | size | callers | p50 µs | p99 µs | p99.9 µs | calls/s | CPU µs/call | vol. cs/call | allocs/call |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|\n")
 	byImpl := slices.Clone(rs)
 	rank := func(impl string) int {
 		for i, p := range peers {
@@ -146,8 +152,18 @@ func tcpFigures(w io.Writer, dir string) error {
 	}
 	slices.SortStableFunc(byImpl, func(a, b bench.Result) int { return rank(a.Impl) - rank(b.Impl) })
 	for _, r := range byImpl {
-		fmt.Fprintf(w, "| %s | %s | %d | %.1f | %.1f | %.1f | %.0f | %s | %s |\n", r.Impl, sizeName(r.Size), r.Concurrency,
-			us(r.P50), us(r.P99), us(r.P999), r.CallsPerSec(), perCall(r.AllocsPerCall, "%.1f"), perCall(us(r.CPUPerCall), "%.1f"))
+		fmt.Fprintf(w, "| %s | %s | %d | %.1f | %.1f | %.1f | %.0f | %s | %s | %s |\n", r.Impl, sizeName(r.Size), r.Concurrency,
+			us(r.P50), us(r.P99), us(r.P999), r.CallsPerSec(), ends(r, us(r.CPUPerCall), us(r.Server.CPU), "%.1f"),
+			ends(r, r.VCSWPerCall, r.Server.VCSW, "%.2f"), ends(r, r.AllocsPerCall, r.Server.Allocs, "%.1f"))
 	}
 	return nil
+}
+
+// ends formats a per-call cost of both ends, client / server, when the
+// server was measured in its own process; else the one process's figure.
+func ends(r bench.Result, client, server float64, format string) string {
+	if r.Server == (bench.EndCosts{}) {
+		return perCall(client, format)
+	}
+	return perCall(client, format) + " / " + perCall(server, format)
 }

@@ -42,9 +42,13 @@ type options struct {
 	ibPort         int
 
 	cpuProfile, tracePath string
+	inProcess             bool
 }
 
 func main() {
+	if impl := os.Getenv(childEnv); impl != "" {
+		os.Exit(childMain(impl, os.Stdin, os.Stdout))
+	}
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "rpcbench:", err)
 		os.Exit(1)
@@ -100,7 +104,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.serve, "serve", "", "serve Echo on this `URL` (tcp://host:port, rdma://ip:port) until interrupted")
 	fs.StringVar(&o.target, "target", "", "drive the Echo server at this `URL`; empty: start one in this process on --listen")
 	fs.StringVar(&o.kv, "kv", "", "also run a KV Get cell after each unary echo cell, against the kvstore server (kvserver) at this `URL`: Gets of keys written first, values of the cell's size; prints KV Get / echo")
-	fs.StringVar(&o.listen, "listen", "tcp://127.0.0.1:0", "where the in-process server listens when there is no --target")
+	fs.StringVar(&o.listen, "listen", "tcp://127.0.0.1:0", "where rdmarpc's server listens when there is no --target")
+	fs.BoolVar(&o.inProcess, "inproc", false, "run the servers (rdmarpc's without --target, and every peer's) in this process, not each in a child process of its own: both ends then share one process's cores, heap and counters")
 	fs.StringVar(&sizes, "sizes", "64,1KiB,64KiB", "payload `sizes`, comma-separated")
 	fs.StringVar(&concs, "conc", "1,16,64", "`callers` sharing the connection, comma-separated")
 	fs.StringVar(&modes, "modes", "unary", "what a call is, comma-separated: unary (a unary Say), pingpong (one message each way on a long-lived stream per caller), stream (a flood on one stream per caller: messages echoed per second)")
@@ -108,7 +113,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&window, "window", "0", "rdmarpc's per-stream flow-control window, both ends (InitialWindowSize, WithInitialWindowSize); 0: the default, 64KiB")
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per cell")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured calls before each cell")
-	fs.StringVar(&compare, "compare", "", "also run every cell against these `peers` on loopback, in this process, and print the ratio of rdmarpc to each: raw (a raw TCP ping-pong, the floor), drpc (storj.io/drpc), grpc (gRPC-go); comma-separated, run in this order after rdmarpc")
+	fs.StringVar(&compare, "compare", "", "also run every cell against these `peers` on loopback (each server in a process of its own unless --inproc), and print the ratio of rdmarpc to each: raw (a raw TCP ping-pong, the floor), drpc (storj.io/drpc), grpc (gRPC-go); comma-separated, run in this order after rdmarpc")
 	fs.BoolVar(&compareGRPC, "compare-grpc", false, "same as --compare grpc")
 	fs.StringVar(&o.csvPath, "csv", "", "write the results to this CSV `file`")
 	fs.StringVar(&o.pngPath, "png", "", "plot the results to this PNG `file`")
@@ -169,7 +174,7 @@ func parseFlags(args []string) (options, error) {
 		o.compare = append(o.compare, "grpc")
 	}
 	if len(o.compare) > 0 && o.target != "" {
-		return o, errors.New("--compare and --compare-grpc run every server in this process, so that all count the same allocations; drop --target")
+		return o, errors.New("--compare and --compare-grpc run every server on this host, as rdmarpc's should be for the ratios to mean anything; drop --target")
 	}
 	if o.plotCSV != "" && o.pngPath == "" {
 		return o, errors.New("--plot needs --png")
@@ -218,13 +223,23 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 		sopts = append(sopts, rpc.InitialWindowSize(int32(o.window)))
 		dopts = append(dopts, rpc.WithInitialWindowSize(int32(o.window)))
 	}
-	if target == "" {
+	var meter bench.Meter // the server's end, in a child process
+	switch {
+	case target != "":
+	case o.inProcess:
 		srv, err := bench.StartServer(o.listen, sopts...)
 		if err != nil {
 			return err
 		}
 		defer srv.Stop()
 		target = srv.Target()
+	default:
+		ch, err := startChild("rdmarpc", o.listen, o.window)
+		if err != nil {
+			return err
+		}
+		defer ch.stop()
+		target, meter = ch.addr, ch
 	}
 	scheme, _, err := transport.ParseTarget(target)
 	if err != nil {
@@ -244,7 +259,7 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 
 	var theirs []peer
 	for _, name := range o.compare {
-		p, err := peers[name].start()
+		p, err := startPeer(peers[name], o.inProcess)
 		if err != nil {
 			return fmt.Errorf("starting the %s peer: %w", name, err)
 		}
@@ -265,7 +280,14 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(stdout, "rpcbench: %s, GOMAXPROCS=%d, %s per cell after %s warm-up\n", target, runtime.GOMAXPROCS(0), o.duration, o.warmup)
+	where := "servers in child processes"
+	switch {
+	case o.target != "":
+		where = "server at --target"
+	case o.inProcess:
+		where = "servers in this process"
+	}
+	fmt.Fprintf(stdout, "rpcbench: %s, GOMAXPROCS=%d, %s per cell after %s warm-up, %s\n", target, runtime.GOMAXPROCS(0), o.duration, o.warmup, where)
 	var ourRs, peerRs, ibRs, kvRs []bench.Result
 	ourBy := map[string][]bench.Result{}
 	peerBy := make([]map[string][]bench.Result, len(theirs)) // per peer, per mode
@@ -290,7 +312,7 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 		}
 		for _, c := range o.concs {
 			for _, mode := range o.modes {
-				cfg := bench.Config{Impl: implName("rdmarpc", mode), Transport: scheme, Size: size, Concurrency: c, Duration: o.duration, Warmup: o.warmup}
+				cfg := bench.Config{Impl: implName("rdmarpc", mode), Transport: scheme, Size: size, Concurrency: c, Duration: o.duration, Warmup: o.warmup, Server: meter}
 				var before map[string]uint64
 				if ctrs != nil {
 					before = ctrs.Counters()
@@ -308,7 +330,7 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 					if mode != "unary" && !p.streams {
 						continue
 					}
-					cfg.Impl, cfg.Transport = implName(p.impl, mode), "tcp"
+					cfg.Impl, cfg.Transport, cfg.Server = implName(p.impl, mode), "tcp", p.meter
 					r, err := runMode(ctx, p.client, mode, cfg)
 					if err != nil {
 						return fmt.Errorf("%s %s conc %d: %w", cfg.Impl, bench.SizeName(size), c, err)
@@ -317,7 +339,7 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 					progress(stdout, r)
 				}
 				if kv != nil && mode == "unary" {
-					cfg.Impl, cfg.Transport = "kv-get", kvScheme(o.kv)
+					cfg.Impl, cfg.Transport, cfg.Server = "kv-get", kvScheme(o.kv), nil
 					r, err := bench.Run(ctx, kv, cfg)
 					if err != nil {
 						return fmt.Errorf("%s %s conc %d: %w", cfg.Impl, bench.SizeName(size), c, err)
@@ -403,6 +425,10 @@ func progress(w io.Writer, r bench.Result) {
 	fmt.Fprintf(w, "  %-17s %-4s %6s conc %-3s  p50 %8.1f µs  p99 %8.1f µs  %9.0f calls/s\n",
 		r.Impl, r.Transport, bench.SizeName(r.Size), strconv.Itoa(r.Concurrency),
 		float64(r.P50)/1e3, float64(r.P99)/1e3, r.CallsPerSec())
+	if r.Server != (bench.EndCosts{}) {
+		fmt.Fprintf(w, "           per call, client / server process: CPU %.1f / %.1f µs, voluntary context switches %.2f / %.2f, allocs %.1f / %.1f\n",
+			float64(r.CPUPerCall)/1e3, float64(r.Server.CPU)/1e3, r.VCSWPerCall, r.Server.VCSW, r.AllocsPerCall, r.Server.Allocs)
+	}
 }
 
 // perCall prints the counters that moved during a cell (warm-up and

@@ -19,7 +19,12 @@ import (
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if impl := os.Getenv(childEnv); impl != "" { // a server process the tests started
+		os.Exit(childMain(impl, os.Stdin, os.Stdout))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // TestCompare runs a tiny matrix against rdmarpc and every peer with saved
 // perftest output, and checks the tables, the CSV and the PNG.
@@ -51,6 +56,10 @@ func TestCompare(t *testing.T) {
 	impls := map[string]int{}
 	for _, r := range rs {
 		impls[r.Impl]++
+		// Every server ran in a process of its own, which measured its end.
+		if r.Impl != "ib_send" && r.Server == (bench.EndCosts{}) {
+			t.Errorf("%s %d B conc %d: no figures from the server's process", r.Impl, r.Size, r.Concurrency)
+		}
 	}
 	// ib_send per size; each of four impls × sizes × concurrencies
 	if want := map[string]int{"ib_send": 2, "rdmarpc": 4, "raw": 4, "drpc": 4, "grpc": 4}; !maps.Equal(impls, want) {
@@ -75,7 +84,7 @@ func TestCompare(t *testing.T) {
 // flood counts messages; the raw peer, unary only, gets unary rows only.
 func TestStreamModes(t *testing.T) {
 	var out bytes.Buffer
-	err := run([]string{"--compare-grpc", "--compare", "raw", "--modes", "unary,pingpong,stream", "--sizes", "64", "--conc", "1,2", "--duration", "50ms", "--warmup", "10ms"}, &out)
+	err := run([]string{"--inproc", "--compare-grpc", "--compare", "raw", "--modes", "unary,pingpong,stream", "--sizes", "64", "--conc", "1,2", "--duration", "50ms", "--warmup", "10ms"}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}

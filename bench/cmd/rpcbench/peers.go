@@ -7,50 +7,90 @@ import (
 	"github.com/rdmarpc/rdmarpc/bench/internal/rawecho"
 )
 
-// peer is an implementation rdmarpc is compared with, served and called on
-// loopback in this process.
-type peer struct {
+// peerKind is an implementation rdmarpc is compared with: its server on
+// loopback and its client.
+type peerKind struct {
 	impl    string // its rows' impl column
 	title   string // its name in the ratio tables (then "-tcp")
 	streams bool   // whether it runs the pingpong and stream modes
-	client  bench.Client
-	stop    func()
+	serve   func() (addr string, stop func(), err error)
+	dial    func(addr string) (bench.Client, error)
+}
+
+// peer is a peer's client, with its server in this process or in a child
+// (then meter measures the server's end).
+type peer struct {
+	peerKind
+	client bench.Client
+	meter  bench.Meter // nil: the server runs in this process
+	stop   func()
 }
 
 // peers are what --compare may name.
-var peers = map[string]struct{ start func() (peer, error) }{
-	"raw":  {startRaw},
-	"drpc": {startDRPC},
-	"grpc": {startGRPC},
+var peers = map[string]peerKind{
+	"raw": {impl: "raw", title: "raw",
+		serve: func() (string, func(), error) {
+			srv, err := rawecho.Start("127.0.0.1:0")
+			if err != nil {
+				return "", nil, err
+			}
+			return srv.Addr(), func() { srv.Stop() }, nil
+		},
+		dial: func(addr string) (bench.Client, error) { return rawecho.Dial(addr), nil },
+	},
+	"drpc": {impl: "drpc", title: "drpc",
+		serve: func() (string, func(), error) {
+			srv, err := drpcecho.Start("127.0.0.1:0")
+			if err != nil {
+				return "", nil, err
+			}
+			return srv.Addr(), func() { srv.Stop() }, nil
+		},
+		dial: func(addr string) (bench.Client, error) { return drpcecho.Dial(addr), nil },
+	},
+	"grpc": {impl: "grpc", title: "gRPC-go", streams: true,
+		serve: func() (string, func(), error) {
+			srv, err := grpcecho.Start("127.0.0.1:0")
+			if err != nil {
+				return "", nil, err
+			}
+			return srv.Addr(), func() { srv.Stop() }, nil
+		},
+		dial: func(addr string) (bench.Client, error) {
+			c, err := grpcecho.Dial(addr)
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		},
+	},
 }
 
-func startRaw() (peer, error) {
-	srv, err := rawecho.Start("127.0.0.1:0")
-	if err != nil {
-		return peer{}, err
+// startPeer starts k's server, in this process or in a child process
+// (inProcess false), and dials it.
+func startPeer(k peerKind, inProcess bool) (peer, error) {
+	p := peer{peerKind: k}
+	var addr string
+	if inProcess {
+		a, stop, err := k.serve()
+		if err != nil {
+			return p, err
+		}
+		addr, p.stop = a, stop
+	} else {
+		ch, err := startChild(k.impl, "", 0)
+		if err != nil {
+			return p, err
+		}
+		addr, p.meter, p.stop = ch.addr, ch, ch.stop
 	}
-	c := rawecho.Dial(srv.Addr())
-	return peer{impl: "raw", title: "raw", client: c, stop: func() { c.Close(); srv.Stop() }}, nil
-}
-
-func startDRPC() (peer, error) {
-	srv, err := drpcecho.Start("127.0.0.1:0")
+	c, err := k.dial(addr)
 	if err != nil {
-		return peer{}, err
+		p.stop()
+		return p, err
 	}
-	c := drpcecho.Dial(srv.Addr())
-	return peer{impl: "drpc", title: "drpc", client: c, stop: func() { c.Close(); srv.Stop() }}, nil
-}
-
-func startGRPC() (peer, error) {
-	srv, err := grpcecho.Start("127.0.0.1:0")
-	if err != nil {
-		return peer{}, err
-	}
-	c, err := grpcecho.Dial(srv.Addr())
-	if err != nil {
-		srv.Stop()
-		return peer{}, err
-	}
-	return peer{impl: "grpc", title: "gRPC-go", streams: true, client: c, stop: func() { c.Close(); srv.Stop() }}, nil
+	p.client = c
+	srvStop := p.stop
+	p.stop = func() { c.Close(); srvStop() }
+	return p, nil
 }

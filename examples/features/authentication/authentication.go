@@ -99,7 +99,7 @@ func Client(ctx context.Context, args []string, stdout io.Writer) error {
 	if *token != "" {
 		// oauth.TokenSource takes any token source, as with golang.org/x/oauth2.
 		opts = append(opts, rpc.WithPerRPCCredentials(oauth.TokenSource{
-			Source: oauth.StaticSource(&oauth.Token{AccessToken: *token}),
+			TokenSource: oauth.StaticSource(&oauth.Token{AccessToken: *token}),
 		}))
 	}
 	cc, err := rpc.NewClient(*addr, opts...)

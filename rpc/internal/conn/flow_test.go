@@ -1,4 +1,4 @@
-package rpc
+package conn
 
 import (
 	"testing"
@@ -9,14 +9,14 @@ import (
 // The model of docs/rdma.md, "Stream windows and credits": one direction of
 // a connection, a sender with N streams and a receiver, over a transport
 // with R receive buffers and R credits (as transport/rdma's). The streams'
-// flow control is the real inbox and credit; the transport is modelled:
+// flow control is the real Inbox and credit; the transport is modelled:
 // a message takes a credit and a receive buffer, and the buffer (and its
 // credit) comes back when the RPC reader releases it. The reader copies
 // every MESSAGE out and releases its buffer at once, as serverLink and
 // clientLink do; window updates travel back on the other direction, whose
 // reader also always reads, so they are modelled as a queue.
 //
-// The connection window is the real connFlow on both ends (out: the
+// The connection window is the real ConnFlow on both ends (out: the
 // sender's credit, in: the receiver's window). A send takes the stream's
 // and the connection's credit, as SendMsg does, and the frame then waits
 // among the pending ones until the transport takes it: the sends of
@@ -24,8 +24,8 @@ import (
 // do, which the receiver's check must allow.
 
 type flowStream struct {
-	in      inbox
-	out     credit
+	in      Inbox
+	out     Credit
 	pending bool  // a send took its credits; the transport has not taken it yet
 	toSend  []int // sizes of the payloads still to send
 	sent    int
@@ -47,7 +47,7 @@ type flowModel struct {
 	window  int
 	maxMsg  int
 
-	out, in connFlow  // the connection window: the sender's, the receiver's
+	out, in ConnFlow  // the connection window: the sender's, the receiver's
 	pending []wireMsg // sends that took their credits, in the order they did
 	held    int64     // what the receiver's inboxes hold, in window bytes
 }
@@ -67,10 +67,10 @@ func (m *flowModel) send(i int) bool {
 	}
 	size := s.toSend[0]
 	s.toSend = s.toSend[1:]
-	if !m.out.acquire(nil, messageCost(size)) {
+	if !m.out.Acquire(nil, MessageCost(size)) {
 		panic("acquire waited on a positive credit")
 	}
-	s.out.take(messageCost(size))
+	s.out.Take(MessageCost(size))
 	s.pending = true
 	m.pending = append(m.pending, wireMsg{i, size})
 	return true
@@ -101,7 +101,7 @@ func (m *flowModel) arrive() bool {
 	return true
 }
 
-// reader takes the next landed message: copied into its stream's inbox,
+// reader takes the next landed message: copied into its stream's Inbox,
 // the receive buffer released and its credit returned.
 func (m *flowModel) reader(t *testing.T) bool {
 	if len(m.landed) == 0 {
@@ -109,13 +109,13 @@ func (m *flowModel) reader(t *testing.T) bool {
 	}
 	w := m.landed[0]
 	m.landed = m.landed[1:]
-	if !m.in.accepts(m.held) {
+	if !m.in.Accepts(m.held) {
 		t.Fatalf("stream %d: a sender that kept to its credit was taken for one past the connection's window (%d held, window %d)", w.stream, m.held, m.in.window)
 	}
-	if m.streams[w.stream].in.push(make([]byte, w.size), messageCost(w.size)) != pushed {
+	if m.streams[w.stream].in.Push(make([]byte, w.size), MessageCost(w.size)) != Pushed {
 		t.Fatalf("stream %d: a sender that kept to its credit was taken for one past its window", w.stream)
 	}
-	m.held += int64(messageCost(w.size))
+	m.held += int64(MessageCost(w.size))
 	m.credits++
 	return true
 }
@@ -129,13 +129,13 @@ func (m *flowModel) read(i int) bool {
 	if s.stalled || n == 0 {
 		return false
 	}
-	msg, grant, _, _ := s.in.pop(nil, payloadCost)
+	msg, grant, _, _ := s.in.Pop(nil, PayloadCost)
 	s.got++
 	if grant > 0 {
 		m.updates = append(m.updates, struct{ stream, n int }{i, grant})
 	}
-	m.held -= int64(payloadCost(msg))
-	if grant := m.in.free(payloadCost(msg)); grant > 0 {
+	m.held -= int64(PayloadCost(msg))
+	if grant := m.in.Free(PayloadCost(msg)); grant > 0 {
 		m.updates = append(m.updates, struct{ stream, n int }{-1, grant})
 	}
 	return true
@@ -148,17 +148,17 @@ func (m *flowModel) update() bool {
 	u := m.updates[0]
 	m.updates = m.updates[1:]
 	if u.stream < 0 {
-		m.out.add(int64(u.n))
+		m.out.Add(int64(u.n))
 		return true
 	}
-	m.streams[u.stream].out.add(uint32(u.n))
+	m.streams[u.stream].out.Add(uint32(u.n))
 	return true
 }
 
 // check: no receive buffer is ever held for a stream, and what a stream
 // holds stays within its window plus one message.
 func (m *flowModel) check(t *testing.T) {
-	if m.held >= int64(m.in.window)+int64(messageCost(m.maxMsg)) {
+	if m.held >= int64(m.in.window)+int64(MessageCost(m.maxMsg)) {
 		t.Fatalf("the connection holds %d bytes, more than its window %d and one message", m.held, m.in.window)
 	}
 	if m.credits+len(m.wire)+len(m.landed) != m.r {
@@ -168,10 +168,10 @@ func (m *flowModel) check(t *testing.T) {
 		held := 0
 		s.in.mu.Lock()
 		for _, b := range s.in.msgs {
-			held += messageCost(len(b))
+			held += MessageCost(len(b))
 		}
 		s.in.mu.Unlock()
-		if held > m.window+messageCost(m.maxMsg) {
+		if held > m.window+MessageCost(m.maxMsg) {
 			t.Fatalf("stream %d holds %d bytes, more than its window %d and one message", i, held, m.window)
 		}
 	}
@@ -187,14 +187,14 @@ func (m *flowModel) check(t *testing.T) {
 // one past a window, whatever order its streams' frames reach the wire in.
 func TestStreamsNeverStarve(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		window := rapid.SampledFrom([]int{defaultWindow, 2 * defaultWindow}).Draw(rt, "window")
-		maxMsg := rapid.SampledFrom([]int{100, 40 << 10, 3 * defaultWindow}).Draw(rt, "maxMsg")
-		connWindow := rapid.SampledFrom([]int{defaultWindow, 4 * defaultWindow, 16 * defaultWindow, 64 * defaultWindow}).Draw(rt, "connWindow")
+		window := rapid.SampledFrom([]int{DefaultWindow, 2 * DefaultWindow}).Draw(rt, "window")
+		maxMsg := rapid.SampledFrom([]int{100, 40 << 10, 3 * DefaultWindow}).Draw(rt, "maxMsg")
+		connWindow := rapid.SampledFrom([]int{DefaultWindow, 4 * DefaultWindow, 16 * DefaultWindow, 64 * DefaultWindow}).Draw(rt, "connWindow")
 		r := rapid.IntRange(1, 8).Draw(rt, "buffers")
 		m := &flowModel{credits: r, r: r, window: window, maxMsg: maxMsg}
-		m.out.init(defaultWindow, maxMsg)
-		m.in.init(connWindow, maxMsg)
-		m.out.peerWindow(m.in.settings()) // the receiver's SETTINGS
+		m.out.Init(DefaultWindow, maxMsg)
+		m.in.Init(connWindow, maxMsg)
+		m.out.PeerWindow(m.in.Settings()) // the receiver's SETTINGS
 		n := rapid.IntRange(1, 6).Draw(rt, "streams")
 		stalled := 0
 		for range n {
@@ -202,10 +202,10 @@ func TestStreamsNeverStarve(t *testing.T) {
 			if s.stalled {
 				stalled++
 			}
-			s.in.init(window)
-			s.out.init()
-			if window > defaultWindow {
-				s.out.add(uint32(window - defaultWindow)) // the grant at open
+			s.in.Init(window)
+			s.out.Init()
+			if window > DefaultWindow {
+				s.out.Add(uint32(window - DefaultWindow)) // the grant at open
 			}
 			s.toSend = rapid.SliceOfN(rapid.IntRange(0, maxMsg), 0, 40).Draw(rt, "sizes")
 			m.streams = append(m.streams, s)
@@ -243,7 +243,7 @@ func TestStreamsNeverStarve(t *testing.T) {
 		}
 		// What the stalled streams can pin of the connection's window, and
 		// what the receiver may owe without granting it yet (a quarter).
-		pinned := stalled * (window + messageCost(maxMsg))
+		pinned := stalled * (window + MessageCost(maxMsg))
 		if pinned+connWindow/4 >= connWindow {
 			return // the reading streams may wait for the stalled ones: the memory bound at work
 		}

@@ -1,11 +1,11 @@
-package rpc
+package conn
 
 import (
 	"context"
 	"sync"
 )
 
-// slots is the client's side of the server's MAX_CONCURRENT_STREAMS
+// Slots is the client's side of the server's MAX_CONCURRENT_STREAMS
 // (docs/wire.md, "SETTINGS"): the calls and streams a link has open, and
 // the callers waiting for one of them to end. A call or stream takes a
 // slot before its REQUEST or OPEN leaves and gives it back once the server
@@ -17,7 +17,7 @@ import (
 // Waiters queue in order and a freed slot passes straight to the first of
 // them, so a burst far over the limit costs one wake-up per slot, not one
 // per waiter. Its lock is a leaf.
-type slots struct {
+type Slots struct {
 	mu      sync.Mutex
 	limit   int // 0: the server set none
 	active  int // slots taken, handed-over ones included
@@ -29,8 +29,8 @@ type slotWaiter struct {
 	ready chan bool // capacity 1: true, the slot is its; false, the link closed
 }
 
-// setLimit sets the server's limit; waiters that now fit take their slots.
-func (s *slots) setLimit(n int) {
+// SetLimit sets the server's limit; waiters that now fit take their slots.
+func (s *Slots) SetLimit(n int) {
 	s.mu.Lock()
 	s.limit = n
 	for len(s.waiters) > 0 && (s.limit == 0 || s.active < s.limit) {
@@ -40,10 +40,10 @@ func (s *slots) setLimit(n int) {
 	s.mu.Unlock()
 }
 
-// acquire takes a slot, waiting for one within ctx. It reports false when
+// Acquire takes a slot, waiting for one within ctx. It reports false when
 // the link stopped taking calls (GOAWAY, or closed): the caller goes to
 // another link. Its error is ctx's.
-func (s *slots) acquire(ctx context.Context) (bool, error) {
+func (s *Slots) Acquire(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -73,13 +73,13 @@ func (s *slots) acquire(ctx context.Context) (bool, error) {
 	s.mu.Unlock()
 	// The slot came meanwhile: give it on.
 	if <-w.ready {
-		s.release()
+		s.Release()
 	}
 	return false, ctx.Err()
 }
 
-// release gives a slot back, to the first waiter if there is one.
-func (s *slots) release() {
+// Release gives a slot back, to the first waiter if there is one.
+func (s *Slots) Release() {
 	s.mu.Lock()
 	if len(s.waiters) > 0 && !s.closed {
 		s.pop().ready <- true
@@ -89,8 +89,8 @@ func (s *slots) release() {
 	s.mu.Unlock()
 }
 
-// close makes the waiters and every later acquire give up.
-func (s *slots) close() {
+// Close makes the waiters and every later acquire give up.
+func (s *Slots) Close() {
 	s.mu.Lock()
 	s.closed = true
 	for len(s.waiters) > 0 {
@@ -100,7 +100,7 @@ func (s *slots) close() {
 }
 
 // pop takes the first waiter; called with mu held.
-func (s *slots) pop() *slotWaiter {
+func (s *Slots) pop() *slotWaiter {
 	w := s.waiters[0]
 	s.waiters[0] = nil
 	s.waiters = s.waiters[1:]

@@ -1,4 +1,4 @@
-package rpc
+package conn
 
 import (
 	"context"
@@ -13,23 +13,23 @@ import (
 // (Issue 8 item 8: up to 2×Time + Timeout, because the timer restarted from
 // the wake that noticed activity, not from the activity.)
 func TestKeepaliveSchedule(t *testing.T) {
-	ka := Keepalive{Time: 30 * time.Second, Timeout: 20 * time.Second}
+	ka := keepalive{Time: 30 * time.Second, Timeout: 20 * time.Second}
 	t0 := time.Unix(1000, 0)
-	s := keepaliveState{lastWake: t0, lastActive: t0}
+	s := KeepaliveState{lastWake: t0, lastActive: t0}
 	// A frame arrives 1 s after the start; the first wake, at Time,
 	// sees it and sleeps until lastFrame + Time.
 	last := t0.Add(time.Second)
-	next, act := s.wake(t0.Add(ka.Time), 1, last, ka)
-	if act != kaWait || next != time.Second {
+	next, act := s.Wake(t0.Add(ka.Time), 1, last, ka.Time, ka.Timeout)
+	if act != KeepaliveWait || next != time.Second {
 		t.Fatalf("wake at Time: %v for %v, want to wait 1s", act, next)
 	}
 	now := t0.Add(ka.Time + next)
-	next, act = s.wake(now, 1, last, ka)
-	if act != kaPing || !now.Equal(last.Add(ka.Time)) || next != ka.Timeout {
+	next, act = s.Wake(now, 1, last, ka.Time, ka.Timeout)
+	if act != KeepalivePing || !now.Equal(last.Add(ka.Time)) || next != ka.Timeout {
 		t.Fatalf("at last frame + Time: %v, next %v; want a ping and a wake Timeout later", act, next)
 	}
 	now = now.Add(next)
-	if _, act = s.wake(now, 1, last, ka); act != kaClose {
+	if _, act = s.Wake(now, 1, last, ka.Time, ka.Timeout); act != KeepaliveClose {
 		t.Fatalf("Timeout after an unanswered ping: %v, want close", act)
 	}
 	if d := now.Sub(last); d != ka.Time+ka.Timeout {
@@ -43,14 +43,14 @@ func TestKeepaliveSchedule(t *testing.T) {
 // given up within Time + Timeout of the last byte. (Issue 8 item 8: a 300 KB
 // upload at 60 KB/s was cut off.)
 func TestKeepaliveTrickle(t *testing.T) {
-	ka := Keepalive{Time: time.Second, Timeout: time.Second}
+	ka := keepalive{Time: time.Second, Timeout: time.Second}
 	t0 := time.Unix(1000, 0)
-	s := keepaliveState{lastWake: t0, lastActive: t0}
+	s := KeepaliveState{lastWake: t0, lastActive: t0}
 	now, count := t0, uint64(0)
 	lastByte := t0
 	for range 1000 {
-		next, act := s.wake(now, count, t0, ka)
-		if act == kaClose {
+		next, act := s.Wake(now, count, t0, ka.Time, ka.Timeout)
+		if act == KeepaliveClose {
 			t.Fatalf("closed at %v although bytes kept arriving", now.Sub(t0))
 		}
 		// A byte arrives halfway to the next wake.
@@ -60,8 +60,8 @@ func TestKeepaliveTrickle(t *testing.T) {
 	}
 	// The bytes stop: the wakes go on until it closes.
 	for i := 0; ; i++ {
-		next, act := s.wake(now, count, t0, ka)
-		if act == kaClose {
+		next, act := s.Wake(now, count, t0, ka.Time, ka.Timeout)
+		if act == KeepaliveClose {
 			if d := now.Sub(lastByte); d > ka.Time+ka.Timeout {
 				t.Fatalf("closed %v after the last byte, want within Time + Timeout = %v", d, ka.Time+ka.Timeout)
 			}
@@ -77,30 +77,33 @@ func TestKeepaliveTrickle(t *testing.T) {
 // TestByteBudget: acquires beyond the bound wait for releases and honour
 // their context; one acquire larger than the bound passes alone.
 func TestByteBudget(t *testing.T) {
-	b := newByteBudget(100)
+	b := NewByteBudget(100)
 	ctx := context.Background()
-	if err := b.acquire(ctx, 60); err != nil {
+	if err := b.Acquire(ctx, 60); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 1)
-	go func() { got <- b.acquire(ctx, 60) }()
-	for !b.waiting() {
+	go func() { got <- b.Acquire(ctx, 60) }()
+	for !b.Waiting() {
 		runtime.Gosched()
 	}
-	b.release(60)
+	b.Release(60)
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := b.acquire(short, 60); err != context.Canceled {
+	if err := b.Acquire(short, 60); err != context.Canceled {
 		t.Fatalf("acquire beyond the bound with a done context: %v", err)
 	}
-	b.release(60)
-	if err := b.acquire(ctx, 1000); err != nil {
+	b.Release(60)
+	if err := b.Acquire(ctx, 1000); err != nil {
 		t.Fatalf("one acquire larger than the bound, alone: %v", err)
 	}
 	if b.used.Load() != 1000 {
 		t.Fatalf("used %d", b.used.Load())
 	}
 }
+
+// keepalive is the pair of settings Wake takes, as rpc.Keepalive holds them.
+type keepalive struct{ Time, Timeout time.Duration }

@@ -1,0 +1,403 @@
+package tcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rdmarpc/rdmarpc/transport"
+)
+
+// valueCtx is a context whose Done delivers one value per signal instead of
+// being closed (as the RPC client asks its reader's Recv to step aside):
+// Err reports Canceled while signalled. A Recv on it waits on the queue.
+type valueCtx struct {
+	context.Context
+	done      chan struct{}
+	signalled atomic.Bool
+}
+
+func newValueCtx() *valueCtx {
+	return &valueCtx{Context: context.Background(), done: make(chan struct{}, 1)}
+}
+
+func (c *valueCtx) Done() <-chan struct{} { return c.done }
+func (c *valueCtx) Err() error {
+	if c.signalled.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+func (c *valueCtx) signal() { c.signalled.Store(true); c.done <- struct{}{} }
+func (c *valueCtx) reset() {
+	c.signalled.Store(false)
+	select {
+	case <-c.done:
+	default:
+	}
+}
+
+// waitHeld waits until c's read role is held by h and at least n bytes have
+// arrived: the holder then holds what arrived of the frame. Progress, not
+// time, decides.
+func waitHeld(t *testing.T, c *conn, h holder, n uint64) {
+	t.Helper()
+	for {
+		c.rmu.Lock()
+		held := c.holder == h
+		c.rmu.Unlock()
+		if held && c.BytesReceived() >= n {
+			return
+		}
+		select {
+		case <-c.Done():
+			t.Fatalf("connection closed: %v", c.closeErr())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// waitIdleLoop waits until the reader goroutine holds the role and waits
+// in read() for a frame's first byte: a Recv then takes the role from it.
+func waitIdleLoop(t *testing.T, c *conn) {
+	t.Helper()
+	for {
+		c.rmu.Lock()
+		idle := c.holder == heldByLoop && c.idleRead
+		c.rmu.Unlock()
+		if idle {
+			return
+		}
+		select {
+		case <-c.Done():
+			t.Fatalf("connection closed: %v", c.closeErr())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// recvAsync runs Recv(ctx) on its own goroutine; the test waits for it.
+func recvAsync(c *conn, ctx context.Context) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		b, err := c.Recv(ctx)
+		if err == nil {
+			b.Release()
+			err = errors.New("got a frame")
+		}
+		got <- err
+	}()
+	return got
+}
+
+// A Recv that gives up while a frame is half read (by itself, reading the
+// socket; or waiting on the queue while the reader goroutine reads) leaves
+// what arrived for the next holder, which returns the whole frame.
+func TestRecvGivesUpMidFrame(t *testing.T) {
+	nc, srv := acceptRaw(t, New(Options{}))
+	if !srv.direct {
+		t.Fatal("a loopback TCP connection does not read directly")
+	}
+	body := make([]byte, 3000)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	wire := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	wire = append(wire, body...)
+	wire = append(wire, frames([]byte("next"))...)
+	write := func(b []byte) {
+		t.Helper()
+		if _, err := nc.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A Recv reading for itself (it took the role from the reader
+	// goroutine) is cancelled with the frame half in.
+	waitIdleLoop(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	gave := recvAsync(srv, ctx)
+	waitHeld(t, srv, heldByRecv, helloLen)
+	write(wire[:1000])
+	waitHeld(t, srv, heldByRecv, helloLen+1000)
+	cancel()
+	if err := <-gave; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Recv mid-frame = %v, want context.Canceled", err)
+	}
+
+	// A Recv on a value-delivering ctx waits on the queue: the reader
+	// goroutine takes the role and reads on; the signal ends the Recv.
+	vc := newValueCtx()
+	gave = recvAsync(srv, vc)
+	write(wire[1000:2000])
+	waitHeld(t, srv, heldByLoop, helloLen+2000)
+	vc.signal()
+	if err := <-gave; !errors.Is(err, context.Canceled) {
+		t.Fatalf("signalled Recv mid-frame = %v, want context.Canceled", err)
+	}
+
+	// The next Recv gets the whole frame, then the next.
+	write(wire[2000:])
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, want := range [][]byte{body, []byte("next")} {
+		b, err := srv.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b.Bytes(), want) {
+			t.Fatalf("got %d bytes, not the %d-byte frame sent", b.Len(), len(want))
+		}
+		b.Release()
+	}
+}
+
+// With nobody in Recv, the socket is still read: after a Recv read for
+// itself and let go, frames the peer sends are read into the queue (every
+// byte counted, OnArrival's callback called), and come out whole, in order.
+func TestReaderReadsWithNobodyInRecv(t *testing.T) {
+	nc, srv := acceptRaw(t, New(Options{}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := nc.Write(frames([]byte("first"))); err != nil {
+		t.Fatal(err)
+	}
+	b, err := srv.Recv(ctx) // reads for itself, then lets go
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+	arrived := make(chan struct{})
+	if !srv.OnArrival(func() { close(arrived) }) {
+		t.Fatal("OnArrival with nothing queued reported false")
+	}
+	var wire []byte
+	for i := range 50 {
+		wire = append(wire, frames(bytes.Repeat([]byte{byte(i)}, 1000+i))...)
+	}
+	if _, err := nc.Write(wire); err != nil {
+		t.Fatal(err)
+	}
+	<-arrived // a hang here is the failure: nobody read
+	waitReceived(t, srv, helloLen+frameHeaderLen+5+uint64(len(wire)))
+	for len(srv.recvq) < 50 { // the reader goroutine parses what it read
+		select {
+		case <-srv.Done():
+			t.Fatalf("connection closed: %v", srv.closeErr())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	for i := range 50 {
+		b, err := srv.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Len() != 1000+i || b.Bytes()[0] != byte(i) {
+			t.Fatalf("frame %d: %d bytes of %d", i, b.Len(), b.Bytes()[0])
+		}
+		b.Release()
+	}
+	// The peer's end, with nobody in Recv, closes the connection.
+	if !srv.OnArrival(func() {}) {
+		t.Fatal("OnArrival on an empty open connection reported false")
+	}
+	nc.Close()
+	<-srv.Done()
+}
+
+// Many goroutines racing Recv, with contexts that end (closed, a value on
+// Done) while frames arrive in pieces: every frame comes out once, whole,
+// and each goroutine gets frames in the order they were sent.
+func TestRecvRacesWithCancels(t *testing.T) {
+	nc, srv := acceptRaw(t, New(Options{}))
+	const n, receivers = 2000, 6
+	var wire []byte
+	for i := range n {
+		m := make([]byte, 8+i%3*12000) // some over directMax
+		binary.BigEndian.PutUint64(m, uint64(i))
+		for j := 8; j < len(m); j++ {
+			m[j] = byte(i + j)
+		}
+		wire = append(wire, frames(m)...)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		rng := rand.New(rand.NewPCG(1, 2))
+		rest := wire
+		for len(rest) > 0 {
+			k := min(len(rest), 1+rng.IntN(9000))
+			if _, err := nc.Write(rest[:k]); err != nil {
+				wrote <- err
+				return
+			}
+			rest = rest[k:]
+		}
+		wrote <- nil
+	}()
+	var (
+		mu     sync.Mutex
+		seen   = make([]int, n)
+		total  int
+		wg     sync.WaitGroup
+		gaveUp atomic.Int64
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for r := range receivers {
+		wg.Go(func() {
+			last := -1
+			vc := newValueCtx()
+			for i := 0; ; i++ {
+				var rctx context.Context = ctx
+				var ended chan struct{}
+				switch (r + i) % 4 {
+				case 1: // closed Done, at some point
+					c, cc := context.WithCancel(ctx)
+					rctx, ended = c, make(chan struct{})
+					go func() {
+						defer close(ended)
+						for range i % 5 {
+							runtime.Gosched()
+						}
+						cc()
+					}()
+				case 2: // a value on Done, at some point
+					rctx, ended = vc, make(chan struct{})
+					go func() {
+						defer close(ended)
+						for range i % 5 {
+							runtime.Gosched()
+						}
+						vc.signal()
+					}()
+				case 3: // a Done that never ends
+					rctx = context.Background()
+				}
+				b, err := srv.Recv(rctx)
+				if ended != nil {
+					<-ended
+					vc.reset()
+				}
+				if err != nil {
+					mu.Lock()
+					finished := total == n
+					mu.Unlock()
+					if finished {
+						return // the others' frames are all in: the peer is gone
+					}
+					if errors.Is(err, context.Canceled) {
+						gaveUp.Add(1)
+						continue
+					}
+					t.Errorf("Recv: %v", err)
+					return
+				}
+				m := b.Bytes()
+				seq := int(binary.BigEndian.Uint64(m))
+				ok := seq < n && len(m) == 8+seq%3*12000
+				for j := 8; ok && j < len(m); j++ {
+					ok = m[j] == byte(seq+j)
+				}
+				b.Release()
+				if !ok {
+					t.Errorf("frame %d torn: %d bytes", seq, len(m))
+					return
+				}
+				if seq <= last {
+					t.Errorf("a receiver got frame %d after %d", seq, last)
+					return
+				}
+				last = seq
+				mu.Lock()
+				seen[seq]++
+				total++
+				if total == n {
+					nc.Close() // the others' Recvs end
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range seen {
+		if k != 1 {
+			t.Fatalf("frame %d delivered %d times", i, k)
+		}
+	}
+	t.Logf("%d Recvs gave up", gaveUp.Load())
+}
+
+// Close while a Recv reads for itself, blocked in read() in the middle of
+// a frame: the Recv returns an error wrapping ErrClosed.
+func TestCloseInterruptsDirectRecv(t *testing.T) {
+	nc, srv := acceptRaw(t, New(Options{CloseGrace: 50 * time.Millisecond}))
+	waitIdleLoop(t, srv)
+	gave := recvAsync(srv, context.Background())
+	waitHeld(t, srv, heldByRecv, helloLen)
+	if _, err := nc.Write([]byte{0, 0}); err != nil { // half a header
+		t.Fatal(err)
+	}
+	waitHeld(t, srv, heldByRecv, helloLen+2)
+	srv.Close() // the peer stays, silent: Close's grace bounds the drain
+	if err := <-gave; !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("Recv across Close = %v, want an error wrapping ErrClosed", err)
+	}
+}
+
+// customCtx has a Done of its own, which context.AfterFunc could only
+// watch with a goroutine.
+type customCtx struct{ context.Context }
+
+func (customCtx) Done() <-chan struct{} { return make(chan struct{}) }
+
+// watchable: contexts whose end AfterFunc watches without a goroutine, and
+// WithValue layers over them; not a context with a Done of its own.
+func TestWatchable(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	timed, cancel2 := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel2()
+	type key struct{}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"Background", context.Background(), true},
+		{"WithCancel", cancelled, true},
+		{"WithTimeout", timed, true},
+		{"WithValue over WithValue over WithTimeout", context.WithValue(context.WithValue(timed, key{}, 1), key{}, 2), true},
+		{"WithValue over Background", context.WithValue(context.Background(), key{}, 1), true},
+		{"a value on Done", newValueCtx(), false},
+		{"WithValue over a Done of its own", context.WithValue(customCtx{context.Background()}, key{}, 1), false},
+	} {
+		if got := watchable(tc.ctx); got != tc.want {
+			t.Errorf("watchable(%s) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A Recv on a WithValue context (metadata) reads for itself, and its
+// parent's cancel ends it.
+func TestRecvOnValueContextReadsDirectly(t *testing.T) {
+	_, srv := acceptRaw(t, New(Options{}))
+	waitIdleLoop(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	type key struct{}
+	gave := recvAsync(srv, context.WithValue(ctx, key{}, "md"))
+	waitHeld(t, srv, heldByRecv, helloLen)
+	cancel()
+	if err := <-gave; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Recv = %v, want context.Canceled", err)
+	}
+}
