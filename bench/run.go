@@ -253,3 +253,16 @@ func Quantile(sorted []time.Duration, q float64) time.Duration {
 	rank := int(math.Ceil(q*float64(len(sorted))-1e-9)) - 1
 	return sorted[max(0, min(rank, len(sorted)-1))]
 }
+
+// Measure is what the process had spent when a measured phase began, for
+// a harness of its own (bench/cmd/ladder): Stop puts what the calls since
+// cost into a Result, as Run does.
+type Measure struct{ m *measure }
+
+// StartMeasure collects the garbage, then takes the process's costs so far.
+func StartMeasure() *Measure { return &Measure{startMeasure(nil)} }
+
+// Stop puts what calls cost since StartMeasure into r (and sets r.Calls).
+func (m *Measure) Stop(r *Result, calls int64) {
+	_ = m.m.stop(r, calls) // no server meter: no error
+}

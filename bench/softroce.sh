@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the latency ladder inside the Soft-RoCE test bed, in one boot (testbed/vm.sh run1):
 # rpcbench over rdma:// on rxe0 next to ib_send_lat / ib_send_bw at the same sizes, rpcbench
-# over tcp:// in the same guest, then transport/rdma/internal/ladder (raw verbs busy-poll and
+# over tcp:// in the same guest, then bench/cmd/ladder (raw verbs busy-poll and
 # completion-channel ping-pongs, transport Conn ping-pong, raw TCP ping-pong), which prints
 # every rung with its ratio to the rung below and its per-call costs (ladder.txt).
 #
@@ -24,8 +24,8 @@ command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
 mkdir -p "$OUT"
 rm -f "$OUT"/rpcbench*.txt "$OUT"/*.csv "$OUT"/rdma.png "$OUT"/ladder.txt "$OUT"/rc.*
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/rpcbench" ./bench/cmd/rpcbench)
-# The rungs below the RPC layer use the verbs binding, internal to transport/rdma.
-(cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/ladder" ./transport/rdma/internal/ladder)
+# The rungs below the RPC layer (raw verbs through transport/rdma/rawverbs).
+(cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/ladder" ./bench/cmd/ladder)
 read -r -a STREAM < <(echo "${STREAM_FLAGS:---sizes 64,64KiB --conc 1,16 --duration 2s --warmup 300ms}")
 LADDER_FLAGS=(--duration "${LADDER_DURATION:-2s}" --warmup 300ms)
 # BASELINE=<git revision>: also build the conn rung and rpcbench from that revision and run
@@ -34,8 +34,11 @@ BEFORE=
 if [ -n "${BASELINE:-}" ]; then
   rm -rf "$OUT/baseline" && mkdir -p "$OUT/baseline"
   git -C "$REPO" archive "$BASELINE" | tar -x -C "$OUT/baseline"
+  # The ladder lived in transport/rdma/internal/ladder before it moved to bench/cmd/ladder.
+  LADDER_PKG=./bench/cmd/ladder
+  [ -d "$OUT/baseline/bench/cmd/ladder" ] || LADDER_PKG=./transport/rdma/internal/ladder
   (cd "$OUT/baseline" && CGO_ENABLED=1 go build -o "$OUT/rpcbench-before" ./bench/cmd/rpcbench &&
-    CGO_ENABLED=1 go build -o "$OUT/ladder-before" ./transport/rdma/internal/ladder)
+    CGO_ENABLED=1 go build -o "$OUT/ladder-before" "$LADDER_PKG")
   rm -rf "$OUT/baseline"
   BEFORE=/out/ladder-before.csv,/out/rdma-before.csv,/out/tcp-before.csv
 fi

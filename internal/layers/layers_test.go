@@ -34,8 +34,8 @@ var layerOf = map[string]int{
 	"interop/grpc_testing": 5, "rpc/rpctest/testpb": 5, "codegen/internal/golden/": 5,
 
 	"cmd/": 6, "interop": 6, "interop/": 6, "rpc/rpctest": 6, "grpc": 6,
-	"transport/transporttest": 6, "transport/rdma/internal/ladder": 6,
-	"internal/layers": 6,
+	"transport/transporttest": 6,
+	"internal/layers":         6,
 }
 
 func layer(pkg string) (int, bool) {

@@ -2,10 +2,7 @@ package rdma
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,24 +13,20 @@ import (
 )
 
 // completions is the completion handling of a connection, done by
-// whichever goroutine holds pmu: a Recv (or a send waiting for credits or
-// slots) polls the completion queue itself; the poller goroutine handles
-// what comes while nobody does. Whenever pmu is free the queue is armed,
-// so no completion waits for somebody to poll. pl guards armed.
+// whichever goroutine holds the pmu of its completion queue (cqs.queue()):
+// a Recv (or a send waiting for credits or slots) polls the queue itself;
+// the layout's poller goroutine handles what comes while nobody does.
+// Whenever pmu is free the queue is armed, so no completion waits for
+// somebody to poll.
 type completions struct {
-	pmu     sync.Mutex
-	wcs     []verbs.WorkCompletion // pmu's
-	reposts []int32                // pmu's
-	asm     reassembler            // pmu's (and rmu's, for teardown's reset)
-	pl      sync.Mutex
-	armed   bool // the CQ is armed and its event not yet read
+	cqs     completionLayout
+	reposts []int32 // pmu's
 
-	recvOutstanding atomic.Int32  // receives posted and not yet completed
-	bytesIn         atomic.Uint64 // bytes of every completed receive: payload and immediate
+	bytesIn atomic.Uint64 // bytes of every completed receive: payload and immediate
 
 	// The round trip this connection observes, for how long a waiter
-	// polls: a message sent, the next one received.
-	epoch   time.Time
+	// polls: a message sent, the next one received (times since the
+	// receiver's epoch).
 	sentAt  atomic.Int64  // since epoch, when the last message left; 0: not timed
 	sends   atomic.Uint32 // messages sent, for timing one round trip in rttEvery
 	expect  atomic.Bool   // a message left and none has arrived since
@@ -60,10 +53,7 @@ const streamSpin = 20 * time.Microsecond
 // it handled something, for the caller to look again. Otherwise it sleeps;
 // the goroutine that holds the queue, or the poller, handles what comes.
 func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{}, spin bool) error {
-	if c.drive(w, spin) {
-		return nil
-	}
-	if c.g != nil && c.g.watch(c, w, spin) {
+	if c.cqs.queue().drive(c, w, spin) || c.cqs.watch(c, w, spin) {
 		return nil
 	}
 	select {
@@ -74,51 +64,6 @@ func (c *conn) await(ctx context.Context, w chan struct{}, stop <-chan struct{},
 	}
 	return nil
 }
-
-// drive polls the completion queue if nobody else does and reports whether
-// it handled completions. While it may spin it keeps the queue until w
-// fires (or the spin ends), not only until it handled something: the
-// completion of its own send comes before the reply it waits for, and
-// letting go in between re-armed the queue, so the reply raised an event
-// and woke the poller, which, when it took the queue in the gap, spun and
-// handed the reply over with a wake-up.
-func (c *conn) drive(w chan struct{}, spin bool) bool {
-	if c.g != nil {
-		return c.g.drive(c, w, spin)
-	}
-	if c.closing.Load() || !c.pmu.TryLock() {
-		return false
-	}
-	handled := false
-	for range driveRounds {
-		if c.closing.Load() {
-			break
-		}
-		if c.pollOnce() > 0 {
-			handled = true
-			if fired(w) {
-				break
-			}
-		}
-		d := c.spinNow(spin)
-		if d <= 0 || !c.spinFor(d) {
-			break
-		}
-		handled = true
-		if fired(w) {
-			break
-		}
-	}
-	c.letGo()
-	return handled
-}
-
-// driveRounds bounds how many times a waiter spins on after handling
-// completions that did not wake it (its send's completion, a credit
-// grant; on a shared CQ, other connections' traffic) before it lets go:
-// a goroutine that takes pmu with Lock (a teardown) gets its turn, and a
-// waiter whose reply does not come stops serving as everyone's poller.
-const driveRounds = 4
 
 // spinNow is how long the holder of the completion queue polls on for a
 // waiter (spin: one that may spin for a reply): about the round trip
@@ -132,72 +77,6 @@ func (c *conn) spinNow(spin bool) time.Duration {
 		return streamSpin // between the fragments of a message
 	}
 	return 0
-}
-
-// fired reports whether w was signalled, taking the signal: the waiter
-// looks at its condition again instead of sleeping.
-func fired(w chan struct{}) bool {
-	select {
-	case <-w:
-		return true
-	default:
-		return false
-	}
-}
-
-// spinFor polls for up to d, yielding the processor between polls, and
-// reports whether it handled completions. Called with pmu held.
-func (c *conn) spinFor(d time.Duration) bool {
-	start := time.Now()
-	for i := 1; !c.closing.Load(); i++ {
-		runtime.Gosched()
-		if c.pollOnce() > 0 {
-			return true
-		}
-		if i%spinCheckEvery == 0 && time.Since(start) >= d {
-			return false
-		}
-	}
-	return false
-}
-
-// letGo releases the completion queue (pmu), arming it first unless it
-// still is, so that the poller wakes for the next completion if nobody
-// polls by then.
-func (c *conn) letGo() {
-	c.flushUnposted()
-	c.pl.Lock()
-	if !c.armed && !c.closing.Load() {
-		c.armed = true
-		c.t.counters.cqArms.Add(1)
-		if err := c.cq.ReqNotify(false); err != nil {
-			c.fail(fmt.Errorf("arming the completion queue: %w", err))
-		} else {
-			// Completions that came before arming raised no event, and
-			// none will come for them: drain the queue, not one batch of
-			// it, or what is left waits for a completion that may never
-			// come (the peer waiting for the credits those hold).
-			for c.pollOnce() == len(c.wcs) {
-			}
-		}
-	}
-	c.pmu.Unlock()
-	c.pl.Unlock()
-}
-
-// pollOnce polls the completion queue once and handles what it returns.
-// Called with pmu held.
-func (c *conn) pollOnce() int {
-	n, err := c.cq.Poll(c.wcs)
-	if err != nil {
-		c.fail(fmt.Errorf("polling completions: %w", err))
-		return 0
-	}
-	if n > 0 {
-		c.reposts = c.handle(c.wcs[:n], c.reposts[:0])
-		c.flushUnposted()
-	}
-	return n
 }
 
 // spinWorthIt reports whether a reply is expected soon: a message left and
@@ -258,51 +137,38 @@ func (c *conn) noteReceived() {
 	c.rtt.Store(avg)
 }
 
-// stream handles completions while they keep coming: after each batch it
-// polls on for up to streamSpin. Nothing at first (a waiter took them):
-// no spin. Called with pmu held.
-func (c *conn) stream() {
-	if c.pollOnce() == 0 {
-		return
-	}
-	for {
-		for c.pollOnce() > 0 {
+// completed is the connection's handler of a batch of its completions,
+// called by whoever holds its completion queue (on a shared queue, the
+// group's dispatch hands it its own).
+func (c *conn) completed(wcs []verbs.WorkCompletion) {
+	switch {
+	case c.destroying.Load():
+		// A handshake that failed: only shared receive buffers matter,
+		// they go back to the pool.
+		for i := range wcs {
+			if isRecv(&wcs[i]) {
+				c.takenLost(&wcs[i])
+			}
 		}
-		if c.o.PollSpin <= 0 || !c.spinFor(streamSpin) {
-			return
+	case c.closing.Load():
+		c.handleClosing(wcs)
+		c.pokeTeardown()
+	default:
+		c.reposts = c.handle(wcs, c.reposts[:0])
+		c.flushUnposted()
+		if c.closing.Load() {
+			c.pokeTeardown()
 		}
 	}
 }
 
-// poll is the poller goroutine: it sleeps on the completion channel and
-// handles what nobody else is polling for; when the connection closes it
-// tears it down.
-func (c *conn) poll() {
-	c.pmu.Lock()
-	c.letGo() // arms the queue
-	for !c.closing.Load() {
-		_, err := c.ch.Wait(context.Background())
-		if c.closing.Load() {
-			break
-		}
-		if err != nil && !errors.Is(err, verbs.ErrWoken) {
-			c.fail(fmt.Errorf("waiting for completions: %w", err))
-			break
-		}
-		c.t.counters.cqEvents.Add(1)
-		c.pl.Lock()
-		c.armed = false // the event is read
-		mine := c.pmu.TryLock()
-		c.pl.Unlock()
-		if !mine {
-			continue // its holder re-arms when it lets go
-		}
-		c.stream()
-		c.letGo()
+// pokeTeardown tells a teardown waiting in a shared layout's drain that
+// some of the connection's completions were handled.
+func (c *conn) pokeTeardown() {
+	select {
+	case c.tdWake <- struct{}{}:
+	default:
 	}
-	// Held for good: from now on only the teardown touches the queue.
-	c.pmu.Lock()
-	c.teardown(c.wcs)
 }
 
 // handle processes a batch of completions; data receives that can be
@@ -366,11 +232,8 @@ func (c *conn) handledBefore(rest []verbs.WorkCompletion, reposts []int32, sends
 // while it only receives (returning credits is all it sends).
 const immBytes = 4
 
-// errRecvDone is why a message that completes after the receive side was
-// marked done is dropped.
-var errRecvDone = errors.New("the receive side is done")
-
-// received handles one receive completion.
+// received handles one receive completion: the credits it grants (and
+// lends) go to the sender, what it carries to the receiver.
 func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, error) {
 	buf := int32(wc.ID &^ recvTag)
 	if !wc.HasImm {
@@ -395,90 +258,18 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 		}
 	}
 	if k == kindCredit || grant > 0 || lend > 0 {
-		c.mu.Lock()
-		if lend > 0 {
-			// Before the grant: a credit-only message's threshold is the
-			// window's with the lend (docs/rdma.md).
-			err = c.lentLocked(lend)
-		}
-		if err == nil && k == kindCredit {
-			err = c.win.GrantControl(grant)
-		} else if err == nil {
-			err = c.win.Grant(grant)
-		}
-		c.broadcastLocked()
-		c.mu.Unlock()
-		if err != nil {
+		if err := c.granted(k == kindCredit, grant, lend); err != nil {
 			return reposts, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
 		}
 	}
 	if k == kindCredit {
 		return reposts, nil
 	}
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	if c.rdone {
-		// The teardown's final drain found a message that completed
-		// after its last poll: the receive side is done (after a local
-		// Close its queue is already dropped), so nobody would Recv it.
-		// Drop it here, never lent or queued; its buffer is not posted
-		// again (a shared one goes back to the pool's queue).
-		c.postLost(wc)
-		return reposts, errRecvDone
+	repost, err := c.accept(wc, buf, k, back)
+	if repost {
+		reposts = append(reposts, buf)
 	}
-	if err := c.led.Arrived(); err != nil {
-		return reposts, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
-	}
-	if k == kindGiveBack {
-		if wc.ByteLen != 0 {
-			return reposts, protoErr("give-back with %d bytes of payload", wc.ByteLen)
-		}
-		if err := c.led.TakeBack(back); err != nil {
-			return reposts, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
-		}
-		if c.pool != nil {
-			c.pool.release(back)
-		}
-		return append(reposts, buf), nil
-	}
-	c.lendLocked()
-	data := c.recvBytes(buf, int(wc.ByteLen))
-	if k == kindAbort {
-		if wc.ByteLen != 0 {
-			return reposts, protoErr("abort with %d bytes of payload", wc.ByteLen)
-		}
-		if err := c.asm.abort(); err != nil {
-			return reposts, err
-		}
-		return append(reposts, buf), nil
-	}
-	if k == kindMessage {
-		if err := c.asm.wholeAllowed(); err != nil {
-			return reposts, err
-		}
-		// Handed up in place: the registered memory stays mapped until
-		// the user releases it, even if the connection closes first.
-		c.lentBufs.Add(1)
-		c.deliverLocked(transport.NewBuffer(data, recvBuffer{c}, uint64(buf)))
-		c.noteReceived()
-		return reposts, nil
-	}
-	msg, err := c.asm.fragment(k, data)
-	if err != nil {
-		return reposts, err
-	}
-	if msg != nil {
-		c.queued += len(msg)
-		c.deliverLocked(transport.NewBuffer(msg, heapRecv{}, 0))
-		c.noteReceived()
-	}
-	// The fragment is copied out: its buffer can go back, unless too much
-	// reassembled data waits for Recv.
-	if c.queued >= c.o.RecvQueueBytes {
-		c.deferred = append(c.deferred, buf)
-		return reposts, nil
-	}
-	return append(reposts, buf), nil
+	return reposts, err
 }
 
 // wcFailed handles a failed completion: flushes are expected while closing;

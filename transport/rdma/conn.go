@@ -3,7 +3,6 @@ package rdma
 import (
 	"fmt"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -18,13 +17,16 @@ import (
 //
 // Its state is split along the seams, each part with its own lock and
 // file: the send side (sender, send.go, mu), the receive side (receiver,
-// recv.go, rmu), completion handling (completions, completions.go, pmu and
-// pl) and the life cycle (life, teardown.go). Lock order: pmu, pl, mu, rmu.
+// recv.go, rmu), completion handling (completions, completions.go, with
+// the pmu and pl of its completion queue, cq.go) and the life cycle (life,
+// teardown.go). Lock order: pmu, pl, mu, rmu.
 //
-// Two goroutines belong to it: the poller, which handles the completions
-// nobody else polls for (and, when the connection closes, tears it down),
-// and the watcher, which waits for the bootstrap connection to end. Close
-// waits for both.
+// Where its completions come from is its completion layout (cqs): a
+// queue, channel and poller of its own (ownCQ), or a queue shared with
+// other connections (sharedCQ). The layout's poller handles the
+// completions nobody else polls for, and the teardown runs when the
+// connection closes; the watcher waits for the bootstrap connection to
+// end. Close waits for both.
 type conn struct {
 	t    *Transport
 	o    *Options
@@ -33,18 +35,10 @@ type conn struct {
 	boot net.Conn
 	peer hello
 
-	ch        *verbs.CompChannel // nil with g
-	cq        *verbs.CQ          // g's, with g
-	g         *cqGroup           // shared completions (CompletionsShared), or nil: its own
-	qp        *verbs.QP
-	recvMR    *verbs.MR   // (RecvBuffers + credit.Extra) buffers of BufferSize; nil with pool
-	pool      *srqPool    // the device's shared receive queue, or nil: receives of its own
-	lends     bool        // the peer understands lent credits (featLend)
-	swept     atomic.Bool // holds lent credits: in the transport's give-back sweep
-	sendMR    *verbs.MR   // with PrivateSendSlots: SendSlots slots of the peer's buffer size
-	maxInline int
-	recvs     int   // receive buffers in all
-	charged   int64 // bytes of registered memory taken from the budget
+	qp      *verbs.QP
+	sendMR  *verbs.MR // with PrivateSendSlots: SendSlots slots of the peer's buffer size
+	recvs   int       // receive buffers in all
+	charged int64     // bytes of registered memory taken from the budget
 
 	sender
 	receiver
@@ -75,8 +69,12 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 		recvs: o.RecvBuffers + credit.Extra,
 	}
 	c.turn = make(chan struct{}, 1)
+	c.slots, c.signalEvery, c.sender.ctr, c.closeSig = o.SendSlots, o.SignalEvery, &t.counters, &c.sig
+	c.sender.joinSweep = func() { t.giveBacks.add(c) }
 	c.led = credit.NewLedger(o.RecvBuffers)
 	c.releaseBatch = max(1, o.RecvBuffers/4)
+	c.queueBytes, c.maxWindow = o.RecvQueueBytes, o.RecvBuffers
+	c.owner, c.lentCount, c.onMessage, c.receiver.ctr, c.receiver.log = recvBuffer{c}, &c.life.lentBufs, c.noteReceived, &t.counters, c.log
 	if shared {
 		pool, err := t.sharedPool(dev)
 		if err != nil {
@@ -93,39 +91,27 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 		c.led = credit.NewLentLedger(o.SharedCredits+boost, o.SharedCredits)
 	}
 	c.asm = reassembler{max: o.MaxMessageSize}
-	c.wcs = make([]verbs.WorkCompletion, 32)
 	c.epoch = time.Now()
 	c.local = make(chan struct{})
 	c.closed = make(chan struct{})
 	c.watchDone = make(chan struct{})
 	c.peerGone = make(chan struct{})
+	c.tdWake = make(chan struct{}, 1)
 	if h := t.connHook; h != nil {
 		h(c)
 	}
 	sqDepth := o.SendSlots + ctlHeadroom
+	// At most sqDepth sends and c.recvs receives (its own, or as many as
+	// the peer's credits: the most its window grows to) of this QP
+	// complete at once.
 	var err error
-	if o.Completions == CompletionsShared {
-		// At most sqDepth sends and c.recvs receives (its own, or as many
-		// as the peer's credits: the most its window grows to) of this
-		// QP complete at once: its share of the group's CQ.
-		if c.g, err = t.joinHub(dev, sqDepth+c.recvs); err != nil {
-			c.destroy() // leaves the pool it joined
-			return nil, err
-		}
-		c.cq = c.g.cq
-		c.tdWake = make(chan struct{}, 1)
-	} else {
-		if c.ch, err = dev.ctx.NewCompChannel(); err != nil {
-			c.destroy() // leaves the pool it joined
-			return nil, err
-		}
-		if c.cq, err = dev.ctx.CreateCQ(sqDepth+c.recvs+8, c.ch); err != nil {
-			c.destroy()
-			return nil, err
-		}
+	if c.cqs, err = t.newCompletionLayout(c, sqDepth+c.recvs); err != nil {
+		c.destroy() // leaves the pool it joined
+		return nil, err
 	}
+	cq := c.cqs.queue().cq
 	qc := verbs.QPConfig{
-		SendCQ: c.cq, RecvCQ: c.cq,
+		SendCQ: cq, RecvCQ: cq,
 		MaxSendWR: sqDepth, MaxRecvWR: c.recvs,
 		MaxInlineData: 128,
 	}
@@ -139,38 +125,19 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 	}
 	c.maxInline = c.qp.MaxInline()
 	c.sqFree = sqDepth
-	if c.g != nil {
-		c.g.add(c.qp.Num(), c)
-	}
-	if c.pool != nil {
-		if err = c.qp.ToInit(port); err != nil {
-			c.destroy()
-			return nil, err
-		}
-		return c, nil // its receives are the pool's, posted already
-	}
-	if err = c.charge(c.recvs * o.BufferSize); err != nil {
+	c.cqs.attach(c)
+	if c.rq, err = c.newRecvQueue(); err != nil {
 		c.destroy()
 		return nil, err
-	}
-	if c.recvMR, err = dev.pd.Register(c.recvs * o.BufferSize); err != nil {
-		c.destroy()
-		return nil, fmt.Errorf("registering %d receive buffers of %d bytes: %w", c.recvs, o.BufferSize, err)
 	}
 	if err = c.qp.ToInit(port); err != nil {
 		c.destroy()
 		return nil, err
 	}
-	wrs := make([]verbs.RecvWR, c.recvs)
-	for i := range wrs {
-		wrs[i] = c.recvWR(int32(i))
-	}
-	if err = c.qp.PostRecv(wrs); err != nil {
+	if err = c.rq.fill(c.recvs); err != nil {
 		c.destroy()
 		return nil, err
 	}
-	c.recvOutstanding.Add(int32(len(wrs)))
-	t.counters.recvsPosted.Add(uint64(len(wrs)))
 	return c, nil
 }
 
@@ -223,59 +190,34 @@ func (c *conn) start() {
 		c.t.giveBacks.add(c)
 	}
 	go c.watch()
-	if c.g != nil {
-		c.started.Store(true)
-		c.startTeardown() // if it began closing already
-		return
+	c.cqs.start(c)
+}
+
+// newCompletionLayout makes the completion layout of Options.Completions
+// for c, whose QP has at most bound work requests outstanding at once.
+func (t *Transport) newCompletionLayout(c *conn, bound int) (completionLayout, error) {
+	if t.o.Completions == CompletionsShared {
+		return t.joinShared(c, bound)
 	}
-	go c.poll()
+	return newOwnCQ(c, bound+8)
 }
 
 // destroy frees whatever newConn created, when the connection never started.
 func (c *conn) destroy() {
 	c.torndown.Store(true)
-	if c.g != nil {
-		c.destroyShared()
-	} else if c.pool != nil && c.qp != nil {
-		// A message may have landed before the handshake failed: its
-		// buffer is the pool's, put it back before the CQ goes.
-		_ = c.qp.ToError()
-		wcs := make([]verbs.WorkCompletion, 32)
-		for {
-			n, err := c.cq.Poll(wcs)
-			if err != nil || n == 0 {
-				break
-			}
-			for i := range wcs[:n] {
-				if isRecv(&wcs[i]) {
-					c.takenLost(&wcs[i])
-				}
-			}
+	c.destroying.Store(true)
+	if c.rq != nil {
+		c.rq.stop()
+	}
+	if c.cqs != nil {
+		// Frees the QP; a message may have landed before the handshake
+		// failed: a shared receive buffer goes back to its pool first.
+		c.cqs.abandon(c)
+	}
+	for _, mr := range []*verbs.MR{c.recvMR, c.sendMR} {
+		if mr != nil {
+			c.closeVerbs(mr)
 		}
-	}
-	var closers []interface{ Close() error }
-	if c.qp != nil {
-		closers = append(closers, c.qp)
-	}
-	if c.cq != nil && c.g == nil {
-		closers = append(closers, c.cq)
-	}
-	if c.ch != nil {
-		closers = append(closers, c.ch)
-	}
-	if c.recvMR != nil {
-		closers = append(closers, c.recvMR)
-	}
-	if c.sendMR != nil {
-		closers = append(closers, c.sendMR)
-	}
-	for _, cl := range closers { // in dependency order: QP, CQ, channel, memory
-		if err := cl.Close(); err != nil {
-			c.log.Error("freeing verbs resources", zap.Error(err))
-		}
-	}
-	if c.g != nil {
-		c.t.leaveHub(c.g, true)
 	}
 	c.freeSendMemory()
 	c.uncharge()

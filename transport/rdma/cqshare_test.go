@@ -49,7 +49,7 @@ func pollers() int {
 	}
 	k := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "rdma.(*conn).poll(") || strings.Contains(g, "rdma.(*cqHub).poll(") {
+		if strings.Contains(g, "rdma.(*ownCQ).poll(") || strings.Contains(g, "rdma.(*cqHub).poll(") {
 			k++
 		}
 	}

@@ -39,6 +39,21 @@
 // queue entries run short, and at the end of a message no other sender
 // waits to follow.
 //
+// With Options.Completions = CompletionsShared the connections on a device
+// share completion queues, a group of connections each, with one channel
+// and one poller goroutine for all (cqshare.go).
+//
+// The code follows the parts of a connection (conn.go): the polling core
+// of a completion queue (cq.go), which both completion layouts run, a
+// connection's own (cqown.go) or a group's (cqshare.go), the layout being a
+// small strategy the core and the one teardown (teardown.go) call; the
+// send side (send.go, sender) and the receive side (recv.go, receiver),
+// each with the lock its methods take, the receive side posting over a
+// receive queue of the connection's own or the device's shared one
+// (recvq.go, Options.Receive). Lock order: the turn, the
+// completion queue's pmu and pl, the sender's mu, the receiver's rmu; a
+// part calls only the parts after it (docs/architecture.md, "Locks").
+//
 // The package implements the transport contract and must not know about
 // RPC or the TCP transport. Without cgo it still builds: every Dial and
 // Listen then fails with an error wrapping transport.ErrNoDevice.

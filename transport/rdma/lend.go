@@ -45,9 +45,30 @@ func decodeImmLend(imm uint32, lends bool) (k kind, credits, field int, err erro
 
 // outImm is the immediate data of an outgoing data message of kind k: the
 // credits owed and, to a peer that takes them, the credits lent and not yet
-// told. Called with rmu held.
-func (c *conn) outImmLocked(k kind) uint32 {
-	return encodeImmLend(k, c.led.Piggyback(), c.led.TakeLend())
+// told.
+func (r *receiver) outImm(k kind) uint32 {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	return encodeImmLend(k, r.led.Piggyback(), r.led.TakeLend())
+}
+
+// giveBackImm is the immediate data of a give-back of n lent credits,
+// with the credits owed.
+func (r *receiver) giveBackImm(n int) uint32 {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	return encodeImmLend(kindGiveBack, r.led.Piggyback(), n)
+}
+
+// creditOnly takes the credits owed for a credit-only message, when
+// enough are, with the credits lent and not yet told.
+func (r *receiver) creditOnly() (n, lend int) {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	if n = r.led.CreditOnly(); n > 0 {
+		lend = r.led.TakeLend()
+	}
+	return n, lend
 }
 
 // lendLocked lends the peer more credits when it has used all it holds:
@@ -63,36 +84,37 @@ func (c *conn) outImmLocked(k kind) uint32 {
 // later the give-back and its return. A burst after an idle spell is lent
 // to from its second use of the window on. Lending less is always safe:
 // the peer goes on with what it holds.
-func (c *conn) lendLocked() {
-	if c.pool == nil || !c.lends || !c.led.Exhausted() || c.led.LendOwed() > 0 {
+func (r *receiver) lendLocked() {
+	if r.pool == nil || !r.lends || !r.led.Exhausted() || r.led.LendOwed() > 0 {
 		return
 	}
-	if c.led.Lent() == 0 {
-		now := time.Since(c.epoch)
-		prev := c.exhaustedAt
-		c.exhaustedAt = now
+	if r.led.Lent() == 0 {
+		now := time.Since(r.epoch)
+		prev := r.exhaustedAt
+		r.exhaustedAt = now
 		if prev == 0 || now-prev >= giveBackIdle {
 			return
 		}
 	}
-	want := min(c.led.Recvs(), c.o.RecvBuffers-c.led.Recvs(), credit.MaxLend)
+	want := min(r.led.Recvs(), r.maxWindow-r.led.Recvs(), credit.MaxLend)
 	if want <= 0 {
 		return
 	}
-	if k := c.pool.lend(want); k > 0 {
-		c.led.Lend(k)
-		c.t.counters.creditsLent.Add(uint64(k))
+	if k := r.pool.lend(want); k > 0 {
+		r.led.Lend(k)
+		r.ctr.creditsLent.Add(uint64(k))
 	}
 }
 
-// lent records credits the peer lent us; the connection joins the idle
-// sweep that gives them back. Called with mu held.
-func (c *conn) lentLocked(n int) error {
-	if err := c.win.Lend(n); err != nil {
+// lentLocked records credits the peer lent us; the connection joins the
+// idle sweep that gives them back (sweep: lock order mu, then the
+// sweep's). Called with mu held.
+func (s *sender) lentLocked(n int) error {
+	if err := s.win.Lend(n); err != nil {
 		return err
 	}
-	if c.swept.CompareAndSwap(false, true) {
-		c.t.giveBacks.add(c) // lock order: mu, then the set's
+	if s.swept.CompareAndSwap(false, true) {
+		s.joinSweep()
 	}
 	return nil
 }
@@ -114,37 +136,33 @@ func (c *conn) giveBackLent(now time.Duration) (done bool) {
 		return false
 	}
 	defer c.giveTurn()
-	c.mu.Lock()
-	keep := c.peer.keep()
-	if c.abortOwed || c.sqFree <= ctlHeadroom {
-		c.mu.Unlock()
-		return false
-	}
-	n := c.win.GiveBack(keep)
-	if n == 0 {
-		done = c.win.Max() <= keep
-		if done {
-			c.swept.Store(false)
-		}
-		c.mu.Unlock()
-		return done
-	}
-	c.win.Take()
-	c.sqFree--
-	c.rmu.Lock()
-	imm := encodeImmLend(kindGiveBack, c.led.Piggyback(), n)
-	c.rmu.Unlock()
-	c.enqueueLocked(verbs.SendWR{ID: c.seq, Signaled: true, Imm: imm, HasImm: true}, -1)
-	c.handOffLendLocked(c.o.SendSlots)
-	done = c.win.Max() <= keep
-	if done {
-		c.swept.Store(false)
-	}
-	c.mu.Unlock()
-	if c.flush() == nil {
+	n, done := c.queueGiveBack(&c.receiver, c.peer.keep())
+	if n > 0 && c.flush() == nil {
 		c.t.counters.creditsGivenBack.Add(uint64(n))
 	}
 	return done
+}
+
+// queueGiveBack queues a give-back of the lent credits beyond keep, with
+// the credits r owes, unless the send queue has no room or an abort is
+// owed; it returns how many it gives back, and done when no lent credit is
+// left (the connection leaves the sweep).
+func (s *sender) queueGiveBack(r *receiver, keep int) (n int, done bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.abortOwed || s.sqFree <= ctlHeadroom {
+		return 0, false
+	}
+	if n = s.win.GiveBack(keep); n > 0 {
+		s.win.Take()
+		s.sqFree--
+		s.enqueueLocked(verbs.SendWR{ID: s.seq, Signaled: true, Imm: r.giveBackImm(n), HasImm: true}, -1)
+		s.handOffLendLocked()
+	}
+	if done = s.win.Max() <= keep; done {
+		s.swept.Store(false)
+	}
+	return n, done
 }
 
 // lenders are the connections that hold lent credits, swept by one
@@ -239,25 +257,36 @@ func (c *conn) leavePool() {
 	if c.pool == nil {
 		return
 	}
-	c.rmu.Lock()
-	bufs := append(c.takeUnpostedLocked(), c.deferred...)
-	c.deferred = nil
-	bufs = append(bufs, c.orphans...)
-	c.orphans = nil
-	held := c.led.Unreturned() - c.led.Owed()
-	c.detached = true
-	n := c.led.Recvs() + credit.Extra - held
-	c.rmu.Unlock()
+	bufs, n := c.detach()
 	c.pool.leave(n, true)
 	c.repost(bufs)
+}
+
+// detach marks the receive side as gone from the pool: it returns the
+// buffers waiting to be posted again and how many of its commitment go
+// back to the pool now.
+func (r *receiver) detach() (bufs []int32, n int) {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	bufs = append(r.takeUnpostedLocked(), r.deferred...)
+	r.deferred = nil
+	bufs = append(bufs, r.orphans...)
+	r.orphans = nil
+	held := r.led.Unreturned() - r.led.Owed()
+	r.detached = true
+	return bufs, r.led.Recvs() + credit.Extra - held
 }
 
 // repostOrphans posts again the shared buffers dropped from the queue
 // after the teardown (a Close after the peer's failure).
 func (c *conn) repostOrphans() {
-	c.rmu.Lock()
-	bufs := c.orphans
-	c.orphans = nil
-	c.rmu.Unlock()
-	c.repost(bufs)
+	c.repost(c.takeOrphans())
+}
+
+func (r *receiver) takeOrphans() []int32 {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	bufs := r.orphans
+	r.orphans = nil
+	return bufs
 }

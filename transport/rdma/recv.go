@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -15,8 +16,10 @@ import (
 	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
 )
 
-// receiver is the receive side of a connection: delivered messages and
-// the ledger of credits owed, guarded by rmu.
+// receiver is the receive side of a connection: delivered messages, the
+// receive buffers and the ledger of credits owed. Its methods take rmu;
+// they call nothing that takes another connection lock (rmu is last in the
+// order but for the leaves: the transport's counters, the pool's).
 type receiver struct {
 	rmu          sync.Mutex
 	led          *credit.Ledger
@@ -29,75 +32,117 @@ type receiver struct {
 	detached     bool          // left the shared pool (teardown): reposts give commitments back
 	orphans      []int32       // shared buffers dropped from the queue at teardown, to post again
 	rdone        bool          // nothing more will be delivered
-	rstop        bool          // the QP is going to ERR: its own receive queue takes no more posts
 	rwake        notifier      // a message delivered, or the end
 	arrival      func()        // OnArrival's: called once at the next delivery or the end
 	exhaustedAt  time.Duration // since epoch, when the peer last used the guaranteed window up (lendLocked)
+	// asm reassembles fragmented messages: written by the completion
+	// handler (pmu held) under rmu, and by the teardown's reset; read
+	// under either.
+	asm reassembler
+
+	recvOutstanding atomic.Int32 // receives posted and not yet completed (atomic: the teardown waits on it)
+
+	// Set when the connection is made (lends by connect, before start).
+	epoch      time.Time     // the connection's clock origin (lends; completions time round trips with it)
+	rq         *recvQueue    // where the buffers are and receives are posted (recvq.go)
+	pool       *srqPool      // the device's shared receive queue, or nil: receives of its own
+	recvMR     *verbs.MR     // (RecvBuffers + credit.Extra) buffers of BufferSize; nil with pool
+	queueBytes int           // Options.RecvQueueBytes
+	maxWindow  int           // Options.RecvBuffers: the most a lent window grows to
+	lends      bool          // the peer understands lent credits (featLend)
+	owner      recvBuffer    // the owner of the messages lent in place
+	lentCount  *atomic.Int32 // the life's lentBufs
+	onMessage  func()        // a whole message was delivered (completions: the round trip)
+	ctr        *counters
+	log        *zap.Logger
 }
 
 func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 	for {
-		c.rmu.Lock()
-		select {
-		case <-c.local:
-			c.rmu.Unlock()
+		b, repost, w, ended, err := c.next(ctx, c.local)
+		switch {
+		case ended:
 			return transport.Buffer{}, c.closeErr()
-		default:
-		}
-		if len(c.queue) > 0 {
-			b := c.queue[0]
-			n := copy(c.queue, c.queue[1:])
-			c.queue[n] = transport.Buffer{}
-			c.queue = c.queue[:n]
-			var repost []int32
-			if !b.Owned(recvBuffer{c}) {
-				c.queued -= b.Len()
-				if c.queued < c.o.RecvQueueBytes {
-					repost, c.deferred = c.deferred, nil
-				}
-			}
-			c.rmu.Unlock()
-			if len(repost) > 0 {
-				c.repost(repost)
-			}
+		case err != nil:
+			return transport.Buffer{}, err
+		case w == nil:
+			c.repost(repost)
 			c.t.counters.received.Add(1)
 			return b, nil
 		}
-		if c.rdone {
-			c.rmu.Unlock()
-			return transport.Buffer{}, c.closeErr()
-		}
-		// Before polling: a woken waiter whose ctx ended meanwhile gives
-		// up rather than spin for a reply (an RPC reader asked to step
-		// aside for the caller, when the caller's send roused it).
-		if err := ctx.Err(); err != nil {
-			c.rmu.Unlock()
-			return transport.Buffer{}, err
-		}
-		w := c.rwake.wait()
-		c.rmu.Unlock()
-		err := c.await(ctx, w, c.local, true)
-		c.rmu.Lock()
-		c.rwake.forget(w)
-		c.rmu.Unlock()
+		err = c.await(ctx, w, c.local, true)
+		c.forgetArrival(w)
 		if err != nil {
 			return transport.Buffer{}, err
 		}
 	}
 }
 
-// deliver queues a received message for Recv. Called with rmu held.
-func (c *conn) deliverLocked(b transport.Buffer) {
-	c.queue = append(c.queue, b)
-	c.wakeReadersLocked()
+// next is Recv's look at the receive side: the next delivered message,
+// with the deferred receive buffers its taking lets go again (repost); or,
+// when there is none yet, w to wait on, registered before rmu is dropped so
+// that no delivery is missed; ended: the connection was closed locally or
+// nothing more will be delivered.
+func (r *receiver) next(ctx context.Context, local <-chan struct{}) (b transport.Buffer, repost []int32, w chan struct{}, ended bool, err error) {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	if closedChan(local) {
+		return b, nil, nil, true, nil
+	}
+	if len(r.queue) > 0 {
+		b = r.queue[0]
+		n := copy(r.queue, r.queue[1:])
+		r.queue[n] = transport.Buffer{}
+		r.queue = r.queue[:n]
+		if !b.Owned(r.owner) {
+			r.queued -= b.Len()
+			if r.queued < r.queueBytes {
+				repost, r.deferred = r.deferred, nil
+			}
+		}
+		return b, repost, nil, false, nil
+	}
+	if r.rdone {
+		return b, nil, nil, true, nil
+	}
+	// Before polling: a woken waiter whose ctx ended meanwhile gives up
+	// rather than spin for a reply (an RPC reader asked to step aside for
+	// the caller, when the caller's send roused it).
+	if err := ctx.Err(); err != nil {
+		return b, nil, nil, false, err
+	}
+	return b, nil, r.rwake.wait(), false, nil
+}
+
+// forgetArrival ends a wait that next began.
+func (r *receiver) forgetArrival(w chan struct{}) {
+	r.rmu.Lock()
+	r.rwake.forget(w)
+	r.rmu.Unlock()
+}
+
+// rouse wakes a Recv that sleeps while no message waits for it
+// (rouseReceiver).
+func (r *receiver) rouse() {
+	r.rmu.Lock()
+	if len(r.queue) == 0 {
+		r.rwake.signal()
+	}
+	r.rmu.Unlock()
+}
+
+// deliverLocked queues a received message for Recv. Called with rmu held.
+func (r *receiver) deliverLocked(b transport.Buffer) {
+	r.queue = append(r.queue, b)
+	r.wakeReadersLocked()
 }
 
 // wakeReadersLocked wakes the Recvs waiting, and the OnArrival callback:
 // a message was delivered, or nothing more will be. Called with rmu held.
-func (c *conn) wakeReadersLocked() {
-	c.rwake.broadcast()
-	if f := c.arrival; f != nil {
-		c.arrival = nil
+func (r *receiver) wakeReadersLocked() {
+	r.rwake.broadcast()
+	if f := r.arrival; f != nil {
+		r.arrival = nil
 		f()
 	}
 }
@@ -105,15 +150,92 @@ func (c *conn) wakeReadersLocked() {
 // OnArrival implements transport.Arrivals: f runs on whichever goroutine
 // delivers the next message (a Recv polling for its own, the poller),
 // with rmu held.
-func (c *conn) OnArrival(f func()) bool {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	if f != nil && (len(c.queue) > 0 || c.rdone) {
-		c.arrival = nil
+func (r *receiver) OnArrival(f func()) bool {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	if f != nil && (len(r.queue) > 0 || r.rdone) {
+		r.arrival = nil
 		return false
 	}
-	c.arrival = f
+	r.arrival = f
 	return true
+}
+
+// errRecvDone is why a message that completes after the receive side was
+// marked done is dropped.
+var errRecvDone = errors.New("the receive side is done")
+
+// accept takes what arrived in receive buffer buf (wc's), of kind k with
+// the lend field back: a give-back takes back the credits it returns; an
+// abort ends the message being reassembled; a message is delivered, whole
+// in place or reassembled from its fragments. It reports whether buf can
+// be posted again now. Called by the completion handler, holding the
+// queue's pmu.
+func (r *receiver) accept(wc *verbs.WorkCompletion, buf int32, k kind, back int) (repost bool, err error) {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	if r.rdone {
+		// The teardown's final drain found a message that completed
+		// after its last poll: the receive side is done (after a local
+		// Close its queue is already dropped), so nobody would Recv it.
+		// Drop it here, never lent or queued; its buffer is not posted
+		// again (a shared one goes back to the pool's queue).
+		r.postLost(wc)
+		return false, errRecvDone
+	}
+	if err := r.led.Arrived(); err != nil {
+		return false, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
+	}
+	if k == kindGiveBack {
+		if wc.ByteLen != 0 {
+			return false, protoErr("give-back with %d bytes of payload", wc.ByteLen)
+		}
+		if err := r.led.TakeBack(back); err != nil {
+			return false, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
+		}
+		if r.pool != nil {
+			r.pool.release(back)
+		}
+		return true, nil
+	}
+	r.lendLocked()
+	data := r.rq.bytes(buf, int(wc.ByteLen))
+	switch k {
+	case kindAbort:
+		if wc.ByteLen != 0 {
+			return false, protoErr("abort with %d bytes of payload", wc.ByteLen)
+		}
+		if err := r.asm.abort(); err != nil {
+			return false, err
+		}
+		return true, nil
+	case kindMessage:
+		if err := r.asm.wholeAllowed(); err != nil {
+			return false, err
+		}
+		// Handed up in place: the registered memory stays mapped until
+		// the user releases it, even if the connection closes first.
+		r.lentCount.Add(1)
+		r.deliverLocked(transport.NewBuffer(data, r.owner, uint64(buf)))
+		r.onMessage()
+		return false, nil
+	}
+	msg, err := r.asm.fragment(k, data)
+	if err != nil {
+		return false, err
+	}
+	if msg != nil {
+		r.queued += len(msg)
+		r.deliverLocked(transport.NewBuffer(msg, heapRecv{}, 0))
+		r.onMessage()
+	}
+	// The fragment is copied out: its buffer can go back, unless too much
+	// reassembled data waits for Recv.
+	if r.queued >= r.queueBytes {
+		r.deferred = append(r.deferred, buf)
+		return false, nil
+	}
+	return true, nil
 }
 
 // repost posts data receive buffers again and owes the peer their credits.
@@ -121,21 +243,16 @@ func (c *conn) OnArrival(f func()) bool {
 // pool's); once the connection has left the pool, their commitment goes
 // back to it instead of a credit to the peer.
 func (c *conn) repost(bufs []int32) {
-	if len(bufs) == 0 || c.pool == nil && c.torndown.Load() {
-		return
-	}
 	var batch [16]verbs.RecvWR // on the stack: no allocation per message
 	for len(bufs) > 0 {
 		wrs := batch[:0]
 		for len(bufs) > 0 && len(wrs) < len(batch) {
-			wrs = append(wrs, c.recvWR(bufs[0]))
+			wrs = append(wrs, c.rq.wr(bufs[0]))
 			bufs = bufs[1:]
 		}
-		var err error
-		if c.pool != nil {
-			err = c.pool.postRecv(wrs)
-		} else if err = c.postOwn(wrs); errors.Is(err, errRecvStopped) {
-			return
+		err := c.rq.post(wrs)
+		if errors.Is(err, errRecvStopped) {
+			return // its own receive queue, stopped by the teardown
 		}
 		if err != nil {
 			if !c.sig.IsSet() {
@@ -144,22 +261,33 @@ func (c *conn) repost(bufs []int32) {
 			return
 		}
 		c.t.counters.recvsPosted.Add(uint64(len(wrs)))
-		c.rmu.Lock()
-		if c.detached {
-			c.pool.release(len(wrs))
-		} else {
-			for range wrs {
-				c.led.Reposted()
-			}
-		}
-		c.rmu.Unlock()
+		c.reposted(len(wrs))
 	}
-	c.rmu.Lock()
-	enough := !c.detached && c.led.Owed() >= c.led.Threshold()
-	c.rmu.Unlock()
-	if enough {
+	if c.creditsDue() {
 		c.sendCreditOnly()
 	}
+}
+
+// reposted owes the peer the credits of n receive buffers posted again,
+// or, once the connection left the pool, gives their commitment back.
+func (r *receiver) reposted(n int) {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	if r.detached {
+		r.pool.release(n)
+		return
+	}
+	for range n {
+		r.led.Reposted()
+	}
+}
+
+// creditsDue reports whether enough credits are owed to return them in a
+// credit-only message.
+func (r *receiver) creditsDue() bool {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	return !r.detached && r.led.Owed() >= r.led.Threshold()
 }
 
 // released takes back a whole message's receive buffer. Buffers are posted
@@ -168,55 +296,63 @@ func (c *conn) repost(bufs []int32) {
 // small enough that the credits it holds back can never be what the peer
 // waits for (Ledger.PostBatch): nothing may come to run the poller.
 func (c *conn) released(buf int32) {
-	c.rmu.Lock()
-	c.unposted = append(c.unposted, buf)
-	limit := c.releaseBatch
-	if c.pool != nil {
-		// The window changes: a quarter of it as it is now. Once the
-		// connection left the pool nothing else would post the batch.
-		limit = c.led.Recvs() / 4
-		if c.detached {
-			limit = 1
-		}
-	}
-	batch := c.led.PostBatch(limit)
-	var flush []int32
-	if len(c.unposted) >= batch {
-		flush = c.takeUnpostedLocked()
-	}
-	c.rmu.Unlock()
-	c.repost(flush)
-	if flush != nil {
+	if flush := c.batchReleased(buf); flush != nil {
+		c.repost(flush)
 		c.giveBack(flush)
 	}
 }
 
+// batchReleased adds a released buffer to the batch waiting to be posted
+// again, and takes the batch when it is full.
+func (r *receiver) batchReleased(buf int32) []int32 {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	r.unposted = append(r.unposted, buf)
+	limit := r.releaseBatch
+	if r.pool != nil {
+		// The window changes: a quarter of it as it is now. Once the
+		// connection left the pool nothing else would post the batch.
+		limit = r.led.Recvs() / 4
+		if r.detached {
+			limit = 1
+		}
+	}
+	if len(r.unposted) >= r.led.PostBatch(limit) {
+		return r.takeUnpostedLocked()
+	}
+	return nil
+}
+
 // takeUnpostedLocked takes the buffers waiting to be posted again, into a
 // slice from the pool of such slices. Called with rmu held.
-func (c *conn) takeUnpostedLocked() []int32 {
-	if len(c.unposted) == 0 {
+func (r *receiver) takeUnpostedLocked() []int32 {
+	if len(r.unposted) == 0 {
 		return nil
 	}
-	out := c.spare
-	c.spare = nil
-	out = append(out[:0], c.unposted...)
-	c.unposted = c.unposted[:0]
+	out := r.spare
+	r.spare = nil
+	out = append(out[:0], r.unposted...)
+	r.unposted = r.unposted[:0]
 	return out
 }
 
+// takeUnposted is takeUnpostedLocked for a caller without rmu.
+func (r *receiver) takeUnposted() []int32 {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	return r.takeUnpostedLocked()
+}
+
 // giveBack returns a slice from takeUnpostedLocked for reuse.
-func (c *conn) giveBack(s []int32) {
-	c.rmu.Lock()
-	c.spare = s[:0]
-	c.rmu.Unlock()
+func (r *receiver) giveBack(s []int32) {
+	r.rmu.Lock()
+	r.spare = s[:0]
+	r.rmu.Unlock()
 }
 
 // flushUnposted posts again whatever released buffers wait.
 func (c *conn) flushUnposted() {
-	c.rmu.Lock()
-	flush := c.takeUnpostedLocked()
-	c.rmu.Unlock()
-	if flush != nil {
+	if flush := c.takeUnposted(); flush != nil {
 		c.repost(flush)
 		c.giveBack(flush)
 	}
@@ -249,20 +385,10 @@ const recvTag = 1 << 63
 
 func isRecv(wc *verbs.WorkCompletion) bool { return wc.ID&recvTag != 0 }
 
-func (c *conn) recvWR(i int32) verbs.RecvWR {
-	if c.pool != nil {
-		return c.pool.wr(i)
-	}
-	return verbs.RecvWR{ID: recvTag | uint64(i), MR: c.recvMR, Offset: uint32(int(i) * c.o.BufferSize), Length: uint32(c.o.BufferSize)}
-}
-
 // postControl posts a control receive again at once (it takes no part in
 // the credit accounting).
 func (c *conn) postControl(buf int32) error {
-	if c.pool != nil {
-		return c.pool.post([]int32{buf})
-	}
-	if err := c.postOwn([]verbs.RecvWR{c.recvWR(buf)}); errors.Is(err, errRecvStopped) {
+	if err := c.rq.post([]verbs.RecvWR{c.rq.wr(buf)}); errors.Is(err, errRecvStopped) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("re-posting a control receive: %w", err)
@@ -271,51 +397,70 @@ func (c *conn) postControl(buf int32) error {
 	return nil
 }
 
-// errRecvStopped: the QP is going to ERR, a receive is not posted again.
-var errRecvStopped = errors.New("the receive queue is stopped")
-
-// postOwn posts receives on the connection's own receive queue, counted
-// as outstanding before they can complete, unless the teardown stopped it:
-// rxe flushes a receive queue when its QP enters ERR, not a receive posted
-// after that, which would never complete and hold the teardown for its
-// whole grace period (and, on a shared CQ, its place for good).
-func (c *conn) postOwn(wrs []verbs.RecvWR) error {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	if c.rstop {
-		return errRecvStopped
+// endRecvs marks the receive side done once the QP went to ERR: the
+// reassembly is dropped and the waiters woken; with local (a local Close)
+// the delivered messages nobody will Recv are dropped too, and it returns
+// how many of those were lent receive buffers.
+func (r *receiver) endRecvs(local bool) (lent int) {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	r.rdone = true
+	r.asm.reset()
+	r.wakeReadersLocked()
+	if local {
+		lent = r.dropQueueLocked()
 	}
-	c.recvOutstanding.Add(int32(len(wrs)))
-	if err := c.qp.PostRecv(wrs); err != nil {
-		c.recvOutstanding.Add(-int32(len(wrs)))
-		return err
-	}
-	return nil
+	return lent
 }
 
-// stopRecvs stops the connection's own receive queue, before its QP goes
-// to ERR.
-func (c *conn) stopRecvs() {
-	c.rmu.Lock()
-	c.rstop = true
-	c.rmu.Unlock()
+// dropQueue is dropQueueLocked for a caller without rmu.
+func (r *receiver) dropQueue() int {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	return r.dropQueueLocked()
 }
 
-// recvBytes is the memory of receive buffer buf, n bytes of it.
-func (c *conn) recvBytes(buf int32, n int) []byte {
-	if c.pool != nil {
-		return c.pool.bytes(buf)[:n]
-	}
-	off := int(buf) * c.o.BufferSize
-	return c.recvMR.Bytes()[off : off+n]
-}
-
-// postLost puts back on the shared queue a buffer that a failed or flushed
-// receive took: it never arrived, so no credit is owed for it.
-func (c *conn) postLost(wc *verbs.WorkCompletion) {
-	if c.pool != nil {
-		if err := c.pool.post([]int32{int32(wc.ID &^ recvTag)}); err != nil {
-			c.log.Debug("re-posting a flushed shared receive", zap.Error(err))
+// dropQueueLocked releases the messages delivered and not received and
+// returns how many of them were lent receive buffers, for the caller to
+// unlend (a receive buffer is not posted again now, its memory just stops
+// being lent). Called with rmu held.
+func (r *receiver) dropQueueLocked() int {
+	lent := 0
+	for i := range r.queue {
+		if r.queue[i].Owned(r.owner) {
+			lent++
+			if r.pool != nil { // the pool's: posted again by repostOrphans
+				r.orphans = append(r.orphans, int32(r.queue[i].ID()))
+			}
+		} else {
+			r.queue[i].Release()
 		}
+	}
+	r.queue = nil
+	return lent
+}
+
+// postLost takes back the buffer of a receive that failed or was
+// flushed: it never arrived, so no credit is owed for it (a shared one
+// goes back on the pool's queue).
+func (r *receiver) postLost(wc *verbs.WorkCompletion) {
+	r.rq.lost(int32(wc.ID &^ recvTag))
+}
+
+// takenLost puts back a shared receive that a connection which never
+// started took (its handshake failed), and counts it taken.
+func (r *receiver) takenLost(wc *verbs.WorkCompletion) {
+	if r.pool != nil {
+		r.pool.taken.Add(1)
+	}
+	r.postLost(wc)
+}
+
+// foldTaken adds the shared receives the connection's completions took
+// from the pool's SRQ (recvOutstanding only goes below zero with a pool)
+// to the pool's count, once no completion of its can come any more.
+func (r *receiver) foldTaken() {
+	if r.pool != nil {
+		r.pool.taken.Add(-int64(r.recvOutstanding.Swap(0)))
 	}
 }

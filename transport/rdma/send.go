@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
+	"github.com/rdmarpc/rdmarpc/internal/signal"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/credit"
 	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
@@ -17,7 +18,9 @@ import (
 // sender is the send side of a connection: credits, send slots and the
 // send queue, guarded by mu. The slots' memory comes from an arena
 // (arena.go), shared by the device's connections or the connection's own;
-// avail counts how many more this connection may hold.
+// avail counts how many more this connection may hold. Its methods take
+// mu; of the connection's locks they take only rmu besides, through the
+// receiver's methods (the credits owed ride on every send).
 type sender struct {
 	mu          sync.Mutex
 	win         *credit.Window
@@ -50,7 +53,16 @@ type sender struct {
 	lendWake    notifier      // a slot may be lent (NewSendBuffer waits), woken one at a time
 	turn        chan struct{} // one message at a time: fragments stay contiguous
 	turnWaiters atomic.Int32
-	abortOwed   bool // a message was abandoned mid-way; its turn holder sends the abort
+	abortOwed   bool        // a message was abandoned mid-way; its turn holder sends the abort
+	swept       atomic.Bool // holds lent credits: in the transport's give-back sweep
+
+	// Set when the connection is made.
+	slots       int // Options.SendSlots
+	signalEvery int // Options.SignalEvery
+	maxInline   int
+	ctr         *counters
+	closeSig    *signal.Signal // the connection's: no send once it is set
+	joinSweep   func()         // puts the connection in the give-back sweep (swept just set)
 }
 
 // checkSend refuses a send that cannot go: too large, or with a context
@@ -160,10 +172,7 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error 
 		if h := c.beforeFill.Load(); h != nil {
 			(*h)()
 		}
-		c.fill.RLock()
-		if c.fillGone.Load() {
-			c.fill.RUnlock()
-			c.mem.give(slot) // a shared arena outlives this connection
+		if !c.startFill(slot) {
 			return c.closeErr()
 		}
 		mem := c.slotBytes(slot)
@@ -171,7 +180,7 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error 
 			binary.BigEndian.PutUint32(mem, uint32(len(msg)))
 		}
 		copy(mem[head:], part)
-		c.fill.RUnlock()
+		c.endFill()
 		if err := c.post(slot, k, head+len(part), i == n-1, !awaited); err != nil {
 			return err
 		}
@@ -202,63 +211,79 @@ func (c *conn) reserve(ctx context.Context, needSlot bool) (int32, error) {
 		if err := ctx.Err(); err != nil {
 			return -1, err
 		}
-		c.mu.Lock()
-		if c.sig.IsSet() {
-			c.mu.Unlock()
-			return -1, c.closeErr()
+		slot, w, arena, err := c.take(needSlot, &waited)
+		if err != nil {
+			return -1, err
 		}
-		credit := c.win.Avail() > 0
-		slot := !needSlot || c.avail > 0
-		if credit && slot && c.sqFree > ctlHeadroom {
-			s := int32(-1)
-			if needSlot {
-				id, last, w := c.mem.take()
-				if w != nil {
-					if !waited {
-						waited = true
-						c.t.counters.slotWaits.Add(1)
-					}
-					c.mu.Unlock()
-					err := c.await(ctx, w, c.sig.Done(), false)
-					c.mem.forget(w, err != nil)
-					if err != nil {
-						return -1, err
-					}
-					continue
-				}
-				s, c.lastSlot = id, last
-				c.avail--
-			}
-			c.win.Take()
-			c.sqFree--
-			c.mu.Unlock()
-			return s, nil
+		if w == nil {
+			return slot, nil
 		}
-		if !waited {
-			waited = true
-			if !credit {
-				c.t.counters.creditWaits.Add(1)
-			} else {
-				c.t.counters.slotWaits.Add(1)
-			}
+		err = c.await(ctx, w, c.sig.Done(), false)
+		if arena {
+			c.mem.forget(w, err != nil)
+		} else {
+			c.forgetWake(w)
 		}
-		w := c.wake.wait()
-		c.mu.Unlock()
-		err := c.await(ctx, w, c.sig.Done(), false)
-		c.forgetWake(w)
 		if err != nil {
 			return -1, err
 		}
 	}
 }
 
+// take takes a credit, a send-queue entry and (with needSlot) a send slot
+// when all are there; else it returns w to wait on: the arena's notifier
+// (arena) when only the arena's memory is missing, else the sender's.
+// waited: a wait was counted already.
+func (s *sender) take(needSlot bool, waited *bool) (slot int32, w chan struct{}, arena bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closeSig.IsSet() {
+		return -1, nil, false, s.closeSig.Err()
+	}
+	credit := s.win.Avail() > 0
+	hasSlot := !needSlot || s.avail > 0
+	if credit && hasSlot && s.sqFree > ctlHeadroom {
+		slot = -1
+		if needSlot {
+			id, last, w := s.mem.take()
+			if w != nil {
+				if !*waited {
+					*waited = true
+					s.ctr.slotWaits.Add(1)
+				}
+				return -1, w, true, nil
+			}
+			slot, s.lastSlot = id, last
+			s.avail--
+		}
+		s.win.Take()
+		s.sqFree--
+		return slot, nil, false, nil
+	}
+	if !*waited {
+		*waited = true
+		if !credit {
+			s.ctr.creditWaits.Add(1)
+		} else {
+			s.ctr.slotWaits.Add(1)
+		}
+	}
+	return -1, s.wake.wait(), false, nil
+}
+
 // post sends a reserved data message of n bytes from slot, with the credits
 // owed piggybacked. quiet is a background send (SendBackground).
 func (c *conn) post(slot int32, k kind, n int, last, quiet bool) error {
-	c.mu.Lock()
-	c.rmu.Lock()
-	imm := c.outImmLocked(k) // the credits owed, and lent (lend.go)
-	c.rmu.Unlock()
+	c.queueData(&c.receiver, slot, k, n, last, quiet)
+	return c.flush()
+}
+
+// queueData queues a data message of n bytes from slot (see post), with
+// the credits r owes.
+func (s *sender) queueData(r *receiver, slot int32, k kind, n int, last, quiet bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	imm := r.outImm(k) // the credits owed, and lent (lend.go)
 	// Ask for a completion often enough that slots and send-queue entries
 	// come back (signalLocked); at the end of a message nobody else waits
 	// to follow, so an idle connection has nothing unreaped and Close
@@ -269,23 +294,21 @@ func (c *conn) post(slot int32, k kind, n int, last, quiet bool) error {
 	// (no slot waits on a completion it would have to bring): it keeps a
 	// send-queue entry until a later send's completion, and the rules of
 	// signalLocked still bound those.
-	quiet = quiet && n <= c.maxInline && c.unsignaled == 0
-	wr := verbs.SendWR{ID: c.seq, Signaled: c.signalLocked(c.o.SignalEvery, last && !quiet), Imm: imm, HasImm: true}
+	quiet = quiet && n <= s.maxInline && s.unsignaled == 0
+	wr := verbs.SendWR{ID: s.seq, Signaled: s.signalLocked(last && !quiet), Imm: imm, HasImm: true}
 	ringSlot := slot
 	if slot >= 0 {
-		wr.MR, wr.Offset, _ = c.mem.locate(slot)
+		wr.MR, wr.Offset, _ = s.mem.locate(slot)
 		wr.Length = uint32(n)
-		if wr.Inline = n <= c.maxInline; wr.Inline {
+		if wr.Inline = n <= s.maxInline; wr.Inline {
 			// The device copies it when it is posted: the slot goes
 			// back then (flush), not with the completion.
-			c.inlined = append(c.inlined, slot)
+			s.inlined = append(s.inlined, slot)
 			ringSlot = -1
 		}
 	}
-	c.enqueueLocked(wr, ringSlot)
-	c.handOffLendLocked(c.o.SendSlots)
-	c.mu.Unlock()
-	return c.flush()
+	s.enqueueLocked(wr, ringSlot)
+	s.handOffLendLocked()
 }
 
 // signalLocked counts one more data send and reports whether it must ask
@@ -300,11 +323,11 @@ func (c *conn) post(slot int32, k kind, n int, last, quiet bool) error {
 // the arena's memory: a send whose slot was the arena's last free one asks
 // for a completion, so whoever waits for arena memory, on any connection,
 // has a completion on its way that brings some back (docs/rdma.md).
-func (s *sender) signalLocked(every int, last bool) bool {
+func (s *sender) signalLocked(last bool) bool {
 	s.unsignaled++
 	arenaEmpty := s.lastSlot
 	s.lastSlot = false
-	return s.unsignaled >= every || s.avail == 0 || arenaEmpty || s.sqFree <= ctlHeadroom+1 ||
+	return s.unsignaled >= s.signalEvery || s.avail == 0 || arenaEmpty || s.sqFree <= ctlHeadroom+1 ||
 		(last && s.turnWaiters.Load() == 0)
 }
 
@@ -320,8 +343,8 @@ func (s *sender) signalLocked(every int, last bool) bool {
 //
 // The arena has a rule of its own (arena.lend): a lend never takes its
 // last free slot.
-func (s *sender) mayLendLocked(slots int) bool {
-	return s.avail > 0 && s.lent < slots-1 && (s.avail > 1 || s.unsignaled == 0)
+func (s *sender) mayLendLocked() bool {
+	return s.avail > 0 && s.lent < s.slots-1 && (s.avail > 1 || s.unsignaled == 0)
 }
 
 // enqueueLocked queues one send for posting and records it in the ring, in
@@ -339,34 +362,7 @@ func (s *sender) enqueueLocked(wr verbs.SendWR, slot int32) {
 // already posting, it takes theirs too, so concurrent senders share one
 // post (one doorbell, one cgo call) instead of taking turns.
 func (c *conn) flush() error {
-	c.mu.Lock()
-	if c.posting {
-		c.mu.Unlock()
-		return nil
-	}
-	c.posting = true
-	var err error
-	for len(c.outbox) > 0 && err == nil {
-		batch, inlined := c.outbox, c.inlined
-		c.outbox, c.inlined = c.spareOutbox[:0], c.spareInline[:0]
-		c.mu.Unlock()
-		err = c.qp.PostSend(batch)
-		c.t.counters.sendsPosted.Add(uint64(len(batch)))
-		c.mu.Lock()
-		c.spareOutbox = batch[:0]
-		if len(inlined) > 0 {
-			// Posted (or failed): the device holds no reference to
-			// inline sends' memory.
-			c.avail += len(inlined)
-			c.mem.give(inlined...)
-			c.broadcastLocked()
-			c.handOffLendLocked(c.o.SendSlots)
-		}
-		c.spareInline = inlined[:0]
-	}
-	c.posting = false
-	c.mu.Unlock()
-	if err != nil {
+	if err := c.postQueued(c.qp); err != nil {
 		err = fmt.Errorf("posting sends: %w", err)
 		c.fail(err)
 		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
@@ -374,38 +370,69 @@ func (c *conn) flush() error {
 	return nil
 }
 
+// postQueued posts the queued sends on qp, unless a flush is posting them
+// already; mu is not held while it posts.
+func (s *sender) postQueued(qp *verbs.QP) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.posting {
+		return nil
+	}
+	s.posting = true
+	var err error
+	for len(s.outbox) > 0 && err == nil {
+		batch, inlined := s.outbox, s.inlined
+		s.outbox, s.inlined = s.spareOutbox[:0], s.spareInline[:0]
+		s.mu.Unlock()
+		err = qp.PostSend(batch)
+		s.ctr.sendsPosted.Add(uint64(len(batch)))
+		s.mu.Lock()
+		s.spareOutbox = batch[:0]
+		if len(inlined) > 0 {
+			// Posted (or failed): the device holds no reference to
+			// inline sends' memory.
+			s.avail += len(inlined)
+			s.mem.give(inlined...)
+			s.broadcastLocked()
+			s.handOffLendLocked()
+		}
+		s.spareInline = inlined[:0]
+	}
+	s.posting = false
+	return err
+}
+
 // sendCreditOnly returns owed credits in a credit-only message when enough
 // are owed. It takes no credit and no slot; when the send queue has no room
 // (it always should) the poller tries again after the next completion.
 func (c *conn) sendCreditOnly() {
-	c.mu.Lock()
-	if c.sig.IsSet() || c.win == nil {
-		c.mu.Unlock()
-		return
-	}
-	if c.sqFree == 0 {
-		c.ctlWanted = true
-		c.mu.Unlock()
-		return
-	}
-	c.rmu.Lock()
-	n, lend := c.led.CreditOnly(), 0
-	if n > 0 {
-		lend = c.led.TakeLend()
-	}
-	c.rmu.Unlock()
-	if n == 0 {
-		c.mu.Unlock()
-		return
-	}
-	c.ctlWanted = false
-	c.sqFree--
-	c.enqueueLocked(verbs.SendWR{ID: c.seq, Signaled: true, Imm: encodeImmLend(kindCredit, n, lend), HasImm: true}, -1)
-	c.handOffLendLocked(c.o.SendSlots)
-	c.mu.Unlock()
-	if c.flush() == nil {
+	if c.queueCreditOnly(&c.receiver) && c.flush() == nil {
 		c.t.counters.creditOnlySent.Add(1)
 	}
+}
+
+// queueCreditOnly queues a credit-only message with the credits r owes,
+// when enough are owed and the send queue has room (else it marks one
+// wanted); it reports whether it queued one.
+func (s *sender) queueCreditOnly(r *receiver) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closeSig.IsSet() || s.win == nil {
+		return false
+	}
+	if s.sqFree == 0 {
+		s.ctlWanted = true
+		return false
+	}
+	n, lend := r.creditOnly()
+	if n == 0 {
+		return false
+	}
+	s.ctlWanted = false
+	s.sqFree--
+	s.enqueueLocked(verbs.SendWR{ID: s.seq, Signaled: true, Imm: encodeImmLend(kindCredit, n, lend), HasImm: true}, -1)
+	s.handOffLendLocked()
+	return true
 }
 
 func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, error) {
@@ -420,39 +447,55 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 		if err := ctx.Err(); err != nil {
 			return transport.Buffer{}, err
 		}
-		c.mu.Lock()
-		if c.sig.IsSet() {
-			c.mu.Unlock()
-			return transport.Buffer{}, c.closeErr()
-		}
-		if c.mayLendLocked(c.o.SendSlots) {
-			s, ok := c.mem.lend()
-			if !ok {
-				// The arena is (nearly) empty and may not grow: heap
-				// memory, copied into a slot when sent.
-				c.mu.Unlock()
-				return transport.NewBuffer(bufpool.Get(n)[:n], heapSend{}, 0), nil
-			}
-			c.avail--
-			c.lent++
-			c.handOffLendLocked(c.o.SendSlots)
-			c.mu.Unlock()
+		slot, heap, w, err := c.lendSlot()
+		switch {
+		case err != nil:
+			return transport.Buffer{}, err
+		case heap:
+			// The arena is (nearly) empty and may not grow: heap
+			// memory, copied into a slot when sent.
+			return transport.NewBuffer(bufpool.Get(n)[:n], heapSend{}, 0), nil
+		case w == nil:
 			c.lentBufs.Add(1)
-			return transport.NewBuffer(c.slotBytes(s)[:n], sendSlot{c}, uint64(s)), nil
+			return transport.NewBuffer(c.slotBytes(slot)[:n], sendSlot{c}, uint64(slot)), nil
 		}
-		w := c.lendWake.wait()
-		c.mu.Unlock()
-		err := c.await(ctx, w, c.sig.Done(), false)
-		c.mu.Lock()
-		c.lendWake.forget(w)
-		if err != nil {
-			// It may have been woken for a slot it will not take.
-			c.handOffLendLocked(c.o.SendSlots)
-		}
-		c.mu.Unlock()
+		err = c.await(ctx, w, c.sig.Done(), false)
+		c.forgetLend(w, err != nil)
 		if err != nil {
 			return transport.Buffer{}, err
 		}
+	}
+}
+
+// lendSlot lends a free slot for NewSendBuffer; heap: the arena may not
+// lend one (use heap memory); else w to wait on.
+func (s *sender) lendSlot() (slot int32, heap bool, w chan struct{}, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closeSig.IsSet() {
+		return -1, false, nil, s.closeSig.Err()
+	}
+	if !s.mayLendLocked() {
+		return -1, false, s.lendWake.wait(), nil
+	}
+	slot, ok := s.mem.lend()
+	if !ok {
+		return -1, true, nil, nil
+	}
+	s.avail--
+	s.lent++
+	s.handOffLendLocked()
+	return slot, false, nil, nil
+}
+
+// forgetLend ends a wait that lendSlot began; a waiter that gave up may
+// have been woken for a slot it will not take: it passes the wake on.
+func (s *sender) forgetLend(w chan struct{}, gaveUp bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lendWake.forget(w)
+	if gaveUp {
+		s.handOffLendLocked()
 	}
 }
 
@@ -476,10 +519,7 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 		return err
 	}
 	// The slot now belongs to the send queue, not to the user.
-	c.mu.Lock()
-	c.lent--
-	c.handOffLendLocked(c.o.SendSlots)
-	c.mu.Unlock()
+	c.slotTaken()
 	c.unlend()
 	if err := c.post(slot, kindMessage, n, true, false); err != nil {
 		return err
@@ -500,34 +540,37 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 // the reply's path. Not for fragmented messages: nobody spins through
 // those.
 func (c *conn) rouseReceiver(fragmented bool) {
-	if fragmented || c.o.PollSpin <= 0 || c.closing.Load() {
+	if fragmented || c.o.PollSpin <= 0 || c.closing.Load() || !c.cqs.rousable() {
 		return
 	}
-	if !c.pmu.TryLock() {
-		return // somebody polls: it delivers the reply
-	}
-	// Only looked: the queue stays as armed as it was.
-	c.pmu.Unlock()
-	c.rmu.Lock()
-	if len(c.queue) == 0 {
-		c.rwake.signal()
-	}
-	c.rmu.Unlock()
+	c.rouse()
 }
 
 // sendSlot owns send slots lent by NewSendBuffer.
 type sendSlot struct{ c *conn }
 
 func (o sendSlot) ReleaseBuffer(id uint64, _ []byte) {
-	c := o.c
-	c.mu.Lock()
-	c.lent--
-	c.avail++
-	c.mem.give(int32(id))
-	c.broadcastLocked()
-	c.handOffLendLocked(c.o.SendSlots)
-	c.mu.Unlock()
-	c.unlend()
+	o.c.slotReleased(int32(id))
+	o.c.unlend()
+}
+
+// slotTaken: a lent slot was given to SendBuffer.
+func (s *sender) slotTaken() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lent--
+	s.handOffLendLocked()
+}
+
+// slotReleased: a lent slot came back unsent.
+func (s *sender) slotReleased(slot int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lent--
+	s.avail++
+	s.mem.give(slot)
+	s.broadcastLocked()
+	s.handOffLendLocked()
 }
 
 // heapSend owns buffers too large for a slot.
@@ -536,15 +579,43 @@ type heapSend struct{}
 func (heapSend) ReleaseBuffer(_ uint64, b []byte) { bufpool.Put(b) }
 
 // forgetWake ends a wait on the send side's notifier.
-func (c *conn) forgetWake(w chan struct{}) {
-	c.mu.Lock()
-	c.wake.forget(w)
-	c.mu.Unlock()
+func (s *sender) forgetWake(w chan struct{}) {
+	s.mu.Lock()
+	s.wake.forget(w)
+	s.mu.Unlock()
 }
 
 // broadcastLocked wakes the turn's holder waiting for credits, slots or
 // send-queue room. Called with mu held.
-func (c *conn) broadcastLocked() { c.wake.broadcast() }
+func (s *sender) broadcastLocked() { s.wake.broadcast() }
+
+// wakeAll wakes every waiter of the send side: the connection is torn down.
+func (s *sender) wakeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wake.broadcast()
+	s.lendWake.broadcast()
+}
+
+// granted takes the credits a message granted, and lent (a credit-only
+// message's as control: docs/rdma.md), and wakes the senders waiting.
+func (s *sender) granted(control bool, grant, lend int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var err error
+	if lend > 0 {
+		// Before the grant: a credit-only message's threshold is the
+		// window's with the lend (docs/rdma.md).
+		err = s.lentLocked(lend)
+	}
+	if err == nil && control {
+		err = s.win.GrantControl(grant)
+	} else if err == nil {
+		err = s.win.Grant(grant)
+	}
+	s.broadcastLocked()
+	return err
+}
 
 // handOffLendLocked wakes one NewSendBuffer waiter when a slot can be lent
 // now. Called with mu held wherever what mayLendLocked looks at changes in
@@ -553,8 +624,8 @@ func (c *conn) broadcastLocked() { c.wake.broadcast() }
 // at a time, not all: with a thousand streams waiting for a slot, waking
 // every one on each completion and grant made them take turns at the lock
 // for nothing (ManyStreams took a minute over rdma://).
-func (s *sender) handOffLendLocked(slots int) {
-	if s.mayLendLocked(slots) {
+func (s *sender) handOffLendLocked() {
+	if s.mayLendLocked() {
 		s.lendWake.signal()
 	}
 }
@@ -562,13 +633,13 @@ func (s *sender) handOffLendLocked(slots int) {
 // sendCompleted frees the slots and send-queue entries of every send up to
 // and including seq (sends complete in order). It reports whether a
 // credit-only message waits for send-queue room.
-func (c *conn) sendCompleted(seq uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.completedLocked(seq)
-	c.broadcastLocked()
-	c.handOffLendLocked(c.o.SendSlots)
-	return c.ctlWanted
+func (s *sender) sendCompleted(seq uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.completedLocked(seq)
+	s.broadcastLocked()
+	s.handOffLendLocked()
+	return s.ctlWanted
 }
 
 // completedLocked takes back the slots and send-queue entries of the sends
@@ -591,10 +662,10 @@ func (s *sender) completedLocked(seq uint64) {
 
 // pendingSends reports whether a posted send will still complete: one that
 // asked for a completion is in the ring (unsignaled ones report nothing).
-func (c *conn) pendingSends() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.ring {
+func (s *sender) pendingSends() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.ring {
 		if p.signaled {
 			return true
 		}
@@ -615,29 +686,55 @@ type posted struct {
 // shared arena, which goes with its last connection. Called once, by
 // freeMemory or destroy, when nothing is lent any more.
 func (c *conn) freeSendMemory() {
-	c.fill.Lock() // waits for a sender copying into a slot
-	c.fillGone.Store(true)
-	c.fill.Unlock()
-	c.mu.Lock()
-	if c.mem == nil || c.memFreed {
-		c.mu.Unlock()
-		return
-	}
-	c.memFreed = true
-	var ids []int32
-	for _, p := range c.ring {
-		if p.slot >= 0 {
-			ids = append(ids, p.slot)
-			c.avail++
-		}
-	}
-	c.ring = c.ring[:0]
-	c.avail += len(c.inlined)
-	ids = append(ids, c.inlined...)
-	c.inlined = c.inlined[:0]
-	c.mem.give(ids...)
-	c.mu.Unlock()
-	if !c.o.PrivateSendSlots {
+	c.stopFills()
+	if c.freeSlots() && !c.o.PrivateSendSlots {
 		c.t.leaveArena(c.dev, c.mem)
 	}
+}
+
+// startFill takes the right to copy into slot, which the caller reserved;
+// false once the send memory is gone (stopFills): the slot is given back.
+func (s *sender) startFill(slot int32) bool {
+	s.fill.RLock()
+	if s.fillGone.Load() {
+		s.fill.RUnlock()
+		s.mem.give(slot) // a shared arena outlives this connection
+		return false
+	}
+	return true
+}
+
+// endFill: the copy into the slot is done.
+func (s *sender) endFill() { s.fill.RUnlock() }
+
+// stopFills waits for a sender copying into a slot, and stops any from
+// starting: the send memory is about to go.
+func (s *sender) stopFills() {
+	s.fill.Lock()
+	s.fillGone.Store(true)
+	s.fill.Unlock()
+}
+
+// freeSlots gives the arena every slot the send side still holds, once;
+// it reports whether it did (this call was the one).
+func (s *sender) freeSlots() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mem == nil || s.memFreed {
+		return false
+	}
+	s.memFreed = true
+	var ids []int32
+	for _, p := range s.ring {
+		if p.slot >= 0 {
+			ids = append(ids, p.slot)
+			s.avail++
+		}
+	}
+	s.ring = s.ring[:0]
+	s.avail += len(s.inlined)
+	ids = append(ids, s.inlined...)
+	s.inlined = s.inlined[:0]
+	s.mem.give(ids...)
+	return true
 }

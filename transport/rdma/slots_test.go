@@ -81,6 +81,7 @@ func newSlotModel(conns, slots, every, chunk, maxChunks int, actors []*actor) *s
 		mc.s.mem = m.mem
 		mc.s.avail = slots
 		mc.s.sqFree = slots + ctlHeadroom
+		mc.s.slots, mc.s.signalEvery = slots, every
 		m.conns = append(m.conns, mc)
 	}
 	for _, a := range actors {
@@ -130,7 +131,7 @@ func (m *slotModel) try(a *actor) bool {
 		if asleep(&a.wake, s.lendWake.forget) {
 			return false
 		}
-		if !s.mayLendLocked(m.slots) {
+		if !s.mayLendLocked() {
 			a.wake = s.lendWake.wait() // goes to sleep
 			return true
 		}
@@ -143,7 +144,7 @@ func (m *slotModel) try(a *actor) bool {
 		a.slot = slot
 		s.avail--
 		s.lent++
-		s.handOffLendLocked(m.slots)
+		s.handOffLendLocked()
 		a.at = wantTurn
 	case wantTurn:
 		if mc.turn != nil {
@@ -160,7 +161,7 @@ func (m *slotModel) try(a *actor) bool {
 		slot := a.slot
 		if a.zeroCopy {
 			s.lent--
-			s.handOffLendLocked(m.slots)
+			s.handOffLendLocked()
 		} else {
 			id, last, w := m.mem.take()
 			if w != nil {
@@ -174,9 +175,9 @@ func (m *slotModel) try(a *actor) bool {
 		a.sent++
 		last := a.sent == a.frags
 		s.turnWaiters.Store(m.turnWaiters(mc))
-		wr := verbs.SendWR{ID: s.seq, Signaled: s.signalLocked(m.every, last)}
+		wr := verbs.SendWR{ID: s.seq, Signaled: s.signalLocked(last)}
 		s.enqueueLocked(wr, slot)
-		s.handOffLendLocked(m.slots)
+		s.handOffLendLocked()
 		if last {
 			mc.turn, a.at = nil, done
 		}
@@ -197,7 +198,7 @@ func (m *slotModel) giveUp(a *actor) {
 	case a.at == wantLend && a.wake != nil:
 		mc.s.lendWake.forget(a.wake)
 		a.wake = nil
-		mc.s.handOffLendLocked(m.slots)
+		mc.s.handOffLendLocked()
 	case a.at == wantSlot && a.memWake != nil:
 		m.mem.forget(a.memWake, true)
 		a.memWake = nil
@@ -215,7 +216,7 @@ func (m *slotModel) complete(i int) bool {
 	for _, p := range s.ring {
 		if p.signaled {
 			s.completedLocked(p.seq)
-			s.handOffLendLocked(m.slots)
+			s.handOffLendLocked()
 			return true
 		}
 	}

@@ -1,7 +1,6 @@
 package rdma
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -29,18 +28,14 @@ type life struct {
 	watchDone chan struct{} // closed when the watcher has returned
 	peerGone  chan struct{} // closed when the bootstrap connection ended
 
-	// With shared completions (conn.g), the teardown runs on a goroutine
-	// of its own: started by whichever of start and the close comes last.
-	started    atomic.Bool
-	tdStarted  atomic.Bool
 	tdWake     chan struct{} // some of its completions were handled while closing
 	destroying atomic.Bool   // destroy: a handshake failed, it never started
 
 	// beforeERR, set only by tests, runs in the teardown between its last
 	// poll and moving the QP to ERR: the window a late completion falls in.
 	beforeERR func()
-	// afterERR, set only by tests, runs in the per-connection teardown
-	// right after the QP went to ERR, before the final drain.
+	// afterERR, set only by tests, runs in the teardown right after the
+	// QP went to ERR, before the final drain.
 	afterERR atomic.Pointer[func()]
 	// peerGoneHook, set only by tests, runs in the watcher once the
 	// bootstrap connection ended, before it fails the connection.
@@ -84,18 +79,8 @@ func (c *conn) gone() bool {
 func (c *conn) fail(err error) {
 	if c.sig.Set(transport.Closed(err)) {
 		c.closing.Store(true)
-		c.wakeCloser()
+		c.cqs.wake(c)
 	}
-}
-
-// wakeCloser gets the teardown going: the connection's poller, or with
-// shared completions a goroutine of its own (once started).
-func (c *conn) wakeCloser() {
-	if c.g != nil {
-		c.startTeardown()
-		return
-	}
-	c.ch.Wake()
 }
 
 // closeErr is why the connection closed (nil while it is open).
@@ -106,15 +91,13 @@ func (c *conn) Close() error {
 	if c.sig.Set(fmt.Errorf("%w: closed locally", transport.ErrClosed)) {
 		close(c.local)
 		c.closing.Store(true)
-		c.wakeCloser()
+		c.cqs.wake(c)
 	}
 	<-c.closed
 	// After a peer's failure the teardown kept what had arrived for Recv;
 	// after Close nobody can Recv it (a local Close's teardown dropped it
 	// already).
-	c.rmu.Lock()
-	lent := c.dropQueueLocked()
-	c.rmu.Unlock()
+	lent := c.dropQueue()
 	c.repostOrphans() // before the last unlend can close the pool's device
 	for range lent {
 		c.unlend()
@@ -122,63 +105,39 @@ func (c *conn) Close() error {
 	return nil
 }
 
-// dropQueueLocked releases the messages delivered and not received and
-// returns how many of them were lent receive buffers, for the caller to
-// unlend (a receive buffer is not posted again now, its memory just stops
-// being lent). Called with rmu held.
-func (c *conn) dropQueueLocked() int {
-	lent := 0
-	for i := range c.queue {
-		if c.queue[i].Owned(recvBuffer{c}) {
-			lent++
-			if c.pool != nil { // the pool's: posted again by repostOrphans
-				c.orphans = append(c.orphans, int32(c.queue[i].ID()))
-			}
-		} else {
-			c.queue[i].Release()
-		}
-	}
-	c.queue = nil
-	return lent
-}
-
-// teardown runs on the poller once the connection is closing: it lets posted
-// sends complete (a local Close delivers what Send accepted), moves the QP to
-// ERR, drains what is flushed, ends the bootstrap connection, and frees the
-// verbs resources — registered memory only once users gave back every
-// buffer lent to them.
-func (c *conn) teardown(wcs []verbs.WorkCompletion) {
+// teardown runs once the connection is closing, on the goroutine its
+// completion layout gives it: it lets posted sends complete (a local Close
+// delivers what Send accepted), moves the QP to ERR, drains what is
+// flushed, ends the bootstrap connection, and frees the verbs resources —
+// registered memory only once users gave back every buffer lent to them.
+func (c *conn) teardown() {
 	defer close(c.closed)
+	l := c.cqs
 	deadline := time.Now().Add(c.o.CloseGrace)
-	local := false
-	select {
-	case <-c.local:
-		local = true
-	default:
-	}
+	local := closedChan(c.local)
 	// Sends already posted: wait for their completions while the peer
-	// lives (a local close; a peer that closed takes nothing more).
+	// lives (a local close). A peer that closed first (its end gone
+	// before our watcher saw it) acknowledges nothing more, and rxe took
+	// longer than a 30 s grace to fail such sends.
 	for local && c.pendingSends() && time.Now().Before(deadline) && !c.gone() {
-		c.drainOnce(wcs, deadline)
+		l.drain(c, deadline, c.peerGone)
 	}
 	// Only the grace ends that wait with sends still pending and the peer there.
 	expired := local && c.pendingSends() && !c.gone()
 	// Receives that completed before the close are still delivered.
-	for {
-		n, err := c.cq.Poll(wcs)
-		if err != nil || n == 0 {
-			break
-		}
-		c.handleClosing(wcs[:n])
-	}
+	l.settle(c)
 	if c.beforeERR != nil {
+		// Not holding the queue: the test's peer may share it.
 		c.beforeERR()
 	}
 	var lastWQE <-chan struct{}
 	if c.pool != nil {
 		lastWQE = c.pool.expectLastWQE(c.qp.Num())
 	}
-	c.stopRecvs()
+	// Held: no completion of c's is being handled while its reassembly
+	// is reset and its receive side ends.
+	l.hold(c)
+	c.rq.stop()
 	if err := c.qp.ToError(); err != nil {
 		c.log.Debug("moving the queue pair to ERR", zap.Error(err))
 	}
@@ -186,64 +145,55 @@ func (c *conn) teardown(wcs []verbs.WorkCompletion) {
 		(*h)()
 	}
 	c.boot.Close()
-	c.rmu.Lock()
-	c.rdone = true
-	c.asm.reset()
-	c.wakeReadersLocked()
-	if local {
-		// Nobody will Recv these: forget them. (Not torn down yet: the
-		// check below frees the memory when nothing else is lent.)
-		c.lentBufs.Add(-int32(c.dropQueueLocked()))
-	}
-	c.rmu.Unlock()
+	// After a local Close nobody will Recv what was delivered: forget it.
+	// (Not torn down yet: the check below frees the memory when nothing
+	// else is lent.)
+	c.lentBufs.Add(-int32(c.endRecvs(local)))
+	l.unhold(c)
 	// Every work request still posted completes, flushed; wait for them
 	// (within the grace period) so none is left when the QP goes.
 	for (c.recvOutstanding.Load() > 0 || c.pendingSends()) && time.Now().Before(deadline) {
-		if c.drainOnce(wcs, deadline) == 0 {
+		if !l.drain(c, deadline, nil) {
 			break
 		}
 	}
-	if expired || c.recvOutstanding.Load() > 0 || c.pendingSends() {
+	drained := c.recvOutstanding.Load() <= 0 && !c.pendingSends()
+	if expired || !drained {
 		c.t.counters.closeGraceExpired.Add(1)
 	}
 	if c.pool != nil {
-		// A shared receive the QP took mid-message is flushed once the
-		// device's responder sees ERR (LAST_WQE_REACHED says it did):
-		// handle it before the QP and its CQ go, or its buffer is lost.
+		// Shared receives are not counted per connection (a receive
+		// completion takes one from recvOutstanding either way: with a
+		// pool it only goes below zero): one the QP took from the SRQ
+		// mid-message is flushed once the device's responder sees ERR
+		// (LAST_WQE_REACHED says it did): handle it before the QP goes,
+		// or its buffer is lost.
 		bound := c.pool.settleBound(deadline)
 		for !closedChan(lastWQE) && time.Now().Before(bound) {
-			c.drainOnce(wcs, minTime(bound, time.Now().Add(time.Millisecond)))
+			l.drain(c, minTime(bound, time.Now().Add(time.Millisecond)), lastWQE)
 		}
-		c.pool.lastWQEDone(c.qp.Num(), lastWQE)
+		drained = c.pool.lastWQEDone(c.qp.Num(), lastWQE) && drained
 	}
 	c.leavePool()
 	c.torndown.Store(true)
-	c.mu.Lock()
-	c.broadcastLocked()
-	c.lendWake.broadcast()
-	c.mu.Unlock()
+	c.wakeAll()
 	<-c.watchDone
-	for i, cl := range []interface{ Close() error }{c.qp, c.cq, c.ch} {
-		if err := cl.Close(); err != nil {
-			c.log.Error("freeing verbs resources", zap.Error(err))
-		}
-		if i == 0 && c.pool != nil {
-			// What the QP completed before its destroy returned is on
-			// the CQ: shared buffers go back to the pool.
-			for {
-				n, err := c.cq.Poll(wcs)
-				if err != nil || n == 0 {
-					break
-				}
-				c.handleClosing(wcs[:n])
-			}
-		}
-	}
+	l.free(c, drained)
 	c.foldTaken()
 	if c.lentBufs.Load() == 0 {
 		c.freeMemory()
 	}
 	c.t.counters.connsClosed.Add(1)
+}
+
+// closeVerbs frees verbs resources, in the order given (QP before its CQ,
+// CQ before its channel).
+func (c *conn) closeVerbs(cls ...interface{ Close() error }) {
+	for _, cl := range cls {
+		if err := cl.Close(); err != nil {
+			c.log.Error("freeing verbs resources", zap.Error(err))
+		}
+	}
 }
 
 // closedChan reports whether ch is closed (a nil ch never is).
@@ -254,24 +204,6 @@ func closedChan(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// foldTaken adds the shared receives c's completions took from the pool's
-// SRQ (recvOutstanding only goes below zero with a pool) to the pool's
-// count, once no completion of c's can come any more.
-func (c *conn) foldTaken() {
-	if c.pool != nil {
-		c.pool.taken.Add(-int64(c.recvOutstanding.Swap(0)))
-	}
-}
-
-// takenLost puts back a shared receive that a connection which never
-// started took (its handshake failed), and counts it taken.
-func (c *conn) takenLost(wc *verbs.WorkCompletion) {
-	if c.pool != nil {
-		c.pool.taken.Add(1)
-	}
-	c.postLost(wc)
 }
 
 // freeMemory deregisters the receive and send memory, once.
@@ -288,36 +220,6 @@ func (c *conn) freeMemory() {
 		c.uncharge()
 		c.t.release(c.dev)
 	})
-}
-
-// drainOnce waits (until deadline) for completions and handles them; it
-// returns how many it handled.
-func (c *conn) drainOnce(wcs []verbs.WorkCompletion, deadline time.Time) int {
-	n, err := c.cq.Poll(wcs)
-	if err != nil {
-		return 0
-	}
-	if n == 0 {
-		if c.cq.ReqNotify(false) != nil {
-			return 0
-		}
-		if n, _ = c.cq.Poll(wcs); n == 0 {
-			ctx, cancel := context.WithDeadline(context.Background(), deadline)
-			_, err := c.ch.Wait(ctx)
-			if errors.Is(err, verbs.ErrWoken) { // the wake that ended poll
-				_, err = c.ch.Wait(ctx)
-			}
-			cancel()
-			if err != nil {
-				return 0
-			}
-			if n, _ = c.cq.Poll(wcs); n == 0 {
-				return 0
-			}
-		}
-	}
-	c.handleClosing(wcs[:n])
-	return n
 }
 
 // handleClosing handles completions during teardown: sends free their

@@ -74,13 +74,14 @@ func watchStalls(tr *Transport, quiet time.Duration, progress func() uint64, mu 
 
 // dumpState writes the send, receive and completion state of c.
 func (c *conn) dumpState(w io.Writer) {
-	pmuFree := c.pmu.TryLock()
+	q := c.cqs.queue()
+	pmuFree := q.pmu.TryLock()
 	if pmuFree {
-		c.pmu.Unlock()
+		q.pmu.Unlock()
 	}
-	c.pl.Lock()
-	armed := c.armed
-	c.pl.Unlock()
+	q.pl.Lock()
+	armed := q.armed
+	q.pl.Unlock()
 	c.mu.Lock()
 	signaled := 0
 	for _, p := range c.ring {

@@ -120,7 +120,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.plotCSV, "plot", "", "only plot this CSV `file` (from --csv) to --png")
 	fs.StringVar(&o.title, "title", "", "plot title (default: what was compared, GOMAXPROCS)")
 	fs.StringVar(&o.ibDev, "ib-dev", "", "run ib_send_lat and ib_send_bw on this RDMA `device` (rxe0) at the same sizes")
-	fs.IntVar(&o.ibGID, "ib-gid", envInt("RDMARPC_TEST_GID_INDEX", -1), "GID index for perftest's -x (default $RDMARPC_TEST_GID_INDEX; -1 leaves it out)")
+	fs.IntVar(&o.ibGID, "ib-gid", bench.EnvInt("RDMARPC_TEST_GID_INDEX", -1), "GID index for perftest's -x (default $RDMARPC_TEST_GID_INDEX; -1 leaves it out)")
 	fs.StringVar(&o.ibIP, "ib-ip", os.Getenv("RDMARPC_TEST_IP"), "this host's IP on --ib-dev, for perftest's client (default $RDMARPC_TEST_IP, else the target's host)")
 	fs.IntVar(&o.ibIters, "ib-iters", 1000, "perftest iterations (-n)")
 	fs.IntVar(&o.ibPort, "ib-port", 0, "perftest's TCP port (-p; 0: its default 18515)")
@@ -134,14 +134,14 @@ func parseFlags(args []string) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for _, s := range splitList(sizes) {
+	for _, s := range bench.SplitList(sizes) {
 		n, err := bench.ParseSize(s)
 		if err != nil {
 			return o, err
 		}
 		o.sizes = append(o.sizes, n)
 	}
-	for _, s := range splitList(concs) {
+	for _, s := range bench.SplitList(concs) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			return o, fmt.Errorf("bad concurrency %q", s)
@@ -153,7 +153,7 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("bad --window %q", window)
 	}
 	o.window = w
-	for _, m := range splitList(modes) {
+	for _, m := range bench.SplitList(modes) {
 		if m != "unary" && m != bench.ModePingPong && m != bench.ModeStream {
 			return o, fmt.Errorf("bad mode %q: want unary, pingpong or stream", m)
 		}
@@ -162,7 +162,7 @@ func parseFlags(args []string) (options, error) {
 	if len(o.modes) == 0 {
 		o.modes = []string{"unary"}
 	}
-	for _, p := range splitList(compare) {
+	for _, p := range bench.SplitList(compare) {
 		if _, ok := peers[p]; !ok {
 			return o, fmt.Errorf("bad peer %q in --compare: want raw, drpc or grpc", p)
 		}
@@ -183,23 +183,6 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("give --ib-dev (run perftest) or --ib-lat/--ib-bw (read its output), not both")
 	}
 	return o, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return n
-	}
-	return def
 }
 
 func serve(ctx context.Context, target string, stdout io.Writer) error {

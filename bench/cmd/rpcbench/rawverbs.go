@@ -45,7 +45,7 @@ func newRawVerbs(o options, target string, log io.Writer) (*rawVerbs, error) {
 			return nil, errors.New("give both --ib-lat and --ib-bw")
 		}
 		rv := &rawVerbs{lat: map[int]perftest.LatRow{}, bw: map[int]perftest.BWRow{}, path: o.ibLat + " and " + o.ibBW}
-		for _, p := range splitList(o.ibLat) {
+		for _, p := range bench.SplitList(o.ibLat) {
 			b, err := os.ReadFile(p)
 			if err != nil {
 				return nil, err
@@ -58,7 +58,7 @@ func newRawVerbs(o options, target string, log io.Writer) (*rawVerbs, error) {
 				rv.lat[r.Bytes] = r
 			}
 		}
-		for _, p := range splitList(o.ibBW) {
+		for _, p := range bench.SplitList(o.ibBW) {
 			b, err := os.ReadFile(p)
 			if err != nil {
 				return nil, err

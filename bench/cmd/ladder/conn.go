@@ -17,7 +17,7 @@ import (
 // conc callers each sending a message and waiting for a reply on the one
 // connection (a reply may be another caller's: the count balances).
 func connRung(tr transport.Transport, addr string) runner {
-	return func(c *cell) (func() (*hist, error), error) {
+	return func(c *cell) (func() (lats, error), error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		lis, err := tr.Listen(addr)
@@ -43,23 +43,19 @@ func connRung(tr transport.Transport, addr string) runner {
 		}
 		var wg sync.WaitGroup
 		wg.Go(func() { connEcho(srv) })
-		hs := make([]*hist, c.conc)
+		hs := make([]*lats, c.conc)
 		errs := make([]error, c.conc)
 		var callers sync.WaitGroup
 		for w := range c.conc {
-			hs[w] = newHist()
+			hs[w] = newLats()
 			callers.Go(func() { errs[w] = connCall(cl, c, hs[w]) })
 		}
-		return func() (*hist, error) {
+		return func() (lats, error) {
 			callers.Wait()
 			cl.Close()
 			srv.Close()
 			wg.Wait()
-			h := newHist()
-			for _, o := range hs {
-				h.merge(o)
-			}
-			return h, errors.Join(errs...)
+			return merge(hs), errors.Join(errs...)
 		}, nil
 	}
 }
@@ -79,7 +75,7 @@ func connEcho(c transport.Conn) {
 	}
 }
 
-func connCall(c transport.Conn, cl *cell, h *hist) error {
+func connCall(c transport.Conn, cl *cell, h *lats) error {
 	ctx := context.Background()
 	msg := make([]byte, cl.size)
 	for {
@@ -111,7 +107,7 @@ func connCall(c transport.Conn, cl *cell, h *hist) error {
 // flight would need a writer apart from the reader, or the two sides'
 // writes could fill both socket buffers and stall).
 func tcpRung(ip string) runner {
-	return func(c *cell) (func() (*hist, error), error) {
+	return func(c *cell) (func() (lats, error), error) {
 		lis, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 		if err != nil {
 			return nil, err
@@ -138,21 +134,17 @@ func tcpRung(ip string) runner {
 			socks = append(socks, cl, srv)
 		}
 		var wg sync.WaitGroup
-		hs := make([]*hist, c.conc)
+		hs := make([]*lats, c.conc)
 		errs := make([]error, c.conc)
 		for w := range c.conc {
-			hs[w] = newHist()
+			hs[w] = newLats()
 			wg.Go(func() { tcpEcho(socks[2*w+1], c.size) })
 			wg.Go(func() { errs[w] = tcpCall(socks[2*w], c, hs[w]); socks[2*w].Close() })
 		}
-		return func() (*hist, error) {
+		return func() (lats, error) {
 			wg.Wait()
 			closeAll()
-			h := newHist()
-			for _, o := range hs {
-				h.merge(o)
-			}
-			return h, errors.Join(errs...)
+			return merge(hs), errors.Join(errs...)
 		}, nil
 	}
 }
@@ -170,7 +162,7 @@ func tcpEcho(c net.Conn, size int) {
 	}
 }
 
-func tcpCall(c net.Conn, cl *cell, h *hist) error {
+func tcpCall(c net.Conn, cl *cell, h *lats) error {
 	out := make([]byte, 4+cl.size)
 	binary.BigEndian.PutUint32(out, uint32(cl.size))
 	in := make([]byte, 4+cl.size)

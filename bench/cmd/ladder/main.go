@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmarpc/rdmarpc/bench"
 	"github.com/rdmarpc/rdmarpc/transport/rdma"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/rawverbs"
 )
 
 func main() {
@@ -24,7 +26,7 @@ func main() {
 func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ladder", flag.ContinueOnError)
 	dev := fs.String("dev", os.Getenv("RDMARPC_TEST_DEV"), "RDMA `device` for the verbs rungs")
-	gid := fs.Int("gid", envInt("RDMARPC_TEST_GID_INDEX", 1), "RoCE v2 GID `index` of --ip on --dev")
+	gid := fs.Int("gid", bench.EnvInt("RDMARPC_TEST_GID_INDEX", 1), "RoCE v2 GID `index` of --ip on --dev")
 	ip := fs.String("ip", os.Getenv("RDMARPC_TEST_IP"), "this host's `IP` on --dev (conn and tcp-raw rungs listen on it)")
 	sizes := fs.String("sizes", "64,4096,65536", "payload `bytes`, comma-separated")
 	concs := fs.String("conc", "1,16", "requests in flight, comma-separated")
@@ -59,7 +61,7 @@ func run(args []string, stdout io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var rs []result
+	var rs []bench.Result
 	if !*only {
 		if rs, err = runRungs(stdout, strings.Split(*rungs, ","), *dev, *gid, *ip, sz, cc, *warm, *d, *pollSpin); err != nil {
 			return err
@@ -70,7 +72,7 @@ func run(args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	for _, p := range splitList(*merge) {
+	for _, p := range bench.SplitList(*merge) {
 		more, err := readCSV(p)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
@@ -78,8 +80,8 @@ func run(args []string, stdout io.Writer) error {
 		rs = append(rs, more...)
 	}
 	printTable(stdout, rs, sz, cc)
-	var before []result
-	for _, p := range splitList(*beforeFiles) {
+	var before []bench.Result
+	for _, p := range bench.SplitList(*beforeFiles) {
 		more, err := readCSV(p)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
@@ -90,38 +92,39 @@ func run(args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runRungs(log io.Writer, names []string, dev string, gid int, ip string, sizes, concs []int, warm, d, pollSpin time.Duration) ([]result, error) {
+func runRungs(log io.Writer, names []string, dev string, gid int, ip string, sizes, concs []int, warm, d, pollSpin time.Duration) ([]bench.Result, error) {
 	var (
-		rs  []result
-		vd  *device
+		rs  []bench.Result
+		vd  *rawverbs.Device
 		err error
 	)
 	for _, name := range names {
 		var r runner
+		transport := "rdma"
 		switch name {
 		case "verbs-busy", "verbs-event":
 			if vd == nil {
-				if vd, err = openDevice(dev, gid); err != nil {
+				if vd, err = rawverbs.Open(dev, gid); err != nil {
 					return nil, fmt.Errorf("opening %q: %w", dev, err)
 				}
-				defer vd.close()
+				defer vd.Close()
 			}
 			r = verbsRung(vd, name == "verbs-event")
 		case "conn":
 			r = connRung(rdma.New(rdma.Options{PollSpin: pollSpin}), net.JoinHostPort(ip, "0"))
 		case "tcp-raw":
-			r = tcpRung(ip)
+			r, transport = tcpRung(ip), "tcp"
 		default:
 			return nil, fmt.Errorf("no rung %q", name)
 		}
 		for _, size := range sizes {
 			for _, conc := range concs {
-				res, err := measure(name, size, conc, warm, d, r)
+				res, err := measure(name, transport, size, conc, warm, d, r)
 				if err != nil {
 					return nil, fmt.Errorf("%s at %d B, conc %d: %w", name, size, conc, err)
 				}
 				fmt.Fprintf(log, "  %-12s %6d B conc %-3d p50 %8.1f µs  p99 %8.1f µs  %8.0f calls/s\n",
-					name, size, conc, us(res.P50), us(res.P99), res.callsPerSec())
+					name, size, conc, us(res.P50), us(res.P99), res.CallsPerSec())
 				rs = append(rs, res)
 			}
 		}
@@ -133,7 +136,7 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 
 func ints(s string) ([]int, error) {
 	var out []int
-	for _, f := range splitList(s) {
+	for _, f := range bench.SplitList(s) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("%q is not a positive number", f)
@@ -141,21 +144,4 @@ func ints(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return n
-	}
-	return def
 }

@@ -3,7 +3,7 @@
 // RPC layer, in one process, and prints them with the RPC rungs that
 // bench/cmd/rpcbench measured in the same boot:
 //
-//	verbs-busy   raw verbs ping-pong through transport/rdma/internal/verbs, busy polling
+//	verbs-busy   raw verbs ping-pong (transport/rdma/rawverbs), busy polling
 //	verbs-event  the same, sleeping on the completion channel
 //	conn         transport/rdma Conn ping-pong (Send, Recv) at the default Options
 //	tcp-raw      a length-prefixed ping-pong on a TCP socket
@@ -14,6 +14,9 @@
 // per-call costs (context switches, scheduler wake-ups, cgo calls, heap
 // objects, CPU) are both ends' together.
 //
-// It lives under transport/rdma/internal because the verbs binding does;
-// bench/softroce.sh builds it and runs it in the Soft-RoCE guest.
+// The verbs rungs reach the project's binding through
+// transport/rdma/rawverbs, which exposes only what they use; the figures,
+// their per-call costs and the CSV are bench's (bench.Result,
+// bench.StartMeasure, bench.WriteCSV). bench/softroce.sh builds it and
+// runs it in the Soft-RoCE guest.
 package main
