@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"fmt"
 	"go/build"
 	"io/fs"
 	"os"
@@ -113,7 +114,7 @@ func TestNoImportFromALayerAbove(t *testing.T) {
 				continue // reported as a package of its own
 			}
 			if li > lp {
-				bad = append(bad, pkg+" (layer "+itoa(lp)+") imports "+rel+" (layer "+itoa(li)+")")
+				bad = append(bad, fmt.Sprintf("%s (layer %d) imports %s (layer %d)", pkg, lp, rel, li))
 			}
 		}
 	}
@@ -137,5 +138,3 @@ func TestTheTestCanFail(t *testing.T) {
 		t.Fatalf("the longest prefix does not win: verbs at %d", l)
 	}
 }
-
-func itoa(i int) string { return string(rune('0' + i)) }

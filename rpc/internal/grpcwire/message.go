@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // PrefixLen is the size of the prefix before every gRPC message: a
@@ -87,7 +88,7 @@ func (r *Reader) Next(buf []byte) (msg []byte, compressed bool, err error) {
 	msg = buf[:0]
 	for len(msg) < n {
 		step := min(n-len(msg), max(growStep, len(msg)))
-		msg = append(msg, make([]byte, step)...)
+		msg = slices.Grow(msg, step)[:len(msg)+step] // one allocation a step, no zeroed copy to append
 		if _, err := io.ReadFull(r.r, msg[len(msg)-step:]); err != nil {
 			return nil, compressed, ended(n, err)
 		}
