@@ -194,7 +194,9 @@ func TestKeepaliveSlowPingPeerSending(t *testing.T) {
 	g := newGate() // Echo does not wait on it
 	defer g.open()
 	s := startServer(t, tr, g)
-	_, c := s.dial(t, rpc.WithKeepalive(rpc.Keepalive{Time: 10 * time.Millisecond, Timeout: 50 * time.Millisecond}))
+	// Timeout 1 s: keepalive closes a link silent that long after a ping, and
+	// a loaded machine can stall a call for tens of milliseconds.
+	_, c := s.dial(t, rpc.WithKeepalive(rpc.Keepalive{Time: 10 * time.Millisecond, Timeout: time.Second}))
 	ctx := testCtx(t)
 	select { // the idle connection pings
 	case <-tr.pinging:
