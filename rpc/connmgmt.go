@@ -78,6 +78,13 @@ func (l *serverLink) pingAllowed(now time.Time) bool {
 	return l.pingStrikes <= maxPingStrikes
 }
 
+// closable reports whether a draining connection may be closed: settled,
+// no call or stream open, and no response on its way (a unary call leaves
+// the calls before its response is sent, and counts as sending first).
+func (l *serverLink) closable() bool {
+	return l.timers.settled.Load() && !l.busy() && l.ResponsesSending() == 0
+}
+
 // busy reports whether a call or stream is open on l.
 func (l *serverLink) busy() bool {
 	l.adm.mu.Lock()
@@ -174,9 +181,8 @@ func (l *serverLink) drainedCheck() {
 	if !t.settled.Load() && l.Pongs() > t.drainPongs {
 		t.settled.Store(true)
 	}
-	settled := t.settled.Load()
 	t.mu.Unlock()
-	if !settled || l.busy() || l.ResponsesSending() > 0 {
+	if !l.closable() {
 		return
 	}
 	l.GoOwned(func() {

@@ -120,3 +120,53 @@ func TestMaxConnectionIdleClosesStubbornClient(t *testing.T) {
 		t.Fatal("the server keeps a connection after its idle GOAWAY")
 	}
 }
+
+// TestGracefulStopKeepsAnsweringCall: a unary call that ends on a
+// draining connection whose PING came back is sent its response before
+// the server closes the connection. It was closed under it: the call left
+// the calls before its response counted as sending, and a PONG (or the
+// response of another call) in between found nothing left (CI saw the
+// conformance GracefulStop call fail "connection closed by peer").
+func TestGracefulStopKeepsAnsweringCall(t *testing.T) {
+	g := newGate()
+	tr := pipe.New(pipe.Options{})
+	s := startServer(t, tr, g, rpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Hour, Timeout: time.Hour}))
+	ctx := testCtx(t)
+	raw, err := tr.Dial(ctx, s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	handshakeAsClient(t, ctx, raw)
+	send(t, ctx, raw, wire.AppendRequestHead(nil, 1, 0, testpb.Test_Block_FullMethodName, nil))
+	waitUntil(t, "the call to run", func() bool { return g.started.Load() == 1 })
+	kinds, gone := stubborn(t, ctx, raw, true)
+	closable := make(chan bool, 1)
+	rpc.SetUnaryEndedHook(t, func(c bool) {
+		select {
+		case closable <- c:
+		default:
+		}
+	})
+	stopped := make(chan struct{})
+	go func() { s.srv.GracefulStop(); close(stopped) }()
+	waitUntil(t, "the PING after the GOAWAY to come back", func() bool { return rpc.Settled(s.srv) })
+	g.open()
+	if <-closable {
+		t.Fatal("a draining connection could be closed while a call's response was still to be sent")
+	}
+	select {
+	case <-gone:
+	case <-ctx.Done():
+		t.Fatal("the server keeps the drained connection")
+	}
+	for got := false; !got; {
+		select {
+		case k := <-kinds:
+			got = k == wire.KindResponse
+		default:
+			t.Fatal("the connection closed before the call's response reached the client")
+		}
+	}
+	<-stopped
+}

@@ -96,3 +96,24 @@ func RunningCalls(s *Server) int64 {
 	}
 	return n
 }
+
+// SetUnaryEndedHook calls f, until the test ends, each time a unary call
+// has left its connection's calls and its response is not yet sent, with
+// whether a draining connection could be closed then.
+func SetUnaryEndedHook(t interface{ Cleanup(func()) }, f func(closable bool)) {
+	testHookUnaryEnded.Store(&f)
+	t.Cleanup(func() { testHookUnaryEnded.Store(nil) })
+}
+
+// Settled reports whether every connection of s is draining and settled:
+// the PING after its GOAWAY came back, or its keepalive timeout passed.
+func Settled(s *Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.conns {
+		if !l.timers.settled.Load() {
+			return false
+		}
+	}
+	return len(s.conns) > 0
+}

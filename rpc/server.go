@@ -560,6 +560,11 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 	return st
 }
 
+// testHookUnaryEnded, when set, is called once a unary call has left the
+// calls and before its response is sent, with whether a draining
+// connection could be closed then.
+var testHookUnaryEnded atomic.Pointer[func(closable bool)]
+
 // serveStream runs st's handler and sends its outcome.
 func (l *serverLink) serveStream(st *callStream) {
 	sc := &st.sc
@@ -570,13 +575,20 @@ func (l *serverLink) serveStream(st *callStream) {
 	}
 	st.start()
 	resp, err := l.run(sc, st)
+	// Counted as sending before it leaves the calls: a draining
+	// connection with neither would be closed under its response.
+	l.ResponseStart()
 	l.adm.mu.Lock()
 	delete(l.adm.calls, st.id)
 	l.adm.uncountLocked(&st.counted)
 	l.adm.mu.Unlock()
 	l.callEnded()
 	st.end(context.Canceled)
+	if h := testHookUnaryEnded.Load(); h != nil {
+		(*h)(l.closable())
+	}
 	err = l.respond(st, sc, resp, err)
+	l.ResponseDone()
 	l.adm.unreserve(st) // a response that did not go
 	l.adm.requestDone(st)
 	l.answered()
@@ -683,10 +695,9 @@ func (l *serverLink) unknownMethod(method string, svc *service) error {
 // respond sends a call's outcome, within the connection's budget for
 // unsent responses. A response that cannot be encoded or is too large
 // becomes an error response. It returns the outcome the client was sent.
+// The caller counts it as sending (ResponseStart, ResponseDone).
 func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err error) error {
 	id := call.id
-	l.ResponseStart()
-	defer l.ResponseDone()
 	sc.mu.Lock()
 	header, trailer := sc.header, sc.trailer
 	sc.mu.Unlock()
