@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	pf.StringVar(&c.addr, "addr", defAddr, "server target: tcp://HOST:PORT or rdma://HOST:PORT (env KVCTL_ADDR)")
 	pf.DurationVar(&c.timeout, "timeout", 10*time.Second, "deadline of each command (bench: of each call)")
 	pf.BoolVar(&c.json, "json", false, "print JSON instead of text")
-	root.AddCommand(c.getCmd(), c.putCmd(), c.delCmd(), c.scanCmd(), c.batchCmd(), c.casCmd(), c.watchCmd(), c.benchCmd())
+	root.AddCommand(c.getCmd(), c.putCmd(), c.delCmd(), c.scanCmd(), c.batchCmd(), c.casCmd(), c.watchCmd(), c.benchCmd(), c.healthCmd())
 	// Flag and argument errors from cobra are usage errors.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError("%v", err) })
 
