@@ -39,13 +39,15 @@ fresh-test:
 deps:
 	bash scripts/install-deps.sh
 
-# gofmt, go vet, staticcheck, and go.mod/go.sum tidy, in every module.
+# gofmt, go vet, staticcheck, and go.mod/go.sum tidy, in every module; the
+# Kubernetes manifests against Kubernetes' schemas (scripts/check-deploy.sh).
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	@[ -x $(STATICCHECK) ] || { echo "staticcheck missing: run make deps"; exit 1; }
 	$(call each,go vet ./...)
 	$(call each,$(STATICCHECK) ./...)
 	$(call each,go mod tidy -diff)
+	bash scripts/check-deploy.sh
 
 # Builds with and without cgo, the commands with cgo but without
 # libibverbs-dev (scripts/check-noverbs.sh), and the README's route from a

@@ -9,6 +9,9 @@
 #   - make, git, ca-certificates: the Makefile, `git diff` in check-generate,
 #     and HTTPS to the Go module proxy;
 #   - every module's Go dependencies, and staticcheck (make lint);
+#   - kubeconform and Kubernetes' OpenAPI document (the k8s.io/kubernetes
+#     module), from the Go module proxy: make lint validates deploy/kubernetes
+#     (scripts/check-deploy.sh) with nothing fetched at test time;
 #   - through the test bed (testbed/vm.sh prepare): qemu, busybox, perftest,
 #     a Debian kernel with rdma_rxe and the initramfs that runs tests on real
 #     verbs.
@@ -18,6 +21,10 @@ cd "$(dirname "$0")/.."
 
 # The staticcheck release make lint runs; one that knows Go 1.26.
 STATICCHECK_VERSION=v0.8.2
+# kubeconform, and the Kubernetes release whose schemas it checks against
+# (K8S_VERSION is also in scripts/check-deploy.sh).
+KUBECONFORM_VERSION=v0.8.0
+K8S_VERSION=v1.37.2
 
 need=()
 for p in gcc make git ca-certificates libibverbs-dev ibverbs-providers rdma-core \
@@ -45,5 +52,11 @@ if ! "$gobin/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#
   echo "install-deps: installing staticcheck $STATICCHECK_VERSION"
   timeout 600 go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
+
+if [ ! -x "$gobin/kubeconform" ]; then
+  echo "install-deps: installing kubeconform $KUBECONFORM_VERSION"
+  timeout 600 go install "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION"
+fi
+(cd /tmp && GOFLAGS=-mod=mod timeout 600 go mod download "k8s.io/kubernetes@$K8S_VERSION")
 
 timeout 900 bash testbed/vm.sh prepare
