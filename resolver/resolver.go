@@ -86,21 +86,68 @@ func (a Address) String() string {
 	return s
 }
 
+// Endpoint is one server that can be reached at several addresses (its
+// IPv6 and its IPv4 address, say), as in gRPC-go: balancers that spread
+// calls (round_robin) spread them over endpoints, and use the first of an
+// endpoint's addresses that answers.
+type Endpoint struct {
+	// Addresses are the endpoint's, in the order to try them.
+	Addresses []Address
+	// Attributes carry what the resolver knows about the endpoint for the
+	// balancer.
+	Attributes *attributes.Attributes
+}
+
 // State is what a resolver knows about its target.
 type State struct {
 	// Addresses are the servers, in the resolver's order. A resolver never
 	// reports an empty list: it reports an error instead.
-	Addresses  []Address
+	Addresses []Address
+	// Endpoints group the addresses by server. A resolver may set either
+	// field or both: the client fills Addresses from Endpoints (every
+	// endpoint's addresses, in order) when only Endpoints is set, and
+	// Endpoints from Addresses (one endpoint each) when only Addresses is,
+	// so that balancers find both.
+	Endpoints  []Endpoint
 	Attributes *attributes.Attributes
 }
 
 // String describes the state for logs.
 func (s State) String() string {
-	addrs := make([]string, len(s.Addresses))
-	for i, a := range s.Addresses {
+	if len(s.Endpoints) > 0 {
+		eps := make([]string, len(s.Endpoints))
+		for i, e := range s.Endpoints {
+			eps[i] = addrList(e.Addresses)
+		}
+		return fmt.Sprintf("[%s]", strings.Join(eps, ", "))
+	}
+	return addrList(s.Addresses)
+}
+
+func addrList(as []Address) string {
+	addrs := make([]string, len(as))
+	for i, a := range as {
 		addrs[i] = a.String()
 	}
 	return fmt.Sprintf("[%s]", strings.Join(addrs, ", "))
+}
+
+// Complete returns s with Addresses filled from Endpoints, or Endpoints
+// from Addresses, whichever the resolver left empty (the client does this
+// before a balancer sees the state).
+func (s State) Complete() State {
+	switch {
+	case len(s.Addresses) == 0 && len(s.Endpoints) > 0:
+		for _, e := range s.Endpoints {
+			s.Addresses = append(s.Addresses, e.Addresses...)
+		}
+	case len(s.Endpoints) == 0 && len(s.Addresses) > 0:
+		s.Endpoints = make([]Endpoint, len(s.Addresses))
+		for i, a := range s.Addresses {
+			s.Endpoints[i] = Endpoint{Addresses: []Address{a}}
+		}
+	}
+	return s
 }
 
 // ClientConn is what a resolver reports to: the client (in gRPC-go's name)

@@ -308,3 +308,22 @@ func BenchmarkParseTarget(b *testing.B) {
 		})
 	}
 }
+
+// TestStateComplete: a state with only Endpoints gets their addresses in
+// order, one with only Addresses an endpoint each, and one with both is
+// left as it is.
+func TestStateComplete(t *testing.T) {
+	a := func(s string) resolver.Address { return resolver.Address{Addr: s} }
+	st := resolver.State{Endpoints: []resolver.Endpoint{{Addresses: []resolver.Address{a("6"), a("4")}}, {Addresses: []resolver.Address{a("x")}}}}.Complete()
+	if got := st.String(); got != "[[6, 4], [x]]" || len(st.Addresses) != 3 || st.Addresses[0].Addr != "6" || st.Addresses[2].Addr != "x" {
+		t.Fatalf("endpoints only: %v, addresses %v", got, st.Addresses)
+	}
+	st = resolver.State{Addresses: []resolver.Address{a("1"), a("2")}}.Complete()
+	if len(st.Endpoints) != 2 || st.Endpoints[1].Addresses[0].Addr != "2" || len(st.Endpoints[1].Addresses) != 1 {
+		t.Fatalf("addresses only: endpoints %v", st.Endpoints)
+	}
+	both := resolver.State{Addresses: []resolver.Address{a("1")}, Endpoints: []resolver.Endpoint{{Addresses: []resolver.Address{a("2")}}}}
+	if st := both.Complete(); len(st.Addresses) != 1 || st.Addresses[0].Addr != "1" || st.Endpoints[0].Addresses[0].Addr != "2" {
+		t.Fatalf("both: %v %v", st.Addresses, st.Endpoints)
+	}
+}

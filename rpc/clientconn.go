@@ -376,6 +376,7 @@ type ccResolver struct {
 // where they say.
 func (r ccResolver) UpdateState(s resolver.State) error {
 	cc := r.cc
+	s = s.Complete()
 	if len(s.Addresses) == 0 {
 		r.ReportError(errors.New("resolver reported no addresses"))
 		return errors.New("rpc: no addresses")

@@ -403,6 +403,9 @@ func TestStatesAfterLinkLoss(t *testing.T) {
 	tr.gate = make(chan struct{}) // the next dial waits
 	spy.client(0).Close()
 	waitForState(t, cc, connectivity.Idle)
+	// The resolver is asked after the backend reports Idle (not under the
+	// ClientConn's lock): wait for it, then make sure it was asked once.
+	waitUntil(t, "the resolver is asked to resolve again after a lost connection", func() bool { return r.ResolveNowCount() > 0 })
 	if n := r.ResolveNowCount(); n != 1 {
 		t.Fatalf("the resolver was asked to resolve again %d times after a lost connection, want 1", n)
 	}

@@ -2,6 +2,7 @@ package base
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/rdmarpc/rdmarpc/balancer"
 	"github.com/rdmarpc/rdmarpc/connectivity"
@@ -49,7 +50,8 @@ func (b *builder) Build(cc balancer.ClientConn, _ balancer.BuildOptions) balance
 	return &baseBalancer{cc: cc, pb: b.pb, state: connectivity.Connecting, stale: true}
 }
 
-// sub is one backend: its SubConn, address and last state.
+// sub is one backend (an endpoint): its SubConn, first address and last
+// state.
 type sub struct {
 	sc    balancer.SubConn
 	addr  resolver.Address
@@ -67,14 +69,22 @@ type baseBalancer struct {
 	stale  bool // the Ready set changed since the picker was built
 }
 
-// key is what makes two addresses one backend: a duplicate gets one
+// key is what makes two endpoints one backend: a duplicate gets one
 // SubConn.
-func key(a resolver.Address) string {
-	return a.Transport + "|" + a.Addr + "|" + a.ServerName
+func key(e resolver.Endpoint) string {
+	var k strings.Builder
+	for _, a := range e.Addresses {
+		k.WriteString(a.Transport + "|" + a.Addr + "|" + a.ServerName + "\x00")
+	}
+	return k.String()
 }
 
+// UpdateClientConnState keeps a backend (a SubConn) per endpoint: calls are
+// spread over endpoints, whatever number of addresses each has, and each
+// SubConn connects to its endpoint's first address that answers.
 func (b *baseBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
-	if len(s.ResolverState.Addresses) == 0 {
+	eps := s.ResolverState.Complete().Endpoints
+	if len(eps) == 0 {
 		b.ResolverError(errors.New("the resolver reported no addresses"))
 		return balancer.ErrBadResolverState
 	}
@@ -83,9 +93,12 @@ func (b *baseBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	for _, s := range b.subs {
 		old[s.key] = s
 	}
-	subs := make([]*sub, 0, len(s.ResolverState.Addresses))
-	for _, a := range s.ResolverState.Addresses {
-		k := key(a)
+	subs := make([]*sub, 0, len(eps))
+	for _, e := range eps {
+		if len(e.Addresses) == 0 {
+			continue
+		}
+		k := key(e)
 		if s, ok := old[k]; ok {
 			subs = append(subs, s)
 			delete(old, k)
@@ -94,8 +107,8 @@ func (b *baseBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		if seen(subs, k) {
 			continue
 		}
-		n := &sub{addr: a, key: k, state: connectivity.Idle}
-		sc, err := b.cc.NewSubConn([]resolver.Address{a}, balancer.NewSubConnOptions{
+		n := &sub{addr: e.Addresses[0], key: k, state: connectivity.Idle}
+		sc, err := b.cc.NewSubConn(e.Addresses, balancer.NewSubConnOptions{
 			StateListener: func(st balancer.SubConnState) { b.updateSubConnState(n, st) },
 		})
 		if err != nil {

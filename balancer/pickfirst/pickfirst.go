@@ -26,7 +26,7 @@ type pickFirst struct {
 }
 
 func (b *pickFirst) UpdateClientConnState(s balancer.ClientConnState) error {
-	addrs := s.ResolverState.Addresses
+	addrs := s.ResolverState.Complete().Addresses // every endpoint's, in order
 	if len(addrs) == 0 {
 		b.ResolverError(errors.New("the resolver reported no addresses"))
 		return balancer.ErrBadResolverState

@@ -64,6 +64,17 @@ func (r *Resolver) UpdateState(s resolver.State) error {
 	return r.cc.UpdateState(s)
 }
 
+// CC is the ClientConn the resolver was last built for, as gRPC-go's:
+// tests report states and errors to it directly. It panics before Build.
+func (r *Resolver) CC() resolver.ClientConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cc == nil {
+		panic("manual: Resolver.CC called before Build (or after Close)")
+	}
+	return r.cc
+}
+
 // ReportError reports err to the ClientConn, if built.
 func (r *Resolver) ReportError(err error) {
 	r.mu.Lock()

@@ -41,6 +41,9 @@ func TestManual(t *testing.T) {
 		t.Fatalf("UpdateState returned %v, want the ClientConn's answer", err)
 	}
 	r.ReportError(errors.New("down"))
+	if r.CC() != resolver.ClientConn(c) {
+		t.Fatalf("CC() = %v, want the ClientConn it was built for", r.CC())
+	}
 	res.ResolveNow(resolver.ResolveNowOptions{})
 	res.ResolveNow(resolver.ResolveNowOptions{})
 	if len(c.states) != 2 || len(c.errs) != 1 || r.ResolveNowCount() != 2 {
@@ -50,4 +53,10 @@ func TestManual(t *testing.T) {
 	if err := r.UpdateState(resolver.State{}); !errors.Is(err, manual.ErrNotBuilt) || len(c.states) != 2 {
 		t.Fatalf("UpdateState after Close: %v, %d states", err, len(c.states))
 	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("CC() after Close did not panic")
+		}
+	}()
+	r.CC()
 }
