@@ -44,11 +44,13 @@ type (
 	Keepalive               = rpc.Keepalive
 	ListenOption            = rpc.ListenOption
 	Listener                = rpc.Listener
+	MethodConfig            = rpc.MethodConfig
 	MethodDesc              = rpc.MethodDesc
 	MethodHandler           = rpc.MethodHandler
 	MethodInfo              = rpc.MethodInfo
 	PerRPCCredsCallOption   = rpc.PerRPCCredsCallOption
 	ProtoCodec              = rpc.ProtoCodec
+	RetryPolicy             = rpc.RetryPolicy
 	Server                  = rpc.Server
 	ServerOption            = rpc.ServerOption
 	ServerStream            = rpc.ServerStream
@@ -108,6 +110,8 @@ var (
 	PerRPCCredentials  = rpc.PerRPCCredentials
 	WaitForReady       = rpc.WaitForReady
 
+	MaxRetryRPCBufferSize = rpc.MaxRetryRPCBufferSize
+
 	// Dial options.
 	WithBlock                  = rpc.WithBlock
 	FailOnNonTempDialError     = rpc.FailOnNonTempDialError
@@ -119,6 +123,7 @@ var (
 	WithContextDialer          = rpc.WithContextDialer
 	WithDefaultCallOptions     = rpc.WithDefaultCallOptions
 	WithDefaultServiceConfig   = rpc.WithDefaultServiceConfig
+	WithDisableRetry           = rpc.WithDisableRetry
 	WithFallback               = rpc.WithFallback
 	WithIdleTimeout            = rpc.WithIdleTimeout
 	WithInitialConnWindowSize  = rpc.WithInitialConnWindowSize
@@ -127,6 +132,7 @@ var (
 	WithKeepalive              = rpc.WithKeepalive
 	WithKeepaliveParams        = rpc.WithKeepaliveParams
 	WithLogger                 = rpc.WithLogger
+	WithMaxCallAttempts        = rpc.WithMaxCallAttempts
 	WithMaxHeaderListSize      = rpc.WithMaxHeaderListSize
 	WithMaxRecvMsgSize         = rpc.WithMaxRecvMsgSize
 	WithMaxSendMsgSize         = rpc.WithMaxSendMsgSize

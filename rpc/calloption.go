@@ -24,6 +24,12 @@ type callInfo struct {
 	// attemptHeader, set by the retry loop, receives the response
 	// headers: once the server sent some, the call is committed.
 	attemptHeader *metadata.MD
+	// attemptTrailer, set by the retry loop, receives the response
+	// trailers: the server's grpc-retry-pushback-ms is there.
+	attemptTrailer *metadata.MD
+	// retryBuffer bounds what a call keeps to replay on a retry
+	// (MaxRetryRPCBufferSize); 0: defaultRetryBufferSize.
+	retryBuffer int
 }
 
 type callOptionFunc func(*callInfo)
@@ -64,4 +70,25 @@ func PeerOption(p *Peer) CallOption {
 // succeed, instead of failing at once with Unavailable, as gRPC-go's.
 func WaitForReady(waitForReady bool) CallOption {
 	return callOptionFunc(func(ci *callInfo) { ci.waitForReady = waitForReady })
+}
+
+// MaxRetryRPCBufferSize bounds the bytes of requests a call keeps to send
+// again on a retry, as gRPC-go's (default 256 KiB): a call whose requests
+// outgrow it is committed to its current attempt and not retried.
+func MaxRetryRPCBufferSize(bytes int) CallOption {
+	return callOptionFunc(func(ci *callInfo) { ci.retryBuffer = bytes })
+}
+
+// retryBufferOf is the retry buffer the call options opts set.
+func retryBufferOf(opts []CallOption) int {
+	var ci callInfo
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&ci)
+		}
+	}
+	if ci.retryBuffer <= 0 {
+		return defaultRetryBufferSize
+	}
+	return ci.retryBuffer
 }

@@ -32,6 +32,9 @@ type backend struct {
 	fail   atomic.Int64 // Echo fails this many calls more, with code
 	code   codes.Code
 	header bool // a failing Echo sends response headers first
+	// trailer, when set, is what a failing Echo sets as its trailer
+	// (grpc-retry-pushback-ms, say).
+	trailer metadata.MD
 
 	mu       sync.Mutex
 	previous []string // each call's grpc-previous-rpc-attempts
@@ -46,6 +49,11 @@ func (b *backend) Echo(ctx context.Context, in *testpb.EchoRequest) (*testpb.Ech
 	if b.fail.Add(-1) >= 0 {
 		if b.header {
 			if err := rpc.SendHeader(ctx, metadata.Pairs("sent", "yes")); err != nil {
+				return nil, err
+			}
+		}
+		if b.trailer != nil {
+			if err := rpc.SetTrailer(ctx, b.trailer); err != nil {
 				return nil, err
 			}
 		}

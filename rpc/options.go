@@ -241,6 +241,8 @@ type dialOptions struct {
 	block              bool // WithBlock: DialContext waits for Ready
 	failOnDialError    bool // FailOnNonTempDialError: ... and stops at a failed attempt
 	returnConnError    bool // WithReturnConnectionError: ... and says the last failure
+	disableRetry       bool // WithDisableRetry: the service config's retry policies are ignored
+	maxCallAttempts    int  // WithMaxCallAttempts; 0: defaultMaxCallAttempts
 }
 
 // ConnectParams say how a ClientConn dials again after a failed dial, as

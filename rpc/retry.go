@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/status"
 )
@@ -36,30 +38,47 @@ func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply a
 		ctx, cancel = context.WithTimeout(ctx, mc.timeout)
 		defer cancel()
 	}
-	if mc == nil || mc.retry == nil {
+	p, maxAttempts := cc.retryPolicyOf(mc)
+	if p == nil {
 		return cc.call(ctx, method, req, reply, cc, opts...)
 	}
-	p := mc.retry
-	var header metadata.MD
-	opts = append(opts[:len(opts):len(opts)], callOptionFunc(func(ci *callInfo) { ci.attemptHeader = &header }))
+	if pm, ok := req.(proto.Message); ok && proto.Size(pm) > retryBufferOf(append(cc.opts.callOptions[:len(cc.opts.callOptions):len(cc.opts.callOptions)], opts...)) {
+		// Beyond the retry buffer the call is committed to one attempt,
+		// as gRPC-go's.
+		return cc.call(ctx, method, req, reply, cc, opts...)
+	}
+	var header, trailer metadata.MD
+	opts = append(opts[:len(opts):len(opts)], callOptionFunc(func(ci *callInfo) { ci.attemptHeader, ci.attemptTrailer = &header, &trailer }))
+	sincePushback := 0 // retries since the server last said when
 	for attempt := 1; ; attempt++ {
 		actx := ctx
 		if attempt > 1 {
 			actx = metadata.AppendToOutgoingContext(ctx, previousAttemptsKey, strconv.Itoa(attempt-1))
 		}
-		header = nil
+		header, trailer = nil, nil
 		err := cc.call(actx, method, req, reply, cc, opts...)
 		if err == nil {
 			cc.throttle.success()
 			return nil
 		}
+		wait, pushed, stop := pushback(trailer)
+		if stop {
+			cc.throttle.failure() // the server's "do not retry" counts as a failure
+			return err
+		}
 		if !p.retryable[status.Code(err)] {
 			return err
 		}
-		if allowed := cc.throttle.failure(); !allowed || attempt >= p.maxAttempts || len(header) > 0 || ctx.Err() != nil {
+		if allowed := cc.throttle.failure(); !allowed || attempt >= maxAttempts || len(header) > 0 || ctx.Err() != nil {
 			return err
 		}
-		t := time.NewTimer(p.delay(attempt))
+		if pushed {
+			sincePushback = 0
+		} else {
+			sincePushback++
+			wait = p.delay(sincePushback)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -69,8 +88,8 @@ func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply a
 	}
 }
 
-// delay is the wait before the attempt after the given one (1 for the
-// first): random in [0, min(initialBackoff × multiplier^(n-1), maxBackoff)),
+// delay is the wait before the n-th retry since the server last set one
+// with grpc-retry-pushback-ms (1 for the first): random in [0, min(initialBackoff × multiplier^(n-1), maxBackoff)),
 // as gRPC's.
 func (p *retryPolicy) delay(attempt int) time.Duration {
 	d := float64(p.initialBackoff)

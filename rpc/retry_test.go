@@ -230,6 +230,7 @@ func TestRetryStream(t *testing.T) {
 	r.InitialState(resolver.State{Addresses: []resolver.Address{{Addr: "flaky"}}})
 	cc, _ := newClient(t, tr, r, rpc.WithDefaultServiceConfig(config))
 
+	var before func(rpc.ClientStream) // run calls it on the new stream, when set
 	run := func() ([]string, []string, error) {
 		f.mu.Lock()
 		f.previous = nil
@@ -237,6 +238,9 @@ func TestRetryStream(t *testing.T) {
 		cs, err := cc.NewStream(testCtx(t), &rpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/rdmarpc.test.v1.Flaky/Collect")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if before != nil {
+			before(cs)
 		}
 		req := &testpb.EchoRequest{}
 		for _, p := range []string{"a", "b", "c"} {
@@ -285,5 +289,111 @@ func TestRetryStream(t *testing.T) {
 	got, attempts, err = run()
 	if status.Code(err) != codes.Unavailable || len(got) != 0 || len(attempts) != 1 {
 		t.Fatalf("failing after the header: got %q, %v after %d attempts; want Unavailable after 1 (committed)", got, err, len(attempts))
+	}
+	// Asking for the stream's Context commits it, as gRPC-go's.
+	f.fail.Store(1)
+	f.sendHeader = false
+	before = func(cs rpc.ClientStream) { _ = cs.Context() }
+	got, attempts, err = run()
+	if status.Code(err) != codes.Unavailable || len(got) != 0 || len(attempts) != 1 {
+		t.Fatalf("failing after Context was asked for: got %q, %v after %d attempts; want Unavailable after 1 (committed)", got, err, len(attempts))
+	}
+	before = nil
+	f.fail.Store(1)
+	if got, attempts, err = run(); err != nil || len(attempts) != 2 {
+		t.Fatalf("without Context: got %q, %v after %d attempts; want success after 2", got, err, len(attempts))
+	}
+}
+
+// TestRetryPushback: the server's grpc-retry-pushback-ms (gRFC A6) sets
+// the delay before the next attempt, and a negative or malformed one, or
+// several, stops the retries.
+func TestRetryPushback(t *testing.T) {
+	b := &backend{code: codes.Unavailable}
+	// A backoff of 1000 s: only the server's pushback lets a retry come
+	// before the test's hang guard.
+	config := strings.Replace(retryConfig(3, ""), `"initialBackoff":"0.001s","maxBackoff":"0.002s"`, `"initialBackoff":"1000s","maxBackoff":"1000s"`, 1)
+	_, call := retryClient(t, b, config)
+	for _, tc := range []struct {
+		pushback []string
+		attempts int
+	}{
+		{[]string{"-1"}, 1},
+		{[]string{"soon"}, 1},
+		{[]string{"1", "2"}, 1},
+		{[]string{"99999999999"}, 1},
+		{[]string{"0"}, 3},
+		{[]string{"1"}, 3},
+	} {
+		b.trailer = metadata.MD{"grpc-retry-pushback-ms": tc.pushback}
+		b.fail.Store(10)
+		attempts, err := call()
+		if status.Code(err) != codes.Unavailable || len(attempts) != tc.attempts {
+			t.Fatalf("pushback %q: %v after %d attempts, want Unavailable after %d", tc.pushback, err, len(attempts), tc.attempts)
+		}
+	}
+}
+
+// TestRetryOptions: WithDisableRetry ignores the retry policy,
+// WithMaxCallAttempts caps it (5 by default), and a request larger than
+// MaxRetryRPCBufferSize is not retried.
+func TestRetryOptions(t *testing.T) {
+	tr := pipe.New(pipe.Options{})
+	b := &backend{code: codes.Unavailable}
+	s := startServer(t, tr, b)
+	r := manual.NewBuilderWithScheme("retryopts")
+	r.InitialState(stateOf(s))
+	attempts := func(c testpb.TestClient, opts ...rpc.CallOption) int {
+		t.Helper()
+		b.fail.Store(100)
+		before := b.calls.Load()
+		if _, err := c.Echo(testCtx(t), &testpb.EchoRequest{Payload: []byte("0123456789")}, opts...); status.Code(err) != codes.Unavailable {
+			t.Fatalf("call: %v, want Unavailable", err)
+		}
+		return int(b.calls.Load() - before)
+	}
+	config := rpc.WithDefaultServiceConfig(retryConfig(9, ""))
+	for _, tc := range []struct {
+		name string
+		dial []rpc.DialOption
+		call []rpc.CallOption
+		want int
+	}{
+		{"default", nil, nil, 5},
+		{"WithMaxCallAttempts(7)", []rpc.DialOption{rpc.WithMaxCallAttempts(7)}, nil, 7},
+		{"WithMaxCallAttempts(3)", []rpc.DialOption{rpc.WithMaxCallAttempts(3)}, nil, 3},
+		{"WithMaxCallAttempts(1)", []rpc.DialOption{rpc.WithMaxCallAttempts(1)}, nil, 5},
+		{"WithDisableRetry", []rpc.DialOption{rpc.WithDisableRetry()}, nil, 1},
+		{"MaxRetryRPCBufferSize(5)", nil, []rpc.CallOption{rpc.MaxRetryRPCBufferSize(5)}, 1},
+		{"MaxRetryRPCBufferSize(100)", nil, []rpc.CallOption{rpc.MaxRetryRPCBufferSize(100)}, 5},
+	} {
+		cc, c := newClient(t, tr, r, append([]rpc.DialOption{config}, tc.dial...)...)
+		if got := attempts(c, tc.call...); got != tc.want {
+			t.Errorf("%s: %d attempts, want %d", tc.name, got, tc.want)
+		}
+		cc.Close()
+	}
+}
+
+// TestGetMethodConfig: what the service config says of a method, as
+// gRPC-go's GetMethodConfig reports it.
+func TestGetMethodConfig(t *testing.T) {
+	r := manual.NewBuilderWithScheme("getmc")
+	cc, _ := newClient(t, pipe.New(pipe.Options{}), r, rpc.WithDefaultServiceConfig(`{"methodConfig":[
+		{"name":[{"service":"s.S","method":"M"}],"waitForReady":true,"timeout":"1.5s",
+		 "retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}},
+		{"name":[{"service":"s.S"}],"timeout":"2s"}]}`))
+	mc := cc.GetMethodConfig("/s.S/M")
+	p := mc.RetryPolicy
+	if mc.WaitForReady == nil || !*mc.WaitForReady || mc.Timeout == nil || *mc.Timeout != 1500*time.Millisecond || p == nil ||
+		p.MaxAttempts != 4 || p.InitialBackoff != 100*time.Millisecond || p.MaxBackoff != time.Second || p.BackoffMultiplier != 2 ||
+		!p.RetryableStatusCodes[codes.Unavailable] || len(p.RetryableStatusCodes) != 1 {
+		t.Fatalf("/s.S/M: %+v, retry %+v", mc, p)
+	}
+	if mc := cc.GetMethodConfig("/s.S/Other"); mc.Timeout == nil || *mc.Timeout != 2*time.Second || mc.RetryPolicy != nil || mc.WaitForReady != nil {
+		t.Fatalf("/s.S/Other takes the service's entry: %+v", mc)
+	}
+	if mc := cc.GetMethodConfig("/t.T/M"); mc.Timeout != nil || mc.RetryPolicy != nil || mc.WaitForReady != nil {
+		t.Fatalf("/t.T/M has no entry: %+v", mc)
 	}
 }

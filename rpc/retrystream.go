@@ -37,8 +37,8 @@ func (cc *ClientConn) newStreamFromConfig(ctx context.Context, desc *StreamDesc,
 	cc.beginCall()
 	var cs ClientStream
 	var err error
-	if mc != nil && mc.retry != nil {
-		cs, err = cc.newRetryStream(ctx, desc, method, mc.retry, opts)
+	if p, maxAttempts := cc.retryPolicyOf(mc); p != nil {
+		cs, err = cc.newRetryStream(ctx, desc, method, p, maxAttempts, opts)
 	} else {
 		cs, err = cc.newStream(ctx, desc, method, cc, opts...)
 	}
@@ -47,18 +47,24 @@ func (cc *ClientConn) newStreamFromConfig(ctx context.Context, desc *StreamDesc,
 		return nil, err
 	}
 	if cancel != nil || cc.opts.idleTimeout > 0 {
-		context.AfterFunc(cs.Context(), end)
+		sctx := cs.Context
+		if rs, ok := cs.(*retryStream); ok {
+			sctx = rs.context // its Context commits the stream
+		}
+		context.AfterFunc(sctx(), end)
 	}
 	return cs, nil
 }
 
-// retryBufferSize bounds the messages a stream keeps for replay, as
-// gRPC-go's default per-call retry buffer: past it the stream commits.
-const retryBufferSize = 256 << 10
+// defaultRetryBufferSize bounds the requests a call keeps for replay
+// (MaxRetryRPCBufferSize), as gRPC-go's default per-call retry buffer:
+// past it the call commits.
+const defaultRetryBufferSize = 256 << 10
 
 // retryStream is a stream of a method with a retry policy. Until it is
 // committed (a HEADERS frame or a message came, or its sent messages
-// outgrew retryBufferSize, or one was not a protobuf message) it keeps
+// outgrew the retry buffer, or one was not a protobuf message, or the
+// caller asked for its Context, as gRPC-go's) it keeps
 // copies of what it sent, and when the attempt fails with a retryable code
 // it opens the stream again and replays them, as the policy and the
 // throttle allow. Its context is its own, done when the caller's is or the
@@ -71,6 +77,9 @@ type retryStream struct {
 	method string
 	opts   []CallOption
 	policy *retryPolicy
+	// maxAttempts is the policy's, capped by WithMaxCallAttempts; buffer
+	// the call's retry buffer size.
+	maxAttempts, buffer int
 
 	retryMu sync.Mutex // one retry at a time (Header and RecvMsg may race)
 
@@ -81,19 +90,35 @@ type retryStream struct {
 	sent       []proto.Message
 	size       int
 	closedSend bool
+	// sincePushback counts retries since the server last said when to
+	// retry (grpc-retry-pushback-ms): the backoff grows with it.
+	sincePushback int
 }
 
-func (cc *ClientConn) newRetryStream(ctx context.Context, desc *StreamDesc, method string, p *retryPolicy, opts []CallOption) (ClientStream, error) {
+func (cc *ClientConn) newRetryStream(ctx context.Context, desc *StreamDesc, method string, p *retryPolicy, maxAttempts int, opts []CallOption) (ClientStream, error) {
 	cs, err := cc.newStream(ctx, desc, method, cc, opts...)
 	if err != nil {
 		return nil, err
 	}
-	s := &retryStream{cc: cc, desc: desc, method: method, opts: opts, policy: p, cur: cs.(*clientStream), attempt: 1}
+	s := &retryStream{cc: cc, desc: desc, method: method, opts: opts, policy: p, cur: cs.(*clientStream), attempt: 1,
+		maxAttempts: maxAttempts, buffer: retryBufferOf(append(cc.opts.callOptions[:len(cc.opts.callOptions):len(cc.opts.callOptions)], opts...))}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	return s, nil
 }
 
-func (s *retryStream) Context() context.Context { return s.ctx }
+// Context is the stream's context. Asking for it commits the stream to
+// its current attempt, as gRPC-go's does: what the caller learns from it
+// (its peer, say) stays true.
+func (s *retryStream) Context() context.Context {
+	s.mu.Lock()
+	s.commitLocked()
+	s.mu.Unlock()
+	return s.ctx
+}
+
+// context is the stream's context, for the client's own use: it does not
+// commit.
+func (s *retryStream) context() context.Context { return s.ctx }
 
 func (s *retryStream) current() *clientStream {
 	s.mu.Lock()
@@ -111,7 +136,7 @@ func (s *retryStream) SendMsg(m any) error {
 	s.mu.Lock()
 	if !s.committed {
 		pm, ok := m.(proto.Message)
-		if ok && s.size+proto.Size(pm) <= retryBufferSize {
+		if ok && s.size+proto.Size(pm) <= s.buffer {
 			s.sent = append(s.sent, proto.Clone(pm))
 			s.size += proto.Size(pm)
 		} else {
@@ -181,20 +206,35 @@ func (s *retryStream) retry(cur *clientStream, err error) bool {
 	cur.mu.Lock()
 	sawHeaders := cur.sawHeaders
 	cur.mu.Unlock()
-	if s.committed || sawHeaders || !s.policy.retryable[status.Code(err)] {
+	if s.committed || sawHeaders {
 		s.commitLocked()
 		s.mu.Unlock()
 		return false
 	}
-	if !s.cc.throttle.failure() || s.attempt >= s.policy.maxAttempts || s.ctx.Err() != nil {
+	wait, pushed, stop := pushback(cur.Trailer())
+	if stop {
+		s.cc.throttle.failure() // the server's "do not retry" counts as a failure
+	}
+	if stop || !s.policy.retryable[status.Code(err)] {
 		s.commitLocked()
 		s.mu.Unlock()
 		return false
+	}
+	if !s.cc.throttle.failure() || s.attempt >= s.maxAttempts || s.ctx.Err() != nil {
+		s.commitLocked()
+		s.mu.Unlock()
+		return false
+	}
+	if pushed {
+		s.sincePushback = 0
+	} else {
+		s.sincePushback++
+		wait = s.policy.delay(s.sincePushback)
 	}
 	attempt := s.attempt
 	s.mu.Unlock()
 
-	t := time.NewTimer(s.policy.delay(attempt))
+	t := time.NewTimer(wait)
 	select {
 	case <-t.C:
 	case <-s.ctx.Done():

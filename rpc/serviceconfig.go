@@ -58,8 +58,9 @@ func defaultServiceConfig() *serviceConfig {
 	return &serviceConfig{policy: pickFirst, balancer: balancer.Get(pickFirst)}
 }
 
-// maxRetryAttempts caps a policy's maxAttempts, as gRPC caps it at 5.
-const maxRetryAttempts = 5
+// defaultMaxCallAttempts caps a policy's maxAttempts, as gRPC caps it at
+// 5 unless WithMaxCallAttempts says otherwise.
+const defaultMaxCallAttempts = 5
 
 type jsonServiceConfig struct {
 	LoadBalancingConfig []map[string]json.RawMessage `json:"loadBalancingConfig"`
@@ -178,7 +179,7 @@ func parseRetryPolicy(attempts int, initial, maxB string, mult float64, codeName
 	if attempts < 2 {
 		return nil, fmt.Errorf("retryPolicy: maxAttempts %d, want at least 2", attempts)
 	}
-	p := &retryPolicy{maxAttempts: min(attempts, maxRetryAttempts), backoffMultiplier: mult, retryable: map[codes.Code]bool{}}
+	p := &retryPolicy{maxAttempts: attempts, backoffMultiplier: mult, retryable: map[codes.Code]bool{}}
 	var err error
 	if p.initialBackoff, err = parseDuration("retryPolicy: initialBackoff", initial); err != nil {
 		return nil, err
