@@ -18,6 +18,7 @@ type KeepaliveState struct {
 	lastWake   time.Time // when that was
 	lastActive time.Time // no later than the peer's last sign of life
 	pinged     bool      // a ping is out and nothing came since
+	pingDue    time.Time // when the ping out must have been answered
 }
 
 // NewKeepaliveState starts the reckoning at now, with count the activity
@@ -28,7 +29,10 @@ func NewKeepaliveState(count uint64, now time.Time) KeepaliveState {
 
 // Wake takes stock at now: count is the activity count, lastFrame when the
 // last whole frame arrived; a ping goes after every interval of silence,
-// and the connection closes when nothing came within timeout of it. It
+// and the connection closes when nothing came within timeout of it. While
+// a ping is out it wakes at least every interval, as gRPC-go's client does,
+// so that with a timeout longer than the interval an answered ping is
+// followed by the next one an interval later, not a timeout later. It
 // says what to do and how long to sleep.
 func (s *KeepaliveState) Wake(now time.Time, count uint64, lastFrame time.Time, interval, timeout time.Duration) (time.Duration, KeepaliveAction) {
 	prev := s.lastWake
@@ -42,11 +46,13 @@ func (s *KeepaliveState) Wake(now time.Time, count uint64, lastFrame time.Time, 
 		s.lastActive = lastFrame
 	}
 	switch {
-	case s.pinged:
+	case s.pinged && !now.Before(s.pingDue):
 		return 0, KeepaliveClose
+	case s.pinged:
+		return min(interval, s.pingDue.Sub(now)), KeepaliveWait
 	case now.Sub(s.lastActive) >= interval:
-		s.pinged = true
-		return timeout, KeepalivePing
+		s.pinged, s.pingDue = true, now.Add(timeout)
+		return min(interval, timeout), KeepalivePing
 	}
 	return s.lastActive.Add(interval).Sub(now), KeepaliveWait
 }

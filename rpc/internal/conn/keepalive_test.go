@@ -37,6 +37,54 @@ func TestKeepaliveSchedule(t *testing.T) {
 	}
 }
 
+// TestKeepalivePingsEveryTime: with Timeout longer than Time, an answered
+// ping is followed by the next one Time after the answer, as gRPC-go's
+// client pings (it used to wait the whole Timeout first); an unanswered
+// one is still given Timeout.
+func TestKeepalivePingsEveryTime(t *testing.T) {
+	ka := keepalive{Time: 10 * time.Second, Timeout: 20 * time.Second}
+	t0 := time.Unix(1000, 0)
+	s := KeepaliveState{lastWake: t0, lastActive: t0}
+	now, count, last := t0, uint64(0), t0
+	var pings []time.Duration
+	for len(pings) < 4 {
+		next, act := s.Wake(now, count, last, ka.Time, ka.Timeout)
+		switch act {
+		case KeepaliveClose:
+			t.Fatalf("closed at %v although every ping was answered", now.Sub(t0))
+		case KeepalivePing:
+			pings = append(pings, now.Sub(t0))
+			// The answer comes a second later.
+			count++
+			last = now.Add(time.Second)
+		}
+		if next <= 0 || next > ka.Time {
+			t.Fatalf("at %v: sleep %v, want in (0, Time]", now.Sub(t0), next)
+		}
+		now = now.Add(next)
+	}
+	for i := 1; i < len(pings); i++ {
+		if gap := pings[i] - pings[i-1]; gap != ka.Time+time.Second {
+			t.Fatalf("pings at %v: %v between pings, want Time after the answer (11s)", pings, gap)
+		}
+	}
+	// Now nothing answers: closed Timeout after the ping, not sooner.
+	var ping time.Time
+	for {
+		next, act := s.Wake(now, count, last, ka.Time, ka.Timeout)
+		if act == KeepalivePing {
+			ping = now
+		}
+		if act == KeepaliveClose {
+			if ping.IsZero() || now.Sub(ping) != ka.Timeout {
+				t.Fatalf("closed %v after the unanswered ping, want Timeout (%v)", now.Sub(ping), ka.Timeout)
+			}
+			return
+		}
+		now = now.Add(next)
+	}
+}
+
 // TestKeepaliveTrickle: bytes that keep arriving with no whole frame (one
 // large message, slowly) are signs of life: however long it lasts, the
 // connection is pinged but never given up. And once they stop, it is
