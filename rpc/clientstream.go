@@ -104,6 +104,10 @@ type clientStream struct {
 
 	in  conn.Inbox
 	out conn.Credit
+	// recving counts receives between taking a message and reporting its
+	// InPayload (with stats handlers only): the stream's End waits for
+	// them, so that it is reported last.
+	recving atomic.Int32
 
 	mu sync.Mutex
 	// The link and id the stream is open on. They change only while
@@ -474,8 +478,8 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 		cs.in.End(err)
 		if cs.in.Queued() {
 			cs.keepUnread() // End is reported once they are read or dropped
-		} else {
-			cs.endStats()
+		} else if cs.recving.Load() == 0 {
+			cs.endStats() // else the receive under way reports it, after its InPayload
 		}
 	}
 	// A stream l no longer has (refused, being opened again) needs no
@@ -549,6 +553,21 @@ func (cs *clientStream) endStats() {
 	cs.mu.Unlock()
 	if ended {
 		cs.stats.endAfterTrailer(st.Err(), trailer, trailerLen)
+	}
+}
+
+// recvReported ends a receive that reported its InPayload (or failed):
+// the stream's End, if the stream ended meanwhile with nothing left to
+// read, is reported now.
+func (cs *clientStream) recvReported() {
+	if cs.recving.Add(-1) != 0 {
+		return
+	}
+	cs.mu.Lock()
+	ended := cs.ended
+	cs.mu.Unlock()
+	if ended && !cs.in.Queued() {
+		cs.endStats()
 	}
 }
 
@@ -891,6 +910,10 @@ func (cs *clientStream) RecvMsg(m any) error {
 
 // recv takes the next message into m (m nil: take it, decode nothing).
 func (cs *clientStream) recv(m any) error {
+	if cs.stats != nil {
+		cs.recving.Add(1)
+		defer cs.recvReported()
+	}
 	msg, grant, err, _ := cs.in.Pop(nil, conn.PayloadCost)
 	if msg == nil {
 		// The final error: nothing is queued, and nothing will be.

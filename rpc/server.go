@@ -601,12 +601,11 @@ func (l *serverLink) serveStream(st *callStream) {
 }
 
 // beginStats tags a call for the stats handlers, with its request metadata
-// in ctx as gRPC-go's server does, and reports its Begin and InHeader.
+// in ctx as gRPC-go's server does, and reports its InHeader and Begin.
 func (l *serverLink) beginStats(ctx context.Context, hs []stats.Handler, st *callStream, sc *serverCall) context.Context {
 	st.req.MD = l.incomingMD(st.req.MD, st.ua) // what the handler will see
 	ctx = metadata.NewIncomingContext(ctx, st.req.MD)
-	ctx, sc.stats = beginRPC(ctx, hs, l.stats, false, st.method, true, nil)
-	sc.stats.inHeader(st.req.MD, st.frame.Len()-len(st.req.Payload), st.method, l.peer)
+	ctx, sc.stats = beginServerRPC(ctx, hs, l.stats, st.method, nil, st.req.MD, st.frame.Len()-len(st.req.Payload), l.peer)
 	return ctx
 }
 

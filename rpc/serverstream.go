@@ -97,8 +97,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	ctx = &callContext{Context: ctx, sc: ss.sc, peer: l.peer, l: l, raw: req.MD, ua: l.userAgent(req.MD)}
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 {
 		md, _ := metadata.FromIncomingContext(ctx) // completed, as the handler will see it
-		ctx, ss.sc.stats = beginRPC(ctx, hs, l.stats, false, req.Method, true, desc)
-		ss.sc.stats.inHeader(md, len(body)+wire.HeaderLen, req.Method, l.peer)
+		ctx, ss.sc.stats = beginServerRPC(ctx, hs, l.stats, req.Method, desc, md, len(body)+wire.HeaderLen, l.peer)
 	}
 	ss.ctx, ss.cancel = ctx, cancel
 	l.adm.streams[h.CallID] = ss

@@ -47,6 +47,23 @@ type rpcStats struct {
 // RPC's connection: what its TagConn added is seen in the RPC's context, as
 // a gRPC-go server's stream contexts derive from their connection's.
 func beginRPC(ctx context.Context, hs []stats.Handler, conn *connStats, client bool, method string, failFast bool, desc *StreamDesc) (context.Context, *rpcStats) {
+	ctx, rs := tagRPC(ctx, hs, conn, client, method, failFast)
+	rs.beginEvent(failFast, desc)
+	return ctx, rs
+}
+
+// beginServerRPC is beginRPC on the server, which reports the request's
+// InHeader (md, of wireLen bytes, from peer) before the Begin, in gRPC-go's
+// order.
+func beginServerRPC(ctx context.Context, hs []stats.Handler, conn *connStats, method string, desc *StreamDesc, md metadata.MD, wireLen int, peer *Peer) (context.Context, *rpcStats) {
+	ctx, rs := tagRPC(ctx, hs, conn, false, method, true)
+	rs.inHeader(md, wireLen, method, peer)
+	rs.beginEvent(true, desc)
+	return ctx, rs
+}
+
+// tagRPC tags an RPC with every handler.
+func tagRPC(ctx context.Context, hs []stats.Handler, conn *connStats, client bool, method string, failFast bool) (context.Context, *rpcStats) {
 	if conn != nil {
 		ctx = connValues{ctx, conn.ctx}
 	}
@@ -54,13 +71,16 @@ func beginRPC(ctx context.Context, hs []stats.Handler, conn *connStats, client b
 	for _, h := range hs {
 		ctx = h.TagRPC(ctx, info)
 	}
-	rs := &rpcStats{hs: hs, ctx: ctx, tagged: ctx, client: client, begin: time.Now()}
-	b := &stats.Begin{Client: client, BeginTime: rs.begin, FailFast: failFast}
+	return ctx, &rpcStats{hs: hs, ctx: ctx, tagged: ctx, client: client, begin: time.Now()}
+}
+
+// beginEvent reports the RPC's Begin.
+func (rs *rpcStats) beginEvent(failFast bool, desc *StreamDesc) {
+	b := &stats.Begin{Client: rs.client, BeginTime: rs.begin, FailFast: failFast}
 	if desc != nil {
 		b.IsClientStream, b.IsServerStream = desc.ClientStreams, desc.ServerStreams
 	}
 	rs.handle(b)
-	return ctx, rs
 }
 
 // onConn makes the values conn's TagConn added visible to the client's
@@ -128,13 +148,15 @@ func (rs *rpcStats) outTrailer(md metadata.MD, wireLen int) {
 }
 
 // response reports a unary call's RESPONSE frame of wireLen bytes on the
-// client: its header, its message (reply, when it decoded), its trailer.
+// client: its header, its trailer, its message (reply, when it decoded) —
+// gRPC-go's order, where the transport reports the trailer as it arrives,
+// with the message, before the call decodes the message.
 func (rs *rpcStats) response(resp *wire.Response, wireLen int, reply any) {
 	rs.inHeader(resp.Header, 0, "", nil)
+	rs.inTrailer(resp.Trailer, 0)
 	if reply != nil {
 		rs.inPayload(reply, len(resp.Payload), wireLen)
 	}
-	rs.inTrailer(resp.Trailer, 0)
 	rs.trailer = resp.Trailer
 }
 

@@ -128,7 +128,7 @@ func TestStatsUnary(t *testing.T) {
 	}
 	const echo = "/rdmarpc.test.v1.Test/Echo"
 	got, ev := rec.kinds(t, "client "+echo)
-	want := []string{"Begin", "OutHeader", "OutPayload", "InHeader", "InPayload", "InTrailer", "End"}
+	want := []string{"Begin", "OutHeader", "OutPayload", "InHeader", "InTrailer", "InPayload", "End"}
 	if !slices.Equal(got, want) {
 		t.Errorf("client events %v, want %v", got, want)
 	}
@@ -151,7 +151,7 @@ func TestStatsUnary(t *testing.T) {
 
 	for _, r := range []*recorder{rec, second} {
 		got, ev = r.kinds(t, "server "+echo)
-		want = []string{"Begin", "InHeader", "InPayload", "OutHeader", "OutPayload", "OutTrailer", "End"}
+		want = []string{"InHeader", "Begin", "InPayload", "OutHeader", "OutPayload", "OutTrailer", "End"}
 		if !slices.Equal(got, want) {
 			t.Errorf("server events %v, want %v", got, want)
 		}
@@ -195,7 +195,7 @@ func TestStatsUnary(t *testing.T) {
 		t.Errorf("client End error %v, want Unimplemented", e[0].Error)
 	}
 	got, ev = rec.kinds(t, "server "+fail)
-	if want := []string{"Begin", "InHeader", "InPayload", "OutHeader", "OutTrailer", "End"}; !slices.Equal(got, want) {
+	if want := []string{"InHeader", "Begin", "InPayload", "OutHeader", "OutTrailer", "End"}; !slices.Equal(got, want) {
 		t.Errorf("server events of a failed call %v, want %v", got, want)
 	}
 	if e := find[*stats.End](ev); status.Code(e[0].Error) != codes.Unimplemented {
@@ -340,7 +340,7 @@ func TestStatsStreams(t *testing.T) {
 		t.Errorf("client End: %v", e[0].Error)
 	}
 	got, _ = rec.kinds(t, "server /stats.Streams/List")
-	want = []string{"Begin", "InHeader", "InPayload", "OutHeader", "OutPayload", "OutPayload", "OutPayload", "OutTrailer", "End"}
+	want = []string{"InHeader", "Begin", "InPayload", "OutHeader", "OutPayload", "OutPayload", "OutPayload", "OutTrailer", "End"}
 	if !slices.Equal(got, want) {
 		t.Errorf("server events %v, want %v", got, want)
 	}
@@ -368,7 +368,7 @@ func TestStatsStreams(t *testing.T) {
 		t.Errorf("client End trailer %v, want sum=6", e[0].Trailer)
 	}
 	got, ev = rec.kinds(t, "server /stats.Streams/Sum")
-	want = []string{"Begin", "InHeader", "InPayload", "InPayload", "InPayload", "OutHeader", "OutPayload", "OutTrailer", "End"}
+	want = []string{"InHeader", "Begin", "InPayload", "InPayload", "InPayload", "OutHeader", "OutPayload", "OutTrailer", "End"}
 	if !slices.Equal(got, want) {
 		t.Errorf("server events %v, want %v", got, want)
 	}
