@@ -206,6 +206,7 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, 
 		_, _ = boot.Write(encodeRefusal(err.Error()))
 		done()
 		t.counters.refused.Add(1)
+		t.budget.refusedHandshake(err)
 		return nil, err
 	}
 	b := make([]byte, helloLen)

@@ -80,7 +80,9 @@ type Options struct {
 	// connections. Shared, BufferSize defaults to 16 KiB. The peer must
 	// support lent credits: a shared client refuses a server that does
 	// not; a shared server gives such a client its own buffers. The zero
-	// value is DefaultReceive.
+	// value is DefaultReceive, or ReceiveShared when MemoryBudget (its
+	// default included) holds fewer than 256 connections of
+	// DefaultReceive at these sizes.
 	Receive ReceiveLayout
 	// Completions is where a connection's completions go: a completion
 	// queue, completion channel (an fd) and poller goroutine of its own
@@ -109,7 +111,8 @@ type Options struct {
 	// process. Default: a quarter of the machine's memory, or
 	// RLIMIT_MEMLOCK when lower and the process lacks CAP_IPC_LOCK (which
 	// lifts it); negative means no budget. The first refusal is logged
-	// once, with the budget's source and what to raise.
+	// once, with the budget's source, what a connection costs, how many
+	// fit and what to raise.
 	MemoryBudget int64
 	// Logger receives one line per refused peer or broken connection.
 	// Default zap.NewNop().
@@ -130,8 +133,19 @@ const (
 	ReceiveShared
 )
 
-// DefaultReceive is the layout of Options whose Receive is zero.
+// DefaultReceive is the layout of Options whose Receive is zero when the
+// memory budget holds at least 256 connections of it (a quarter of a few
+// GiB of RAM does, about 290 MiB with the default sizes); a smaller budget — an 8 MiB
+// RLIMIT_MEMLOCK, as ordinary users and containers get — makes it
+// ReceiveShared, whose connections cost tens of KiB instead of over a MiB
+// (docs/rdma.md, "Memory budget").
 const DefaultReceive = ReceivePerConnection
+
+// perConnectionMin is the fewest connections of the per-connection receive
+// layout a memory budget must hold for a zero Options.Receive to be
+// DefaultReceive rather than ReceiveShared (the number in DefaultReceive's
+// comment).
+const perConnectionMin = 256
 
 // DefaultCompletions is the completion layout of Options whose
 // Completions is zero and whose Receive is ReceivePerConnection; with
@@ -143,13 +157,11 @@ const DefaultCompletions = CompletionsPerConnection
 var defaultCompletions CompletionLayout
 
 func (o Options) withDefaults() Options {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
+	if o.MemoryBudget == 0 {
+		o.MemoryBudget, _ = rdmadev.ReadPinning().Budget()
 	}
 	if o.Receive == 0 {
-		o.Receive = DefaultReceive
+		o.Receive = chooseReceive(o)
 	}
 	if o.Completions == 0 {
 		switch {
@@ -161,21 +173,7 @@ func (o Options) withDefaults() Options {
 			o.Completions = DefaultCompletions
 		}
 	}
-	if o.Receive == ReceiveShared {
-		def(&o.BufferSize, 16<<10)
-		def(&o.SharedCredits, 1)
-	}
-	def(&o.BufferSize, 64<<10)
-	def(&o.RecvBuffers, 16)
-	def(&o.SendSlots, 16)
-	def(&o.MaxMessageSize, transport.DefaultMaxMessageSize)
-	def(&o.RecvQueueBytes, 4<<20)
-	def(&o.SignalEvery, 16)
-	o.BufferSize = min(max(o.BufferSize, minBufferSize), maxBufferSize)
-	o.RecvBuffers = min(o.RecvBuffers, maxRecvs)
-	o.SharedCredits = min(o.SharedCredits, o.RecvBuffers)
-	o.MaxMessageSize = min(max(o.MaxMessageSize, minMaxMessage), maxMaxMessage)
-	o.SendSlots = max(o.SendSlots, 2) // one may be lent, one keeps messages moving
+	o = o.withSizes()
 	if o.PollSpin < 0 {
 		o.PollSpin = 0
 	} else if o.PollSpin == 0 {
@@ -193,13 +191,36 @@ func (o Options) withDefaults() Options {
 	if o.CloseGrace <= 0 {
 		o.CloseGrace = 2 * time.Second
 	}
-	if o.MemoryBudget == 0 {
-		o.MemoryBudget, _ = rdmadev.ReadPinning().Budget()
-	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
 	o.Logger = o.Logger.Named("rdma")
+	return o
+}
+
+// withSizes is o with the defaults and bounds of its buffer sizes and
+// counts, which depend on o.Receive (set).
+func (o Options) withSizes() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if o.Receive == ReceiveShared {
+		def(&o.BufferSize, 16<<10)
+		def(&o.SharedCredits, 1)
+	}
+	def(&o.BufferSize, 64<<10)
+	def(&o.RecvBuffers, 16)
+	def(&o.SendSlots, 16)
+	def(&o.MaxMessageSize, transport.DefaultMaxMessageSize)
+	def(&o.RecvQueueBytes, 4<<20)
+	def(&o.SignalEvery, 16)
+	o.BufferSize = min(max(o.BufferSize, minBufferSize), maxBufferSize)
+	o.RecvBuffers = min(o.RecvBuffers, maxRecvs)
+	o.SharedCredits = min(o.SharedCredits, o.RecvBuffers)
+	o.MaxMessageSize = min(max(o.MaxMessageSize, minMaxMessage), maxMaxMessage)
+	o.SendSlots = max(o.SendSlots, 2) // one may be lent, one keeps messages moving
 	return o
 }
 
@@ -235,6 +256,7 @@ func New(o Options) *Transport {
 	t := &Transport{o: o.withDefaults(), devices: make(map[string]*device)}
 	t.budget.limit = t.o.MemoryBudget
 	t.budget.source = budgetSource(o.MemoryBudget == 0)
+	t.budget.cost = costOf(t.o)
 	t.budget.log = t.o.Logger
 	return t
 }
@@ -384,6 +406,7 @@ func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds 
 	c, err := t.handshakeClient(ctx, boot)
 	if err != nil {
 		boot.Close()
+		t.budget.refusedHandshake(err)
 		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
 	}
 	if err := t.bindQP(ctx, c, auth); err != nil {
