@@ -65,8 +65,22 @@ type Options struct {
 	// by the hardware (the bootstrap TCP connection usually tells first).
 	AckTimeout uint8
 	RetryCount uint8
-	// HandshakeTimeout bounds the bootstrap handshake. Default 10 s.
+	// HandshakeTimeout bounds the bootstrap handshake. Default 10 s. A
+	// server holds the queue pair it made for a client's hello for a
+	// third of it at most (at least 2 s, or all of it when shorter),
+	// waiting for the client to say ready.
 	HandshakeTimeout time.Duration
+	// MaxHandshakes bounds the handshakes a server runs at once past the
+	// client's hello, each holding a queue pair and its receive buffers
+	// until the client says ready: in all, and an eighth of it (at least
+	// one) from one source address. A hello beyond waits for a place,
+	// without a queue pair, within HandshakeTimeout; places that free go
+	// to the waiting sources in turn, so a source that floods the server
+	// with hellos that never complete holds its eighth while other
+	// clients still connect. A source with 4 × MaxHandshakes hellos
+	// waiting, or 16 × MaxHandshakes waiting in all, is refused at once.
+	// Default 64 (docs/rdma.md, "Handshakes in progress").
+	MaxHandshakes int
 	// CloseGrace bounds how long Close waits for posted sends to complete
 	// and for flushed work requests. Default 2 s.
 	CloseGrace time.Duration
@@ -188,6 +202,9 @@ func (o Options) withDefaults() Options {
 	if o.HandshakeTimeout <= 0 {
 		o.HandshakeTimeout = 10 * time.Second
 	}
+	if o.MaxHandshakes <= 0 {
+		o.MaxHandshakes = 64
+	}
 	if o.CloseGrace <= 0 {
 		o.CloseGrace = 2 * time.Second
 	}
@@ -240,6 +257,7 @@ type Transport struct {
 
 	counters  counters
 	budget    budget
+	gate      *gate   // the handshakes a server runs past the hello
 	giveBacks lenders // connections holding lent credits, for the idle give-back
 
 	// oldHello, set only by tests, leaves featLend out of this side's
@@ -254,6 +272,7 @@ type Transport struct {
 // New returns an RDMA transport with options o.
 func New(o Options) *Transport {
 	t := &Transport{o: o.withDefaults(), devices: make(map[string]*device)}
+	t.gate = newGate(t.o.MaxHandshakes, max(1, t.o.MaxHandshakes/8))
 	t.budget.limit = t.o.MemoryBudget
 	t.budget.source = budgetSource(o.MemoryBudget == 0)
 	t.budget.cost = costOf(t.o)
@@ -420,8 +439,10 @@ func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds 
 func (t *Transport) Counters() map[string]uint64 { return t.counters.snapshot() }
 
 // Gauges returns the registered memory in use (registered_bytes), the part
-// of it in shared receive queues' buffers (shared_recv_bytes) and, when
-// there is one, its budget (registered_budget).
+// of it in shared receive queues' buffers (shared_recv_bytes), when there
+// is one, its budget (registered_budget) and, while there are any, the
+// server's handshakes holding a queue pair (handshakes_in_progress) and
+// waiting for a place (handshakes_waiting).
 func (t *Transport) Gauges() map[string]uint64 {
 	m := map[string]uint64{"registered_bytes": uint64(t.budget.inUse())}
 	if n := t.sharedBytes(); n > 0 {
@@ -429,6 +450,9 @@ func (t *Transport) Gauges() map[string]uint64 {
 	}
 	if t.budget.limit > 0 {
 		m["registered_budget"] = uint64(t.budget.limit)
+	}
+	if held, waiting := t.gate.inProgress(); held+waiting > 0 {
+		m["handshakes_in_progress"], m["handshakes_waiting"] = uint64(held), uint64(waiting)
 	}
 	return m
 }
@@ -451,6 +475,7 @@ type counters struct {
 	creditsGivenBack         atomic.Uint64 // lent credits this side gave back, idle
 	srqLimitEvents           atomic.Uint64 // a shared receive queue ran low (the safety net)
 	refused                  atomic.Uint64
+	handshakesWaited         atomic.Uint64 // a hello waited for a place at the gate
 	strayCompletions         atomic.Uint64 // a shared CQ's completion for a QP no longer attached
 	cqPlacesLeaked           atomic.Uint64 // a QP left a shared CQ with work requests unaccounted for
 	closeGraceExpired        atomic.Uint64 // a teardown stopped waiting for its work requests at the close grace
@@ -492,6 +517,7 @@ func (c *counters) snapshot() map[string]uint64 {
 		"credits_given_back":  c.creditsGivenBack.Load(),
 		"srq_limit_events":    c.srqLimitEvents.Load(),
 		"handshakes_refused":  c.refused.Load(),
+		"handshakes_waited":   c.handshakesWaited.Load(),
 		"stray_completions":   c.strayCompletions.Load(),
 		"cq_places_leaked":    c.cqPlacesLeaked.Load(),
 		"close_grace_expired": c.closeGraceExpired.Load(),
