@@ -132,7 +132,9 @@ func TestArenaPrivate(t *testing.T) {
 func TestArenaSharedAcrossConns(t *testing.T) {
 	ip := guestIP(t)
 	const pairs, senders, each = 4, 8, 20
-	o := Options{BufferSize: 4096, RecvBuffers: 4, SendSlots: 4}
+	// Per-connection receives, whose cost registeredCost knows (a zero
+	// Receive would be the shared queue under this small a budget).
+	o := Options{Receive: ReceivePerConnection, BufferSize: 4096, RecvBuffers: 4, SendSlots: 4}
 	perConn, once := registeredCost(o)
 	budgetBytes := 2*pairs*perConn + once // both ends of every pair
 	o.MemoryBudget = budgetBytes

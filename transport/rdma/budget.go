@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/credit"
 )
 
 // ErrMemoryBudget is wrapped when a connection would take the transport's
@@ -18,25 +19,26 @@ var ErrMemoryBudget = errors.New("rdma: registered-memory budget exhausted")
 // budget counts the registered (pinned) memory of a transport's
 // connections against a limit.
 type budget struct {
-	mu     sync.Mutex
-	limit  int64 // <= 0: no limit
-	used   int64
-	source string      // where limit came from, for the log
-	log    *zap.Logger // the first refusal is logged
+	mu    sync.Mutex
+	limit int64 // <= 0: no limit
+	used  int64
+
+	// For the refusal's log line: where limit came from, and what the
+	// transport's layout costs.
+	source string
+	cost   layoutCost
+	log    *zap.Logger
 	once   sync.Once
 }
 
 // take reserves n bytes, or says why not.
 func (b *budget) take(n int64) error {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.limit > 0 && b.used+n > b.limit {
-		err := fmt.Errorf("%w: %d bytes more wanted, %d of %d in use (the budget is %s)", ErrMemoryBudget, n, b.used, b.limit, b.source)
-		b.mu.Unlock()
-		b.refused(n, err)
-		return err
+		return fmt.Errorf("%w: %d bytes more wanted, %d of %d in use (the budget is %s)", ErrMemoryBudget, n, b.used, b.limit, b.source)
 	}
 	b.used += n
-	b.mu.Unlock()
 	return nil
 }
 
@@ -63,19 +65,96 @@ func budgetSource(defaulted bool) string {
 	return says
 }
 
-// refused logs the first refusal of a transport, once: the budget and where
-// it came from, what was asked, and what to change. Later refusals are
-// errors the caller sees; the operator needs the advice once.
-func (b *budget) refused(n int64, err error) {
+// refusedHandshake logs, once per transport, the first handshake (accepted
+// or dialed) that failed for the budget: the budget and where it came from,
+// what one connection costs, how many fit, and what to change. Later
+// refusals are errors the caller sees; the operator needs the advice once.
+// Other errors are not logged here.
+func (b *budget) refusedHandshake(err error) {
+	if !errors.Is(err, ErrMemoryBudget) || b.log == nil {
+		return
+	}
 	b.once.Do(func() {
-		if b.log == nil {
-			return
+		advice := rdmadev.RaiseAdvice + "; or set Options.MemoryBudget"
+		if b.cost.layout == ReceivePerConnection {
+			advice = "with the shared receive queue (Options.Receive: ReceiveShared) a connection costs tens of KiB, not MiB; " + advice
 		}
 		b.log.Warn("registered-memory budget reached: connections are refused until some close",
 			zap.String("budget", rdmadev.Bytes(b.limit)), zap.String("from", b.source),
-			zap.String("in_use", rdmadev.Bytes(b.inUse())), zap.String("wanted", rdmadev.Bytes(n)),
-			zap.String("advice", "with the shared receive queue (Options.Receive: ReceiveShared) a connection costs tens of KiB, not MiB; "+rdmadev.RaiseAdvice+
-				"; or set Options.MemoryBudget"),
+			zap.String("in_use", rdmadev.Bytes(b.inUse())),
+			zap.String("layout", b.cost.layout.name()),
+			zap.String("per_connection", rdmadev.Bytes(b.cost.perConn)), zap.String("fixed", rdmadev.Bytes(b.cost.fixed)),
+			zap.Int64("connections_fit", b.cost.fit(b.limit)),
+			zap.String("advice", advice),
 			zap.Error(err))
 	})
+}
+
+// layoutCost is what a transport's receive layout registers, estimated
+// from its Options: per connection, and once for all of them (the send
+// arena's first chunk, the shared receive queue's room for lent credits).
+// docs/rdma.md, "Memory budget", has the figures measured on a device.
+type layoutCost struct {
+	layout         ReceiveLayout
+	perConn, fixed int64
+}
+
+// costOf estimates what o's layout registers (o with its defaults), the
+// peer assumed to have the same BufferSize.
+func costOf(o Options) layoutCost {
+	buf := int64(o.BufferSize)
+	c := layoutCost{layout: o.Receive}
+	send := int64(o.SendSlots) * buf
+	if o.PrivateSendSlots {
+		c.perConn += send
+	} else {
+		c.fixed += send
+	}
+	if o.Receive == ReceiveShared {
+		// A joined connection commits its guaranteed window and control
+		// receives; the pool keeps room for lent credits, lendFloor
+		// buffers or half a buffer per connection, whichever is more.
+		c.perConn += int64(o.SharedCredits+credit.Extra)*buf + buf/2
+		c.fixed += lendFloor * buf
+	} else {
+		c.perConn += int64(o.RecvBuffers+credit.Extra) * buf
+	}
+	return c
+}
+
+// fit is how many connections a budget of limit bytes holds (-1: no
+// limit).
+func (c layoutCost) fit(limit int64) int64 {
+	if limit <= 0 {
+		return -1
+	}
+	if c.perConn <= 0 || limit < c.fixed {
+		return 0
+	}
+	return (limit - c.fixed) / c.perConn
+}
+
+// chooseReceive is the receive layout of Options whose Receive is zero
+// (o.MemoryBudget already defaulted): DefaultReceive, unless the budget
+// holds fewer than perConnectionMin connections of it, then ReceiveShared.
+func chooseReceive(o Options) ReceiveLayout {
+	if o.MemoryBudget <= 0 {
+		return DefaultReceive
+	}
+	o.Receive = DefaultReceive
+	if costOf(o.withSizes()).fit(o.MemoryBudget) < perConnectionMin {
+		return ReceiveShared
+	}
+	return DefaultReceive
+}
+
+// name names the layout as Options' constants do.
+func (l ReceiveLayout) name() string {
+	switch l {
+	case ReceivePerConnection:
+		return "ReceivePerConnection"
+	case ReceiveShared:
+		return "ReceiveShared"
+	}
+	return fmt.Sprintf("ReceiveLayout(%d)", int(l))
 }

@@ -13,8 +13,9 @@
 // specifies the protocol.
 //
 // Receive buffers are each connection's own (Options.Receive =
-// ReceivePerConnection, the default), or come from one shared receive
-// queue per device (ReceiveShared, srq.go): its pool of buffers is
+// ReceivePerConnection, the default when the memory budget holds 256 such
+// connections, budget.go), or come from one shared receive queue per
+// device (ReceiveShared, srq.go): its pool of buffers is
 // committed to the connections' windows, each a small guaranteed one plus
 // credits lent while the peer is busy and given back once it is idle
 // (lend.go), so registered receive memory follows the load instead of the
@@ -53,6 +54,9 @@
 // (recvq.go, Options.Receive). Lock order: the turn, the
 // completion queue's pmu and pl, the sender's mu, the receiver's rmu; a
 // part calls only the parts after it (docs/architecture.md, "Locks").
+//
+// A server bounds the handshakes past the client's hello, each holding a
+// queue pair, in all and per source address (gate.go).
 //
 // The package implements the transport contract and must not know about
 // RPC or the TCP transport. Without cgo it still builds: every Dial and

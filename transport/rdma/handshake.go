@@ -200,12 +200,19 @@ func (t *Transport) handshakeClient(ctx context.Context, boot net.Conn) (*conn, 
 
 // handshakeServer: take the client's hello, bring our QP up to RTS, answer
 // with our hello, wait until the client is ready to receive.
+//
+// Past the hello the handshake takes a place at the transport's gate (which
+// bounds the handshakes holding a queue pair, in all and per source
+// address), and the client has a third of the handshake timeout (at least
+// 2 s) to say ready before the queue pair is dropped: a flood of hellos that never
+// complete holds a bounded number of queue pairs, each briefly.
 func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, error) {
-	done, _ := t.bounded(ctx, boot)
+	done, hctx := t.bounded(ctx, boot)
 	refuse := func(err error) (*conn, error) {
 		_, _ = boot.Write(encodeRefusal(err.Error()))
 		done()
 		t.counters.refused.Add(1)
+		t.budget.refusedHandshake(err)
 		return nil, err
 	}
 	b := make([]byte, helloLen)
@@ -221,6 +228,15 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, 
 	if err != nil {
 		return refuse(err)
 	}
+	src := sourceOf(boot.RemoteAddr())
+	waited, err := t.gate.enter(hctx, src)
+	if waited {
+		t.counters.handshakesWaited.Add(1)
+	}
+	if err != nil {
+		return refuse(err)
+	}
+	defer t.gate.leave(src)
 	// A client that does not support lent credits gets the per-connection
 	// layout.
 	c, local, ep, pa, err := t.prepare(boot, t.o.Receive == ReceiveShared && peer.features&featLend != 0)
@@ -236,9 +252,17 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, 
 		t.abandon(c)
 		return nil, t.ioErr("sending hello", err)
 	}
+	readyWait := max(t.o.HandshakeTimeout/3, min(t.o.HandshakeTimeout, 2*time.Second))
+	readyBy := time.Now().Add(readyWait)
+	if dl, ok := hctx.Deadline(); ok && readyBy.Before(dl) {
+		_ = boot.SetReadDeadline(readyBy)
+	}
 	r, err := t.readReply(boot, 1)
 	if err == nil && r[0] != readyByte {
 		err = protoErr("byte %#x instead of the ready byte", r[0])
+	}
+	if err != nil && hctx.Err() == nil && !time.Now().Before(readyBy) {
+		err = protoErr("the client did not say ready within %v of the server's hello: a server holds a queue pair no longer", readyWait)
 	}
 	if err != nil {
 		done()

@@ -65,8 +65,22 @@ type Options struct {
 	// by the hardware (the bootstrap TCP connection usually tells first).
 	AckTimeout uint8
 	RetryCount uint8
-	// HandshakeTimeout bounds the bootstrap handshake. Default 10 s.
+	// HandshakeTimeout bounds the bootstrap handshake. Default 10 s. A
+	// server holds the queue pair it made for a client's hello for a
+	// third of it at most (at least 2 s, or all of it when shorter),
+	// waiting for the client to say ready.
 	HandshakeTimeout time.Duration
+	// MaxHandshakes bounds the handshakes a server runs at once past the
+	// client's hello, each holding a queue pair and its receive buffers
+	// until the client says ready: in all, and an eighth of it (at least
+	// one) from one source address. A hello beyond waits for a place,
+	// without a queue pair, within HandshakeTimeout; places that free go
+	// to the waiting sources in turn, so a source that floods the server
+	// with hellos that never complete holds its eighth while other
+	// clients still connect. A source with 4 × MaxHandshakes hellos
+	// waiting, or 16 × MaxHandshakes waiting in all, is refused at once.
+	// Default 64 (docs/rdma.md, "Handshakes in progress").
+	MaxHandshakes int
 	// CloseGrace bounds how long Close waits for posted sends to complete
 	// and for flushed work requests. Default 2 s.
 	CloseGrace time.Duration
@@ -80,7 +94,9 @@ type Options struct {
 	// connections. Shared, BufferSize defaults to 16 KiB. The peer must
 	// support lent credits: a shared client refuses a server that does
 	// not; a shared server gives such a client its own buffers. The zero
-	// value is DefaultReceive.
+	// value is DefaultReceive, or ReceiveShared when MemoryBudget (its
+	// default included) holds fewer than 256 connections of
+	// DefaultReceive at these sizes.
 	Receive ReceiveLayout
 	// Completions is where a connection's completions go: a completion
 	// queue, completion channel (an fd) and poller goroutine of its own
@@ -109,7 +125,8 @@ type Options struct {
 	// process. Default: a quarter of the machine's memory, or
 	// RLIMIT_MEMLOCK when lower and the process lacks CAP_IPC_LOCK (which
 	// lifts it); negative means no budget. The first refusal is logged
-	// once, with the budget's source and what to raise.
+	// once, with the budget's source, what a connection costs, how many
+	// fit and what to raise.
 	MemoryBudget int64
 	// Logger receives one line per refused peer or broken connection.
 	// Default zap.NewNop().
@@ -130,8 +147,19 @@ const (
 	ReceiveShared
 )
 
-// DefaultReceive is the layout of Options whose Receive is zero.
+// DefaultReceive is the layout of Options whose Receive is zero when the
+// memory budget holds at least 256 connections of it (a quarter of a few
+// GiB of RAM does, about 290 MiB with the default sizes); a smaller budget — an 8 MiB
+// RLIMIT_MEMLOCK, as ordinary users and containers get — makes it
+// ReceiveShared, whose connections cost tens of KiB instead of over a MiB
+// (docs/rdma.md, "Memory budget").
 const DefaultReceive = ReceivePerConnection
+
+// perConnectionMin is the fewest connections of the per-connection receive
+// layout a memory budget must hold for a zero Options.Receive to be
+// DefaultReceive rather than ReceiveShared (the number in DefaultReceive's
+// comment).
+const perConnectionMin = 256
 
 // DefaultCompletions is the completion layout of Options whose
 // Completions is zero and whose Receive is ReceivePerConnection; with
@@ -143,13 +171,11 @@ const DefaultCompletions = CompletionsPerConnection
 var defaultCompletions CompletionLayout
 
 func (o Options) withDefaults() Options {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
+	if o.MemoryBudget == 0 {
+		o.MemoryBudget, _ = rdmadev.ReadPinning().Budget()
 	}
 	if o.Receive == 0 {
-		o.Receive = DefaultReceive
+		o.Receive = chooseReceive(o)
 	}
 	if o.Completions == 0 {
 		switch {
@@ -159,6 +185,42 @@ func (o Options) withDefaults() Options {
 			o.Completions = CompletionsShared
 		default:
 			o.Completions = DefaultCompletions
+		}
+	}
+	o = o.withSizes()
+	if o.PollSpin < 0 {
+		o.PollSpin = 0
+	} else if o.PollSpin == 0 {
+		o.PollSpin = 500 * time.Microsecond
+	}
+	if o.AckTimeout == 0 {
+		o.AckTimeout = 17
+	}
+	if o.RetryCount == 0 {
+		o.RetryCount = 7
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.MaxHandshakes <= 0 {
+		o.MaxHandshakes = 64
+	}
+	if o.CloseGrace <= 0 {
+		o.CloseGrace = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	o.Logger = o.Logger.Named("rdma")
+	return o
+}
+
+// withSizes is o with the defaults and bounds of its buffer sizes and
+// counts, which depend on o.Receive (set).
+func (o Options) withSizes() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
 		}
 	}
 	if o.Receive == ReceiveShared {
@@ -176,30 +238,6 @@ func (o Options) withDefaults() Options {
 	o.SharedCredits = min(o.SharedCredits, o.RecvBuffers)
 	o.MaxMessageSize = min(max(o.MaxMessageSize, minMaxMessage), maxMaxMessage)
 	o.SendSlots = max(o.SendSlots, 2) // one may be lent, one keeps messages moving
-	if o.PollSpin < 0 {
-		o.PollSpin = 0
-	} else if o.PollSpin == 0 {
-		o.PollSpin = 500 * time.Microsecond
-	}
-	if o.AckTimeout == 0 {
-		o.AckTimeout = 17
-	}
-	if o.RetryCount == 0 {
-		o.RetryCount = 7
-	}
-	if o.HandshakeTimeout <= 0 {
-		o.HandshakeTimeout = 10 * time.Second
-	}
-	if o.CloseGrace <= 0 {
-		o.CloseGrace = 2 * time.Second
-	}
-	if o.MemoryBudget == 0 {
-		o.MemoryBudget, _ = rdmadev.ReadPinning().Budget()
-	}
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
-	o.Logger = o.Logger.Named("rdma")
 	return o
 }
 
@@ -219,6 +257,7 @@ type Transport struct {
 
 	counters  counters
 	budget    budget
+	gate      *gate   // the handshakes a server runs past the hello
 	giveBacks lenders // connections holding lent credits, for the idle give-back
 
 	// oldHello, set only by tests, leaves featLend out of this side's
@@ -233,8 +272,10 @@ type Transport struct {
 // New returns an RDMA transport with options o.
 func New(o Options) *Transport {
 	t := &Transport{o: o.withDefaults(), devices: make(map[string]*device)}
+	t.gate = newGate(t.o.MaxHandshakes, max(1, t.o.MaxHandshakes/8))
 	t.budget.limit = t.o.MemoryBudget
 	t.budget.source = budgetSource(o.MemoryBudget == 0)
+	t.budget.cost = costOf(t.o)
 	t.budget.log = t.o.Logger
 	return t
 }
@@ -384,6 +425,7 @@ func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds 
 	c, err := t.handshakeClient(ctx, boot)
 	if err != nil {
 		boot.Close()
+		t.budget.refusedHandshake(err)
 		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
 	}
 	if err := t.bindQP(ctx, c, auth); err != nil {
@@ -397,8 +439,10 @@ func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds 
 func (t *Transport) Counters() map[string]uint64 { return t.counters.snapshot() }
 
 // Gauges returns the registered memory in use (registered_bytes), the part
-// of it in shared receive queues' buffers (shared_recv_bytes) and, when
-// there is one, its budget (registered_budget).
+// of it in shared receive queues' buffers (shared_recv_bytes), when there
+// is one, its budget (registered_budget) and, while there are any, the
+// server's handshakes holding a queue pair (handshakes_in_progress) and
+// waiting for a place (handshakes_waiting).
 func (t *Transport) Gauges() map[string]uint64 {
 	m := map[string]uint64{"registered_bytes": uint64(t.budget.inUse())}
 	if n := t.sharedBytes(); n > 0 {
@@ -406,6 +450,9 @@ func (t *Transport) Gauges() map[string]uint64 {
 	}
 	if t.budget.limit > 0 {
 		m["registered_budget"] = uint64(t.budget.limit)
+	}
+	if held, waiting := t.gate.inProgress(); held+waiting > 0 {
+		m["handshakes_in_progress"], m["handshakes_waiting"] = uint64(held), uint64(waiting)
 	}
 	return m
 }
@@ -428,6 +475,7 @@ type counters struct {
 	creditsGivenBack         atomic.Uint64 // lent credits this side gave back, idle
 	srqLimitEvents           atomic.Uint64 // a shared receive queue ran low (the safety net)
 	refused                  atomic.Uint64
+	handshakesWaited         atomic.Uint64 // a hello waited for a place at the gate
 	strayCompletions         atomic.Uint64 // a shared CQ's completion for a QP no longer attached
 	cqPlacesLeaked           atomic.Uint64 // a QP left a shared CQ with work requests unaccounted for
 	closeGraceExpired        atomic.Uint64 // a teardown stopped waiting for its work requests at the close grace
@@ -469,6 +517,7 @@ func (c *counters) snapshot() map[string]uint64 {
 		"credits_given_back":  c.creditsGivenBack.Load(),
 		"srq_limit_events":    c.srqLimitEvents.Load(),
 		"handshakes_refused":  c.refused.Load(),
+		"handshakes_waited":   c.handshakesWaited.Load(),
 		"stray_completions":   c.strayCompletions.Load(),
 		"cq_places_leaked":    c.cqPlacesLeaked.Load(),
 		"close_grace_expired": c.closeGraceExpired.Load(),
