@@ -106,6 +106,7 @@ var (
 	MaxCallSendMsgSize = rpc.MaxCallSendMsgSize
 	PeerOption         = rpc.PeerOption
 	PerRPCCredentials  = rpc.PerRPCCredentials
+	UseCompressor      = rpc.UseCompressor
 	WaitForReady       = rpc.WaitForReady
 
 	// Dial options.

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/metadata"
 )
 
@@ -24,6 +25,8 @@ type callInfo struct {
 	// attemptHeader, set by the retry loop, receives the response
 	// headers: once the server sent some, the call is committed.
 	attemptHeader *metadata.MD
+	compressor    string              // UseCompressor's name, "" for none
+	comp          encoding.Compressor // the compressor named, once the call looked it up
 }
 
 type callOptionFunc func(*callInfo)

@@ -70,6 +70,13 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 		return status.Errorf(codes.Internal, "request metadata: %v", err)
 	}
 	md = outgoingMD(md)
+	if ci.compressor != "" {
+		c, err := sendCompressor(ci.compressor)
+		if err != nil {
+			return err
+		}
+		ci.comp, md = c, withEncoding(md, c)
+	}
 	// A call that never left (the link was draining, or closed before the
 	// transport took the request) is safely sent again on a new link. One
 	// the server refused before running it (its queue for call slots was
@@ -307,7 +314,7 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 	}
 	// The request takes the connection's window, as stream messages do:
 	// the server grants it back when the call is over (docs/wire.md).
-	n, err := sendFrame(ctx, l.Conn, l.cc.opts.codec, head, req, ci.maxSendSize, nil, &l.Flow, nil)
+	n, err := sendFrame(ctx, l.Conn, sendCodec(l.cc.opts.codec, ci.comp), head, req, ci.maxSendSize, nil, &l.Flow, nil)
 	if rs != nil && err == nil {
 		rs.outHeader(md, method, l.Conn)
 		rs.outPayload(req, n, len(head)+n)
@@ -364,6 +371,10 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats)
 			if resp.Code == uint32(codes.Unavailable) && len(resp.Trailer[refusedKey]) > 0 {
 				return errRefused
 			}
+			rc, name, ok := takeEncoding(resp.Header)
+			if !ok && resp.Code == 0 {
+				return status.Errorf(codes.Internal, "grpc: Decompressor is not installed for grpc-encoding %q", name)
+			}
 			if ci.header != nil {
 				*ci.header = resp.Header
 			}
@@ -385,8 +396,8 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats)
 			if len(resp.Payload) > ci.maxRecvSize {
 				return status.Errorf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(resp.Payload), ci.maxRecvSize)
 			}
-			if err := l.cc.opts.codec.Unmarshal(resp.Payload, reply); err != nil {
-				return status.Errorf(codes.Internal, "decoding response into %T: %v", reply, err)
+			if err := decodeMsg(l.cc.opts.codec, rc, resp.Payload, ci.maxRecvSize, reply); err != nil {
+				return decodeError(err, "response", reply)
 			}
 			if rs != nil {
 				rs.response(&resp, len(frame), reply)

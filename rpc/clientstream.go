@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/balancer"
 	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
@@ -64,6 +65,13 @@ func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method s
 		return nil, status.Errorf(codes.Internal, "request metadata: %v", err)
 	}
 	md = outgoingMD(md)
+	if ci.compressor != "" {
+		c, err := sendCompressor(ci.compressor)
+		if err != nil {
+			return nil, err
+		}
+		ci.comp, md = c, withEncoding(md, c)
+	}
 	for attempt := 1; ; attempt++ {
 		l, done, err := cc.link(ctx, method, ci.waitForReady)
 		if err != nil {
@@ -97,10 +105,14 @@ type clientStream struct {
 	desc   *StreamDesc
 	method string
 	md     metadata.MD // the request metadata, for an OPEN sent again
-	ci     callInfo
-	ctx    context.Context
-	cancel context.CancelFunc
-	parent context.Context // the caller's: once it is done, nobody reads the stream
+	// recvComp is the compressor of the messages the server sends, from
+	// its HEADERS (nil: not compressed): set by the reader before it
+	// queues the first message.
+	recvComp encoding.Compressor
+	ci       callInfo
+	ctx      context.Context
+	cancel   context.CancelFunc
+	parent   context.Context // the caller's: once it is done, nobody reads the stream
 
 	in  conn.Inbox
 	out conn.Credit
@@ -581,10 +593,16 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			return true
 		}
 		cs.accepted()
+		rc, name, ok := takeEncoding(md)
+		if !ok {
+			cs.reset(status.Newf(codes.Internal, "grpc: Decompressor is not installed for grpc-encoding %q", name))
+			return true
+		}
 		cs.mu.Lock()
 		cs.sawHeaders = true
 		first := !cs.headerDone
 		if first {
+			cs.recvComp = rc
 			cs.header, cs.headerDone = md, true
 			close(cs.gotHeader)
 		}
@@ -766,7 +784,7 @@ func (cs *clientStream) SendMsg(m any) error {
 		return io.EOF
 	}
 	if keep {
-		sc, sized := cs.cc.opts.codec.(SizedCodec)
+		sc, sized := cs.codec().(SizedCodec)
 		n := -1
 		if sized {
 			n = sc.Size(m)
@@ -787,7 +805,7 @@ func (cs *clientStream) SendMsg(m any) error {
 		}
 	}
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], id)
-	n, err := sendFrame(cs.ctx, l.Conn, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil, &l.Flow, nil)
+	n, err := sendFrame(cs.ctx, l.Conn, cs.codec(), head, m, cs.ci.maxSendSize, nil, &l.Flow, nil)
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && cs.ctx.Err() == nil {
@@ -813,11 +831,11 @@ func (cs *clientStream) sendKept(m any, n int) error {
 	var frame []byte
 	if n >= 0 {
 		frame = make([]byte, wire.HeaderLen+n)
-		if err := cs.cc.opts.codec.(SizedCodec).MarshalTo(frame[wire.HeaderLen:], m); err != nil {
+		if err := cs.codec().(SizedCodec).MarshalTo(frame[wire.HeaderLen:], m); err != nil {
 			return status.Errorf(codes.Internal, "encoding %T: %v", m, err)
 		}
 	} else {
-		payload, err := cs.cc.opts.codec.Marshal(m)
+		payload, err := cs.codec().Marshal(m)
 		if err != nil {
 			return status.Errorf(codes.Internal, "encoding %T: %v", m, err)
 		}
@@ -867,6 +885,10 @@ func (cs *clientStream) sendKept(m any, n int) error {
 	return nil
 }
 
+// codec is what the stream's messages are encoded with: the client's
+// codec, compressed when the call named a compressor.
+func (cs *clientStream) codec() Codec { return sendCodec(cs.cc.opts.codec, cs.ci.comp) }
+
 // RecvMsg receives the next message into m: io.EOF at the end of an OK
 // stream, the status error otherwise.
 func (cs *clientStream) RecvMsg(m any) error {
@@ -904,12 +926,13 @@ func (cs *clientStream) recv(m any) error {
 		cs.in.Ungrant(grant)
 	}
 	if m != nil {
-		err = cs.cc.opts.codec.Unmarshal(msg, m)
+		// recvComp was set by the reader before it queued msg.
+		err = decodeMsg(cs.cc.opts.codec, cs.recvComp, msg, cs.ci.maxRecvSize, m)
 	}
 	n := len(msg)
 	bufpool.Put(msg)
 	if err != nil {
-		st := status.Newf(codes.Internal, "decoding response into %T: %v", m, err)
+		st := status.Convert(decodeError(err, "response", m))
 		cs.reset(st)
 		return st.Err()
 	}

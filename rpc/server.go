@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
@@ -311,8 +312,9 @@ type callStream struct {
 	fail     error            // the call fails with this before any handler runs
 	svc      *service
 	md       *MethodDesc
-	est      *conn.RespEstimate // the method's on this connection, nil for an unknown one
-	ua       string             // the connection's user-agent when it arrived
+	est      *conn.RespEstimate  // the method's on this connection, nil for an unknown one
+	comp     encoding.Compressor // the request's compressor, and the response's; nil: none
+	ua       string              // the connection's user-agent when it arrived
 
 	cost    int           // bytes charged to the queue while queued
 	elem    *list.Element // in the queue, nil once started
@@ -535,6 +537,9 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 		st.fail = status.Errorf(codes.Internal, "malformed request frame: %v", err)
 	default:
 		st.method = req.Method
+		var encName string
+		var encOK bool
+		st.comp, encName, encOK = takeEncoding(req.MD)
 		if known != nil {
 			st.svc, st.md, st.est = known.svc, known.md, l.estimate(known)
 		} else {
@@ -544,6 +549,8 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 		case st.md == nil:
 			l.s.peerLog.warn("unknown method", zap.Stringer("peer", l.peer.Addr), zap.String("method", req.Method))
 			st.fail = l.unknownMethod(req.Method, st.svc)
+		case !encOK:
+			st.fail = status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encName)
 		case len(req.Payload) > l.s.opts.maxRecvSize:
 			st.fail = status.Errorf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(req.Payload), l.s.opts.maxRecvSize)
 		default:
@@ -650,13 +657,13 @@ func (st *callStream) decode(v any) error {
 		return status.Error(codes.Internal, "request decoded twice")
 	}
 	st.decoded = true
-	err := st.cc.l.s.opts.codec.Unmarshal(st.req.Payload, v)
+	err := decodeMsg(st.cc.l.s.opts.codec, st.comp, st.req.Payload, st.cc.l.s.opts.maxRecvSize, v)
 	// The codec copied what it needs: give the (possibly registered)
 	// memory back at once.
 	st.frame.Release()
 	st.req.Payload = nil
 	if err != nil {
-		return status.Errorf(codes.Internal, "decoding request into %T: %v", v, err)
+		return decodeError(err, "request", v)
 	}
 	return nil
 }
@@ -705,10 +712,10 @@ func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err err
 		err = status.Errorf(codes.Internal, "handler for %s returned neither a response nor an error", sc.method)
 	}
 	if err == nil {
-		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, header, trailer)
+		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, headerWithEncoding(header, call.comp), trailer)
 		var n int
 		l.adm.unreserve(call) // the response takes its own size of the budget
-		n, err = sendFrame(l.Ctx, l.Conn, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget, nil, call.est)
+		n, err = sendFrame(l.Ctx, l.Conn, sendCodec(l.s.opts.codec, call.comp), head, resp, l.s.opts.maxSendSize, l.budget, nil, call.est)
 		if rs := sc.stats; rs != nil && err == nil {
 			rs.outHeader(header, "", nil)
 			rs.outPayload(resp, n, len(head)+n)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
@@ -30,7 +31,8 @@ type serverStream struct {
 	method string
 	desc   *StreamDesc
 	svc    *service
-	sc     *serverCall // header and trailer, shared with SetHeader(ctx)
+	sc     *serverCall         // header and trailer, shared with SetHeader(ctx)
+	comp   encoding.Compressor // the client's, which the stream answers with too; nil: none
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -54,6 +56,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	var fail *status.Status
 	var svc *service
 	var desc *StreamDesc
+	var comp encoding.Compressor
 	switch {
 	case errors.Is(err, wire.ErrMetadataTooLarge):
 		fail = status.Newf(codes.ResourceExhausted, "stream %v", err)
@@ -62,9 +65,15 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		fail = status.Newf(codes.Internal, "malformed open frame: %v", err)
 	default:
 		svc, desc = l.lookupStream(req.Method)
-		if desc == nil {
+		var encName string
+		var encOK bool
+		comp, encName, encOK = takeEncoding(req.MD)
+		switch {
+		case desc == nil:
 			l.s.peerLog.warn("unknown streaming method", zap.Stringer("peer", l.peer.Addr), zap.String("method", req.Method))
 			fail = status.Convert(l.unknownMethod(req.Method, svc))
+		case !encOK:
+			fail = status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encName)
 		}
 	}
 	l.adm.mu.Lock()
@@ -86,7 +95,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		return l.queueOrClose(wire.AppendTrailers(nil, h.CallID, uint32(fail.Code()), fail.Message(), nil, nil, nil))
 	}
 	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, svc: svc,
-		sc: &serverCall{method: req.Method}}
+		sc: &serverCall{method: req.Method}, comp: comp}
 	ss.sc.stream = ss
 	ss.in.Init(l.s.opts.window)
 	ss.out.Init()
@@ -441,7 +450,7 @@ func (ss *serverStream) sendHeader() error {
 	md := ss.sc.header
 	ss.sc.sent = true
 	ss.sc.mu.Unlock()
-	frame := wire.AppendHeaders(nil, ss.id, md)
+	frame := wire.AppendHeaders(nil, ss.id, headerWithEncoding(md, ss.comp))
 	if err := ss.l.Conn.Send(ss.ctx, frame); err != nil {
 		return ss.sendError(err)
 	}
@@ -476,7 +485,7 @@ func (ss *serverStream) SendMsg(m any) error {
 	// Counted by the send watch as responses are: a client that takes
 	// nothing for ResponseTimeout is disconnected.
 	ss.l.ResponseStart()
-	n, err := sendFrame(ss.ctx, ss.l.Conn, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.Flow, nil)
+	n, err := sendFrame(ss.ctx, ss.l.Conn, sendCodec(ss.l.s.opts.codec, ss.comp), head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.Flow, nil)
 	ss.l.ResponseDone()
 	bufpool.Put(head)
 	if err != nil {
@@ -542,11 +551,11 @@ func (ss *serverStream) RecvMsg(m any) error {
 	if grant > 0 && !ss.l.QueueControl(wire.AppendWindow(nil, ss.id, uint32(grant)), conn.MaxQueuedCancels) {
 		ss.in.Ungrant(grant)
 	}
-	err = ss.l.s.opts.codec.Unmarshal(msg, m)
+	err = decodeMsg(ss.l.s.opts.codec, ss.comp, msg, ss.l.s.opts.maxRecvSize, m)
 	n := len(msg)
 	bufpool.Put(msg)
 	if err != nil {
-		return status.Errorf(codes.Internal, "decoding request into %T: %v", m, err)
+		return decodeError(err, "request", m)
 	}
 	if ss.sc.stats != nil {
 		ss.sc.stats.inPayload(m, n, n+wire.HeaderLen)

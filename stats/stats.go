@@ -77,7 +77,7 @@ type InHeader struct {
 	// the header came in a frame of its own or with the request; 0 when it
 	// cannot be told apart from what came with it.
 	WireLength int
-	// Compression is the compression the peer uses; rdmarpc has none: "".
+	// Compression is the compression the peer uses; rdmarpc does not report it yet: "".
 	Compression string
 	Header      metadata.MD
 	// FullMethod, RemoteAddr and LocalAddr are set on the server only.

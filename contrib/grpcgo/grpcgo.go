@@ -6,10 +6,12 @@ import (
 
 	"google.golang.org/grpc"
 	gcodes "google.golang.org/grpc/codes"
+	gencoding "google.golang.org/grpc/encoding"
 	gmetadata "google.golang.org/grpc/metadata"
 	gpeer "google.golang.org/grpc/peer"
 	gstatus "google.golang.org/grpc/status"
 
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/peer"
 	"github.com/rdmarpc/rdmarpc/rpc"
@@ -100,9 +102,8 @@ func callOptions(gopts []grpc.CallOption) (*opts, error) {
 				return o, gstatus.Errorf(gcodes.InvalidArgument, "grpcgo: CallContentSubtype(%q): rdmarpc encodes with the connection's codec (rpc.WithCodec); only \"proto\" is accepted", g.ContentSubtype)
 			}
 		case grpc.CompressorCallOption:
-			if g.CompressorType != "identity" {
-				return o, gstatus.Errorf(gcodes.InvalidArgument, "grpcgo: UseCompressor(%q): rdmarpc does not compress messages", g.CompressorType)
-			}
+			useGRPCCompressor(g.CompressorType)
+			o.opts = append(o.opts, rpc.UseCompressor(g.CompressorType))
 		default:
 			return o, gstatus.Errorf(gcodes.InvalidArgument, "grpcgo: gRPC-go's call option %T has no rdmarpc equivalent", g)
 		}
@@ -292,3 +293,17 @@ func (s *serverStream) SetTrailer(md gmetadata.MD)       { s.ss.SetTrailer(metad
 func (s *serverStream) Context() context.Context         { return s.ctx }
 func (s *serverStream) SendMsg(m any) error              { return toGRPC(s.ss.SendMsg(m)) }
 func (s *serverStream) RecvMsg(m any) error              { return toGRPC(s.ss.RecvMsg(m)) }
+
+// useGRPCCompressor registers with rdmarpc's encoding the compressor
+// registered with gRPC-go's under name, unless rdmarpc has one of that
+// name: a program that imports google.golang.org/grpc/encoding/gzip, as
+// gRPC-go programs do, compresses over rdmarpc without importing
+// rdmarpc's. The two Compressor interfaces have the same methods.
+func useGRPCCompressor(name string) {
+	if name == "" || name == encoding.Identity || encoding.GetCompressor(name) != nil {
+		return
+	}
+	if c := gencoding.GetCompressor(name); c != nil {
+		encoding.RegisterCompressor(c)
+	}
+}
