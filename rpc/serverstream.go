@@ -416,7 +416,8 @@ func (ss *serverStream) sendTrailers(err error) {
 // SetHeader adds md to the header, sent with the first message or by
 // SendHeader.
 func (ss *serverStream) SetHeader(md metadata.MD) error {
-	if err := wire.CheckMD(md); err != nil {
+	md, err := handlerMD(md)
+	if err != nil {
 		return err
 	}
 	ss.mu.Lock()
@@ -462,7 +463,8 @@ func (ss *serverStream) sendHeader() error {
 
 // SetTrailer adds md to the trailer, sent when the handler returns.
 func (ss *serverStream) SetTrailer(md metadata.MD) {
-	if wire.CheckMD(md) != nil {
+	md, err := handlerMD(md)
+	if err != nil {
 		return
 	}
 	ss.sc.mu.Lock()

@@ -1,0 +1,339 @@
+package grpcgo_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	gcodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	gmetadata "google.golang.org/grpc/metadata"
+	gstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/rdmarpc/rdmarpc/contrib/grpcgo"
+	"github.com/rdmarpc/rdmarpc/rpc"
+)
+
+// The parity tests: each behaviour is one test body written against
+// gRPC-go's API, run against a gRPC-go server and client and against an
+// rdmarpc server and client (through this package), both over loopback
+// TCP. Where rdmarpc differed, the rdmarpc half failed before the change
+// its commit names.
+
+// serverOpts are the server options a case needs, for either library.
+type serverOpts struct {
+	maxSendMsgSize  int
+	waitForHandlers bool
+}
+
+// started is a server under test and a client of it.
+type started struct {
+	cc   grpc.ClientConnInterface
+	stop func() // Server.Stop; the test's cleanup calls it again
+}
+
+type side struct {
+	name  string
+	start func(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started
+}
+
+var sides = []side{
+	{"grpc-go", startGRPC},
+	{"rdmarpc", startRdmarpc},
+}
+
+func startGRPC(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
+	t.Helper()
+	var opts []grpc.ServerOption
+	if o.maxSendMsgSize > 0 {
+		opts = append(opts, grpc.MaxSendMsgSize(o.maxSendMsgSize))
+	}
+	if o.waitForHandlers {
+		opts = append(opts, grpc.WaitForHandlers(true))
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(opts...)
+	s.RegisterService(desc, struct{}{})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(lis) }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		s.Stop()
+		<-done
+	})
+	return started{cc: cc, stop: s.Stop}
+}
+
+func startRdmarpc(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
+	t.Helper()
+	var opts []rpc.ServerOption
+	if o.maxSendMsgSize > 0 {
+		opts = append(opts, rpc.MaxSendMsgSize(o.maxSendMsgSize))
+	}
+	lis, err := rpc.Listen(tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rpc.NewServer(opts...)
+	grpcgo.NewServer(s).RegisterService(desc, struct{}{})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(lis) }()
+	cc, err := rpc.NewClient("tcp://" + lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		s.Stop()
+		<-done
+	})
+	return started{cc: grpcgo.NewClient(cc), stop: s.Stop}
+}
+
+// handlers are a case's methods of the service behave.Svc; nil ones are
+// not registered.
+type handlers struct {
+	unary        func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error)
+	serverStream func(in *wrapperspb.StringValue, ss grpc.ServerStream) error
+	clientStream func(ss grpc.ServerStream) error
+}
+
+func (h handlers) desc() *grpc.ServiceDesc {
+	d := &grpc.ServiceDesc{ServiceName: "behave.Svc", HandlerType: (*any)(nil)}
+	if h.unary != nil {
+		d.Methods = append(d.Methods, grpc.MethodDesc{MethodName: "Unary",
+			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				in := new(wrapperspb.StringValue)
+				if err := dec(in); err != nil {
+					return nil, err
+				}
+				return h.unary(ctx, in)
+			}})
+	}
+	if h.serverStream != nil {
+		d.Streams = append(d.Streams, grpc.StreamDesc{StreamName: "ServerStream", ServerStreams: true,
+			Handler: func(_ any, ss grpc.ServerStream) error {
+				in := new(wrapperspb.StringValue)
+				if err := ss.RecvMsg(in); err != nil {
+					return err
+				}
+				return h.serverStream(in, ss)
+			}})
+	}
+	if h.clientStream != nil {
+		d.Streams = append(d.Streams, grpc.StreamDesc{StreamName: "ClientStream", ClientStreams: true,
+			Handler: func(_ any, ss grpc.ServerStream) error { return h.clientStream(ss) }})
+	}
+	return d
+}
+
+// parity runs body against each side.
+func parity(t *testing.T, o serverOpts, h handlers, body func(t *testing.T, s started)) {
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			body(t, sd.start(t, o, h.desc()))
+		})
+	}
+}
+
+func ctxOf(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestBehaveEchoIncomingMetadata: a handler that sets the incoming
+// metadata, pseudo-headers and reserved keys included, as its headers and
+// trailers (as gRPC-go's own test server does) succeeds; the keys of its
+// own reach the client.
+func TestBehaveEchoIncomingMetadata(t *testing.T) {
+	echo := func(ctx context.Context) error {
+		md, _ := gmetadata.FromIncomingContext(ctx)
+		if err := grpc.SetHeader(ctx, md); err != nil {
+			return err
+		}
+		if err := grpc.SendHeader(ctx, md); err != nil {
+			return err
+		}
+		return grpc.SetTrailer(ctx, md)
+	}
+	h := handlers{
+		unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+			return in, echo(ctx)
+		},
+		serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error {
+			md, _ := gmetadata.FromIncomingContext(ss.Context())
+			if err := ss.SetHeader(md); err != nil {
+				return err
+			}
+			if err := ss.SendHeader(md); err != nil {
+				return err
+			}
+			ss.SetTrailer(md)
+			return ss.SendMsg(in)
+		},
+	}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		ctx := gmetadata.AppendToOutgoingContext(ctxOf(t), "echo-me", "1")
+		var header, trailer gmetadata.MD
+		out := new(wrapperspb.StringValue)
+		if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", wrapperspb.String("x"), out, grpc.Header(&header), grpc.Trailer(&trailer)); err != nil {
+			t.Fatalf("unary: %v", err)
+		}
+		if header.Get("echo-me")[0] != "1" || trailer.Get("echo-me")[0] != "1" {
+			t.Errorf("unary: header %v, trailer %v; want echo-me in both", header, trailer)
+		}
+		cs, err := s.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/behave.Svc/ServerStream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+			t.Fatal(err)
+		}
+		cs.CloseSend()
+		for err == nil {
+			err = cs.RecvMsg(out)
+		}
+		if err != io.EOF {
+			t.Fatalf("stream: %v", err)
+		}
+		// SetHeader and SendHeader both add the echo: it is there twice.
+		if h, _ := cs.Header(); len(h.Get("echo-me")) == 0 || len(cs.Trailer().Get("echo-me")) != 1 {
+			t.Errorf("stream: header %v, trailer %v; want echo-me in both", h, cs.Trailer())
+		}
+	})
+}
+
+// TestBehaveInvalidUTF8Status: a status message that is not valid UTF-8
+// reaches the client with each bad byte as U+FFFD.
+func TestBehaveInvalidUTF8Status(t *testing.T) {
+	h := handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		return nil, gstatus.Error(gcodes.Internal, "bad \xff byte")
+	}}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		err := s.cc.Invoke(ctxOf(t), "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue))
+		st := gstatus.Convert(err)
+		if st.Code() != gcodes.Internal || st.Message() != "bad \uFFFD byte" {
+			t.Errorf("got %v %q, want Internal %q", st.Code(), st.Message(), "bad \uFFFD byte")
+		}
+	})
+}
+
+// TestBehaveSendMsgFailureEndsRPC: a server SendMsg over MaxSendMsgSize
+// ends the RPC with its status at once, while the handler still runs;
+// what the handler returns later is ignored.
+func TestBehaveSendMsgFailureEndsRPC(t *testing.T) {
+	release := make(chan struct{})
+	var sendErr atomic.Value
+	h := handlers{serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error {
+		if err := ss.SendMsg(wrapperspb.String(strings.Repeat("x", 4096))); err != nil {
+			sendErr.Store(gstatus.Code(err))
+		}
+		<-release
+		return gstatus.Error(gcodes.Aborted, "the handler's own return")
+	}}
+	parity(t, serverOpts{maxSendMsgSize: 1024}, h, func(t *testing.T, s started) {
+		defer func() { release <- struct{}{} }()
+		cs, err := s.cc.NewStream(ctxOf(t), &grpc.StreamDesc{ServerStreams: true}, "/behave.Svc/ServerStream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+			t.Fatal(err)
+		}
+		cs.CloseSend()
+		// The handler has not returned: the status is SendMsg's.
+		if err := cs.RecvMsg(new(wrapperspb.StringValue)); gstatus.Code(err) != gcodes.ResourceExhausted {
+			t.Errorf("RecvMsg: %v, want ResourceExhausted while the handler still runs", err)
+		}
+		if c, _ := sendErr.Load().(gcodes.Code); c != gcodes.ResourceExhausted {
+			t.Errorf("the handler's SendMsg: %v, want ResourceExhausted", c)
+		}
+	})
+}
+
+// TestBehaveUnaryThroughNewStream: a unary method answers a stream
+// opened on it with NewStream: one response, then io.EOF.
+func TestBehaveUnaryThroughNewStream(t *testing.T) {
+	h := handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		return wrapperspb.String(in.Value + "!"), nil
+	}}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		cs, err := s.cc.NewStream(ctxOf(t), &grpc.StreamDesc{}, "/behave.Svc/Unary")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("hi")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		out := new(wrapperspb.StringValue)
+		if err := cs.RecvMsg(out); err != nil || out.Value != "hi!" {
+			t.Fatalf("RecvMsg: %q, %v", out.Value, err)
+		}
+		if err := cs.RecvMsg(out); err != io.EOF {
+			t.Errorf("second RecvMsg: %v, want io.EOF", err)
+		}
+	})
+}
+
+// TestBehaveCardinality: a client-streaming handler that returns without
+// a response gives the client Internal; a second SendMsg on a stream that
+// is not client-streaming fails Internal.
+func TestBehaveCardinality(t *testing.T) {
+	h := handlers{
+		clientStream: func(ss grpc.ServerStream) error {
+			for {
+				if err := ss.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+					if err == io.EOF {
+						return nil // no response
+					}
+					return err
+				}
+			}
+		},
+		serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error { return ss.SendMsg(in) },
+	}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		ctx := ctxOf(t)
+		cs, err := s.cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/behave.Svc/ClientStream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.RecvMsg(new(wrapperspb.StringValue)); gstatus.Code(err) != gcodes.Internal {
+			t.Errorf("client-streaming handler without a response: %v, want Internal", err)
+		}
+
+		cs, err = s.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/behave.Svc/ServerStream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("y")); gstatus.Code(err) != gcodes.Internal {
+			t.Errorf("second SendMsg on a server-streaming stream: %v, want Internal", err)
+		}
+	})
+}
