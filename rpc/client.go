@@ -3,9 +3,11 @@ package rpc
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -421,7 +423,26 @@ func responseStatus(r wire.Response) *status.Status {
 			details = append(details, a)
 		}
 	}
-	return status.FromParts(codes.Code(r.Code), r.Message, details)
+	return status.FromParts(codes.Code(r.Code), validUTF8(r.Message), details)
+}
+
+// validUTF8 is msg, a status message from the wire, with each byte that is
+// not part of valid UTF-8 replaced by U+FFFD, as gRPC-go's client reads it.
+func validUTF8(msg string) string {
+	if utf8.ValidString(msg) {
+		return msg
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		r, n := utf8.DecodeRuneInString(msg[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(msg[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // dispatch handles one frame, read by self's caller (nil: the reader

@@ -144,6 +144,7 @@ type clientStream struct {
 	done       chan struct{}  // closed when ended
 	ended      bool           // trailers, a reset, the context or the link ended it
 	sentClose  bool
+	sentOne    bool // !ClientStreams: the one request was sent (or tried)
 	refusals   int  // the server refused the stream this many times in a row
 	gotOne     bool // !ServerStreams: the one response was received
 	// Messages kept past the stream's end (TRAILERS: finish without drop)
@@ -775,6 +776,12 @@ func (cs *clientStream) SendMsg(m any) error {
 	cs.mu.Lock()
 	cs.waitReopened()
 	closed, ended, keep := cs.sentClose, cs.ended, !cs.committed.Load()
+	// A stream that is not client-streaming takes one request, as
+	// gRPC-go's: the call after it fails as after CloseSend.
+	closed = closed || cs.sentOne
+	if !cs.desc.ClientStreams {
+		cs.sentOne = true
+	}
 	l, id := cs.l, cs.id
 	cs.mu.Unlock()
 	if closed {
@@ -893,6 +900,11 @@ func (cs *clientStream) codec() Codec { return sendCodec(cs.cc.opts.codec, cs.ci
 // stream, the status error otherwise.
 func (cs *clientStream) RecvMsg(m any) error {
 	err := cs.recv(m)
+	if err == io.EOF && !cs.desc.ServerStreams && !cs.gotOne {
+		// The stream ended OK without its one response: the server broke
+		// the method's cardinality, as gRPC-go's client reports it.
+		return status.Error(codes.Internal, "cardinality violation: received no response message from non-server-streaming RPC")
+	}
 	if err != nil || cs.desc.ServerStreams {
 		return err
 	}

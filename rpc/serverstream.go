@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -46,6 +47,9 @@ type serverStream struct {
 
 	mu         sync.Mutex // the handler's side
 	headerSent bool
+	// trailersSent: the stream's end is decided; the TRAILERS went or are
+	// going (at the handler's return, or early by endEarly).
+	trailersSent atomic.Bool
 }
 
 // openStream handles an OPEN: it starts the stream's handler, or answers
@@ -162,7 +166,37 @@ func (l *serverLink) lookupStream(method string) (*service, *StreamDesc) {
 		return nil, nil
 	}
 	_, m, _ := cutMethod(method)
-	return svc, svc.streams[m]
+	if d := svc.streams[m]; d != nil {
+		return svc, d
+	}
+	if md := svc.methods[m]; md != nil {
+		// A unary method opened as a stream (cc.NewStream), as gRPC-go
+		// serves it: one request, one response.
+		return svc, &StreamDesc{StreamName: m, Handler: unaryAsStream(md, l.s.interceptor)}
+	}
+	return svc, nil
+}
+
+// unaryAsStream serves unary method md on a stream: the request is the
+// stream's one message, the response its one message back.
+func unaryAsStream(md *MethodDesc, ic UnaryServerInterceptor) StreamHandler {
+	return func(srv any, ss ServerStream) error {
+		dec := func(v any) error {
+			err := ss.RecvMsg(v)
+			if err == io.EOF {
+				return status.Error(codes.Internal, "cardinality violation: received no request message from non-client-streaming RPC")
+			}
+			return err
+		}
+		resp, err := md.Handler(srv, ss.Context(), dec, ic)
+		if err != nil {
+			return err
+		}
+		if resp == nil {
+			return status.Errorf(codes.Internal, "handler for %s returned neither a response nor an error", md.MethodName)
+		}
+		return ss.SendMsg(resp)
+	}
 }
 
 // streamFrame handles a frame for an open stream: MESSAGE, CLOSE_SEND,
@@ -338,7 +372,7 @@ func (ss *serverStream) run() {
 	reset := ss.reset
 	l.adm.uncountLocked(&ss.counted) // before the TRAILERS can reach the client
 	l.adm.mu.Unlock()
-	if !reset && l.Ctx.Err() == nil {
+	if !reset && l.Ctx.Err() == nil && ss.trailersSent.CompareAndSwap(false, true) {
 		ss.sendTrailers(err)
 	}
 	if ss.sc.stats != nil {
@@ -369,6 +403,15 @@ func (ss *serverStream) call() (err error) {
 		return ic(ss.svc.impl, ss, info, ss.desc.Handler)
 	}
 	return ss.desc.Handler(ss.svc.impl, ss)
+}
+
+// endEarly ends the stream with err's status while its handler still
+// runs: the TRAILERS go now, and the handler's context is cancelled.
+func (ss *serverStream) endEarly(err error) {
+	if ss.trailersSent.CompareAndSwap(false, true) {
+		ss.sendTrailers(err)
+	}
+	ss.cancel()
 }
 
 // sendTrailers ends the stream with err's status; the header goes with it
@@ -492,7 +535,11 @@ func (ss *serverStream) SendMsg(m any) error {
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && ss.ctx.Err() == nil {
-			return err // too large or not encodable: the stream goes on
+			// Too large or not encodable: as in gRPC-go, the stream ends
+			// now with that status, and what the handler returns later
+			// is not sent.
+			ss.endEarly(err)
+			return err
 		}
 		return ss.sendError(err)
 	}
