@@ -162,6 +162,8 @@ var (
 	StatsHandler               = rpc.StatsHandler
 	StreamInterceptor          = rpc.StreamInterceptor
 	UnaryInterceptor           = rpc.UnaryInterceptor
+	UnknownServiceHandler      = rpc.UnknownServiceHandler
+	WaitForHandlers            = rpc.WaitForHandlers
 
 	// Listen options.
 	ListenCreds    = rpc.ListenCreds

@@ -49,6 +49,7 @@ type Server struct {
 	stopped   bool // Stop: everything closes now
 	cv        *sync.Cond
 	wg        sync.WaitGroup // Serve loops and connection goroutines
+	stopOnce  sync.Once      // Stop's wait for the workers' end, when it does not wait itself
 }
 
 // methodEntry is a unary method as a request names it.
@@ -224,7 +225,10 @@ func (s *Server) Serve(l Listener) error {
 // Stop closes every listener and connection at once: calls in progress are
 // canceled, and their clients see Unavailable. Connections close in
 // parallel, so peers that are slow to let go cost one close grace, not one
-// each. It returns when every handler has returned.
+// each. As gRPC-go's, it returns without waiting for the handlers still
+// running (their contexts are cancelled) unless the server was made with
+// WaitForHandlers(true), when it returns once every handler has returned.
+// Either way each connection's goroutines end after its handlers.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	s.stopped = true
@@ -245,8 +249,19 @@ func (s *Server) Stop() {
 		}()
 	}
 	closing.Wait()
-	s.wg.Wait()
-	s.workers.stop()
+	if s.opts.waitForHandlers {
+		s.wg.Wait()
+		s.workers.stop()
+		return
+	}
+	// The workers end once no connection can hand them a call, after the
+	// handlers: a goroutine of the Server's waits for that, once.
+	s.stopOnce.Do(func() {
+		go func() {
+			s.wg.Wait()
+			s.workers.stop()
+		}()
+	})
 }
 
 // GracefulStop stops accepting connections, tells every client to go away
@@ -544,6 +559,9 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 			st.svc, st.md, st.est = known.svc, known.md, l.estimate(known)
 		} else {
 			st.svc, st.md = l.lookup(req.Method)
+		}
+		if st.md == nil && l.s.opts.unknownHandler != nil {
+			st.svc, st.md = unknownService, unknownAsUnary(l.s.opts.unknownHandler, req.Method)
 		}
 		switch {
 		case st.md == nil:

@@ -162,19 +162,71 @@ func (l *serverLink) peerCtlLimit() int { return 2*l.s.opts.maxStreams + 64 }
 
 func (l *serverLink) lookupStream(method string) (*service, *StreamDesc) {
 	svc, _ := l.lookup(method)
-	if svc == nil {
-		return nil, nil
-	}
 	_, m, _ := cutMethod(method)
-	if d := svc.streams[m]; d != nil {
-		return svc, d
+	if svc != nil {
+		if d := svc.streams[m]; d != nil {
+			return svc, d
+		}
+		if md := svc.methods[m]; md != nil {
+			// A unary method opened as a stream (cc.NewStream), as
+			// gRPC-go serves it: one request, one response.
+			return svc, &StreamDesc{StreamName: m, Handler: unaryAsStream(md, l.s.interceptor)}
+		}
 	}
-	if md := svc.methods[m]; md != nil {
-		// A unary method opened as a stream (cc.NewStream), as gRPC-go
-		// serves it: one request, one response.
-		return svc, &StreamDesc{StreamName: m, Handler: unaryAsStream(md, l.s.interceptor)}
+	if h := l.s.opts.unknownHandler; h != nil {
+		return unknownService, &StreamDesc{StreamName: m, Handler: h, ClientStreams: true, ServerStreams: true}
 	}
 	return svc, nil
+}
+
+// unknownService is the service of the methods UnknownServiceHandler
+// serves: it has no implementation.
+var unknownService = &service{}
+
+// unknownAsUnary serves a unary call (a REQUEST) to an unregistered method
+// with UnknownServiceHandler's h, on a stream of one message each way.
+func unknownAsUnary(h StreamHandler, method string) *MethodDesc {
+	return &MethodDesc{MethodName: method, Handler: func(srv any, ctx context.Context, dec func(any) error, _ UnaryServerInterceptor) (any, error) {
+		us := &unaryServerStream{ctx: ctx, dec: dec}
+		if err := h(srv, us); err != nil {
+			return nil, err
+		}
+		if us.resp == nil {
+			return nil, status.Errorf(codes.Internal, "the unknown service handler sent no response for %s", method)
+		}
+		return us.resp, nil
+	}}
+}
+
+// unaryServerStream is a unary call seen as a ServerStream: its request is
+// the one message RecvMsg returns, the one message SendMsg takes is its
+// response.
+type unaryServerStream struct {
+	ctx      context.Context
+	dec      func(any) error
+	received bool
+	resp     any
+}
+
+func (u *unaryServerStream) Context() context.Context        { return u.ctx }
+func (u *unaryServerStream) SetHeader(md metadata.MD) error  { return SetHeader(u.ctx, md) }
+func (u *unaryServerStream) SendHeader(md metadata.MD) error { return SendHeader(u.ctx, md) }
+func (u *unaryServerStream) SetTrailer(md metadata.MD)       { _ = SetTrailer(u.ctx, md) }
+
+func (u *unaryServerStream) RecvMsg(m any) error {
+	if u.received {
+		return io.EOF
+	}
+	u.received = true
+	return u.dec(m)
+}
+
+func (u *unaryServerStream) SendMsg(m any) error {
+	if u.resp != nil {
+		return status.Error(codes.Internal, "SendMsg called twice on a unary call's stream")
+	}
+	u.resp = m
+	return nil
 }
 
 // unaryAsStream serves unary method md on a stream: the request is the

@@ -30,6 +30,7 @@ import (
 type serverOpts struct {
 	maxSendMsgSize  int
 	waitForHandlers bool
+	unknown         grpc.StreamHandler
 }
 
 // started is a server under test and a client of it.
@@ -57,6 +58,9 @@ func startGRPC(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
 	if o.waitForHandlers {
 		opts = append(opts, grpc.WaitForHandlers(true))
 	}
+	if o.unknown != nil {
+		opts = append(opts, grpc.UnknownServiceHandler(o.unknown))
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +86,12 @@ func startRdmarpc(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
 	var opts []rpc.ServerOption
 	if o.maxSendMsgSize > 0 {
 		opts = append(opts, rpc.MaxSendMsgSize(o.maxSendMsgSize))
+	}
+	if o.waitForHandlers {
+		opts = append(opts, rpc.WaitForHandlers(true))
+	}
+	if o.unknown != nil {
+		opts = append(opts, rpc.UnknownServiceHandler(grpcgo.StreamHandler(o.unknown)))
 	}
 	lis, err := rpc.Listen(tcp)
 	if err != nil {
@@ -334,6 +344,132 @@ func TestBehaveCardinality(t *testing.T) {
 		}
 		if err := cs.SendMsg(wrapperspb.String("y")); gstatus.Code(err) != gcodes.Internal {
 			t.Errorf("second SendMsg on a server-streaming stream: %v, want Internal", err)
+		}
+	})
+}
+
+// blockingHandler is a unary handler that reports its start, waits for its
+// context to end, then for release (or, should nobody release it, a
+// minute: then stuck is set), and sets returned before it returns.
+type blockingHandler struct {
+	started, cancelled, release chan struct{}
+	stuck, returned             atomic.Bool
+}
+
+func newBlockingHandler() *blockingHandler {
+	return &blockingHandler{started: make(chan struct{}), cancelled: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (b *blockingHandler) handlers() handlers {
+	return handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		close(b.started)
+		<-ctx.Done()
+		close(b.cancelled)
+		select {
+		case <-b.release:
+		case <-time.After(time.Minute):
+			b.stuck.Store(true)
+		}
+		b.returned.Store(true)
+		return in, nil
+	}}
+}
+
+// call makes the call the handler blocks, on a goroutine whose end the
+// returned channel reports.
+func (b *blockingHandler) call(t *testing.T, s started) chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- s.cc.Invoke(ctxOf(t), "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue))
+	}()
+	<-b.started
+	return done
+}
+
+// TestBehaveStopDoesNotWaitForHandlers: Stop cancels the running
+// handlers' contexts and returns without waiting for them.
+func TestBehaveStopDoesNotWaitForHandlers(t *testing.T) {
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			b := newBlockingHandler()
+			s := sd.start(t, serverOpts{}, b.handlers().desc())
+			done := b.call(t, s)
+			s.stop() // the handler is released only after this returns
+			<-b.cancelled
+			returned := b.returned.Load()
+			close(b.release)
+			if err := <-done; err == nil {
+				t.Error("the call succeeded through Stop")
+			}
+			if returned || b.stuck.Load() {
+				t.Errorf("Stop returned after the handler (stuck %v): it waited for it", b.stuck.Load())
+			}
+		})
+	}
+}
+
+// TestBehaveWaitForHandlers: with WaitForHandlers(true), Stop cancels the
+// handlers' contexts and returns once they have returned.
+func TestBehaveWaitForHandlers(t *testing.T) {
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			b := newBlockingHandler()
+			s := sd.start(t, serverOpts{waitForHandlers: true}, b.handlers().desc())
+			done := b.call(t, s)
+			stopped := make(chan bool, 1)
+			go func() {
+				s.stop()
+				stopped <- b.returned.Load()
+			}()
+			<-b.cancelled
+			close(b.release)
+			if !<-stopped {
+				t.Error("Stop returned before the handler did")
+			}
+			<-done
+		})
+	}
+}
+
+// TestBehaveUnknownServiceHandler: UnknownServiceHandler serves calls to
+// methods nobody registered, unary and streaming, and names the method.
+func TestBehaveUnknownServiceHandler(t *testing.T) {
+	unknown := func(srv any, ss grpc.ServerStream) error {
+		m, ok := grpc.MethodFromServerStream(ss)
+		if !ok {
+			return gstatus.Error(gcodes.Internal, "no method")
+		}
+		in := new(wrapperspb.StringValue)
+		if err := ss.RecvMsg(in); err != nil {
+			return err
+		}
+		return ss.SendMsg(wrapperspb.String(m + " " + in.Value))
+	}
+	h := handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) { return in, nil }}
+	parity(t, serverOpts{unknown: unknown}, h, func(t *testing.T, s started) {
+		ctx := ctxOf(t)
+		out := new(wrapperspb.StringValue)
+		for _, method := range []string{"/nowhere.Svc/M", "/behave.Svc/Missing"} {
+			if err := s.cc.Invoke(ctx, method, wrapperspb.String("x"), out); err != nil || out.Value != method+" x" {
+				t.Errorf("Invoke %s: %q, %v", method, out.Value, err)
+			}
+		}
+		if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", wrapperspb.String("x"), out); err != nil || out.Value != "x" {
+			t.Errorf("a registered method: %q, %v", out.Value, err)
+		}
+		cs, err := s.cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/nowhere.Svc/S")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("y")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.RecvMsg(out); err != nil || out.Value != "/nowhere.Svc/S y" {
+			t.Errorf("stream: %q, %v", out.Value, err)
+		}
+		cs.CloseSend()
+		if err := cs.RecvMsg(out); err != io.EOF {
+			t.Errorf("end of stream: %v", err)
 		}
 	})
 }

@@ -242,6 +242,17 @@ func stream(service string, d grpc.StreamDesc) rpc.StreamHandler {
 	}
 }
 
+// StreamHandler makes h, a gRPC-go stream handler, an rdmarpc one: for
+// rpc.UnknownServiceHandler(grpcgo.StreamHandler(h)), what gRPC-go's
+// grpc.UnknownServiceHandler(h) is. grpc.MethodFromServerStream names the
+// method the stream was opened on.
+func StreamHandler(h grpc.StreamHandler) rpc.StreamHandler {
+	return func(srv any, ss rpc.ServerStream) error {
+		method, _ := rpc.Method(ss.Context())
+		return h(srv, &serverStream{ss: ss, ctx: incoming(ss.Context(), streamTransport{ss: ss, method: method})})
+	}
+}
+
 // incoming adds to a handler's context what gRPC-go's packages look for:
 // the incoming metadata, the peer, and the stream grpc.SetHeader,
 // SendHeader, SetTrailer and Method use.
