@@ -473,3 +473,34 @@ func TestBehaveUnknownServiceHandler(t *testing.T) {
 		}
 	})
 }
+
+// userCallOption and userServerOption are options users write, as gRPC-go
+// lets them, by embedding the empty ones (an interceptor may look for
+// them).
+type userCallOption struct {
+	grpc.EmptyCallOption
+	tag string
+}
+
+type userServerOption struct {
+	rpc.EmptyServerOption
+}
+
+type userGRPCServerOption struct {
+	grpc.EmptyServerOption
+}
+
+// TestBehaveEmptyOptions: a call option and a server option that embed
+// EmptyCallOption and EmptyServerOption are taken, and do nothing.
+func TestBehaveEmptyOptions(t *testing.T) {
+	h := handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) { return in, nil }}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		out := new(wrapperspb.StringValue)
+		if err := s.cc.Invoke(ctxOf(t), "/behave.Svc/Unary", wrapperspb.String("x"), out, userCallOption{tag: "t"}); err != nil || out.Value != "x" {
+			t.Errorf("Invoke with a user's call option: %q, %v", out.Value, err)
+		}
+	})
+	// The server options, each library's own.
+	grpc.NewServer(userGRPCServerOption{}).Stop()
+	rpc.NewServer(userServerOption{}).Stop()
+}

@@ -3,6 +3,7 @@ package grpcgo
 import (
 	"context"
 	"io"
+	"reflect"
 
 	"google.golang.org/grpc"
 	gcodes "google.golang.org/grpc/codes"
@@ -105,6 +106,12 @@ func callOptions(gopts []grpc.CallOption) (*opts, error) {
 			useGRPCCompressor(g.CompressorType)
 			o.opts = append(o.opts, rpc.UseCompressor(g.CompressorType))
 		default:
+			if embedsEmptyCallOption(g) {
+				// A user's option, as gRPC-go lets users write: it does
+				// nothing to the call there either (an interceptor may
+				// look for it).
+				continue
+			}
 			return o, gstatus.Errorf(gcodes.InvalidArgument, "grpcgo: gRPC-go's call option %T has no rdmarpc equivalent", g)
 		}
 	}
@@ -317,4 +324,25 @@ func useGRPCCompressor(name string) {
 	if c := gencoding.GetCompressor(name); c != nil {
 		encoding.RegisterCompressor(c)
 	}
+}
+
+var emptyCallOption = reflect.TypeFor[grpc.EmptyCallOption]()
+
+// embedsEmptyCallOption reports whether o is a struct (or a pointer to
+// one) that embeds grpc.EmptyCallOption: a user's CallOption, whose
+// methods are EmptyCallOption's no-ops.
+func embedsEmptyCallOption(o grpc.CallOption) bool {
+	t := reflect.TypeOf(o)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Anonymous && f.Type == emptyCallOption {
+			return true
+		}
+	}
+	return false
 }
