@@ -120,6 +120,7 @@ var (
 	WithContextDialer          = rpc.WithContextDialer
 	WithDefaultCallOptions     = rpc.WithDefaultCallOptions
 	WithDefaultServiceConfig   = rpc.WithDefaultServiceConfig
+	WithDisableRetry           = rpc.WithDisableRetry
 	WithFallback               = rpc.WithFallback
 	WithIdleTimeout            = rpc.WithIdleTimeout
 	WithInitialConnWindowSize  = rpc.WithInitialConnWindowSize

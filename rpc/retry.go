@@ -42,7 +42,7 @@ func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply a
 		ctx, cancel = context.WithTimeout(ctx, mc.timeout)
 		defer cancel()
 	}
-	if mc == nil || mc.retry == nil {
+	if mc == nil || mc.retry == nil || cc.opts.disableRetry {
 		return cc.call(ctx, method, req, reply, cc, opts...)
 	}
 	p := mc.retry
