@@ -504,3 +504,25 @@ func TestBehaveEmptyOptions(t *testing.T) {
 	grpc.NewServer(userGRPCServerOption{}).Stop()
 	rpc.NewServer(userServerOption{}).Stop()
 }
+
+// TestBehaveCompression: UseCompressor("gzip") compresses the request
+// (1 MiB of zeros passes a 64 KiB send limit) and the response comes back
+// whole; a compressor nobody registered fails the call Internal before it
+// leaves.
+func TestBehaveCompression(t *testing.T) {
+	h := handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) { return in, nil }}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		ctx := ctxOf(t)
+		big := wrapperspb.String(strings.Repeat("\x00", 1<<20))
+		out := new(wrapperspb.StringValue)
+		if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", big, out, grpc.MaxCallSendMsgSize(64<<10)); gstatus.Code(err) != gcodes.ResourceExhausted {
+			t.Errorf("uncompressed under the limit: %v, want ResourceExhausted", err)
+		}
+		if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", big, out, grpc.MaxCallSendMsgSize(64<<10), grpc.UseCompressor("gzip")); err != nil || out.Value != big.Value {
+			t.Errorf("compressed: %d bytes back, %v", len(out.Value), err)
+		}
+		if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", big, out, grpc.UseCompressor("snappy")); gstatus.Code(err) != gcodes.Internal {
+			t.Errorf("UseCompressor(snappy): %v, want Internal", err)
+		}
+	})
+}
