@@ -526,3 +526,20 @@ func TestBehaveCompression(t *testing.T) {
 		}
 	})
 }
+
+// TestBehaveInvalidHandlerMetadata: a header with a key that is not valid
+// metadata, set by a handler, ends the call with Internal.
+func TestBehaveInvalidHandlerMetadata(t *testing.T) {
+	h := handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		if err := grpc.SetHeader(ctx, gmetadata.MD{"bad key": {"v"}}); err != nil {
+			return nil, err
+		}
+		return in, nil
+	}}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		err := s.cc.Invoke(ctxOf(t), "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue))
+		if gstatus.Code(err) != gcodes.Internal {
+			t.Errorf("got %v, want Internal", err)
+		}
+	})
+}
