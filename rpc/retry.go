@@ -68,10 +68,12 @@ func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply a
 		}
 		backoff++
 		d := p.delay(backoff)
-		if pd, set, stop := pushback(trailer); stop {
-			return err // the server says: do not retry
-		} else if set {
-			d, backoff = pd, 0
+		if v, ok := trailer[pushbackKey]; ok {
+			ms, perr := strconv.Atoi(strings.TrimSpace(v[0]))
+			if perr != nil || ms < 0 || len(v) != 1 {
+				return err // the server says: do not retry
+			}
+			d, backoff = time.Duration(ms)*time.Millisecond, 0
 		}
 		t := time.NewTimer(d)
 		select {
@@ -81,25 +83,6 @@ func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply a
 			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
-}
-
-// pushback reads a server's grpc-retry-pushback-ms from the trailer of a
-// failed attempt: set when it is there, stop when it says not to retry (a
-// negative or malformed value), else d is the wait before the next
-// attempt, after which the backoff starts again (gRFC A6).
-func pushback(trailer metadata.MD) (d time.Duration, set, stop bool) {
-	v, ok := trailer[pushbackKey]
-	if !ok {
-		return 0, false, false
-	}
-	if len(v) != 1 {
-		return 0, true, true
-	}
-	ms, err := strconv.Atoi(strings.TrimSpace(v[0]))
-	if err != nil || ms < 0 {
-		return 0, true, true
-	}
-	return time.Duration(ms) * time.Millisecond, true, false
 }
 
 // delay is the wait before the attempt after the given one (1 for the

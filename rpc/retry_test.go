@@ -167,7 +167,6 @@ type flaky struct {
 	fail       atomic.Int64
 	sendFirst  bool
 	sendHeader bool
-	pushback   string // the grpc-retry-pushback-ms trailer of a failure, when set
 	mu         sync.Mutex
 	previous   []string
 }
@@ -197,9 +196,6 @@ func (f *flaky) collect(_ any, ss rpc.ServerStream) error {
 			if err := ss.SendMsg(&testpb.EchoResponse{Payload: got[0]}); err != nil {
 				return err
 			}
-		}
-		if f.pushback != "" {
-			ss.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", f.pushback))
 		}
 		return status.Error(codes.Unavailable, "failing on purpose")
 	}
@@ -278,13 +274,6 @@ func TestRetryStream(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || len(got) != 0 || len(attempts) != 3 {
 		t.Fatalf("failing every time: got %q, %v after %d attempts; want Unavailable after 3", got, err, len(attempts))
 	}
-	f.fail.Store(5)
-	f.pushback = "-1"
-	got, attempts, err = run()
-	if status.Code(err) != codes.Unavailable || len(got) != 0 || len(attempts) != 1 {
-		t.Fatalf("failing with a pushback of -1: got %q, %v after %d attempts; want Unavailable after 1", got, err, len(attempts))
-	}
-	f.pushback = ""
 	f.fail.Store(1)
 	f.sendFirst = true
 	got, attempts, err = run()

@@ -77,7 +77,6 @@ type retryStream struct {
 	mu         sync.Mutex
 	cur        *clientStream
 	attempt    int
-	backoff    int // attempts the exponential backoff counts: a pushback starts it again (under mu)
 	committed  bool
 	sent       []proto.Message
 	size       int
@@ -193,18 +192,9 @@ func (s *retryStream) retry(cur *clientStream, err error) bool {
 		return false
 	}
 	attempt := s.attempt
-	s.backoff++
-	d := s.policy.delay(s.backoff)
-	if pd, set, stop := pushback(cur.Trailer()); stop {
-		s.commitLocked() // the server says: do not retry
-		s.mu.Unlock()
-		return false
-	} else if set {
-		d, s.backoff = pd, 0
-	}
 	s.mu.Unlock()
 
-	t := time.NewTimer(d)
+	t := time.NewTimer(s.policy.delay(attempt))
 	select {
 	case <-t.C:
 	case <-s.ctx.Done():
