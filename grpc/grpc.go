@@ -46,7 +46,6 @@ type (
 	Listener                = rpc.Listener
 	MethodDesc              = rpc.MethodDesc
 	MethodHandler           = rpc.MethodHandler
-	MethodConfig            = rpc.MethodConfig
 	MethodInfo              = rpc.MethodInfo
 	PerRPCCredsCallOption   = rpc.PerRPCCredsCallOption
 	ProtoCodec              = rpc.ProtoCodec
@@ -54,7 +53,6 @@ type (
 	ServerOption            = rpc.ServerOption
 	ServerStream            = rpc.ServerStream
 	ServiceDesc             = rpc.ServiceDesc
-	RetryPolicy             = rpc.RetryPolicy
 	ServiceInfo             = rpc.ServiceInfo
 	ServiceRegistrar        = rpc.ServiceRegistrar
 	SizedCodec              = rpc.SizedCodec

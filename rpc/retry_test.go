@@ -327,24 +327,3 @@ func TestWithDisableRetry(t *testing.T) {
 		t.Errorf("%v after %d attempts, want Unavailable after 1", err, b.calls.Load())
 	}
 }
-
-// TestGetMethodConfig: GetMethodConfig reports the service config's
-// settings for a method, and nothing for a method it does not name.
-func TestGetMethodConfig(t *testing.T) {
-	tr := pipe.New(pipe.Options{})
-	s := startServer(t, tr, &backend{})
-	config := `{"methodConfig":[{"name":[{"service":"rdmarpc.test.v1.Test","method":"Echo"}],"timeout":"2s","waitForReady":true,
-		"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`
-	cc, _ := s.dial(t, rpc.WithDefaultServiceConfig(config))
-	mc := cc.GetMethodConfig("/rdmarpc.test.v1.Test/Echo")
-	if mc.Timeout == nil || *mc.Timeout != 2*time.Second || mc.WaitForReady == nil || !*mc.WaitForReady {
-		t.Errorf("Echo: timeout %v, waitForReady %v", mc.Timeout, mc.WaitForReady)
-	}
-	if p := mc.RetryPolicy; p == nil || p.MaxAttempts != 3 || p.InitialBackoff != 100*time.Millisecond || p.MaxBackoff != time.Second ||
-		p.BackoffMultiplier != 2 || !p.RetryableStatusCodes[codes.Unavailable] || len(p.RetryableStatusCodes) != 1 {
-		t.Errorf("Echo: retry policy %+v", mc.RetryPolicy)
-	}
-	if mc := cc.GetMethodConfig("/rdmarpc.test.v1.Test/Block"); mc.Timeout != nil || mc.RetryPolicy != nil || mc.WaitForReady != nil {
-		t.Errorf("Block: %+v, want nothing", mc)
-	}
-}

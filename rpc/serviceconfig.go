@@ -3,7 +3,6 @@ package rpc
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -243,45 +242,4 @@ func (sc *serviceConfig) method(method string) *methodConfig {
 		}
 	}
 	return sc.methods[""]
-}
-
-// MethodConfig is what the ClientConn's service config says of one method,
-// in the shape of gRPC-go's (GetMethodConfig). A field is nil when the
-// config does not set it. rdmarpc's service config does not take message
-// size limits: MaxReqSize and MaxRespSize are always nil.
-type MethodConfig struct {
-	WaitForReady *bool
-	Timeout      *time.Duration
-	MaxReqSize   *int
-	MaxRespSize  *int
-	RetryPolicy  *RetryPolicy
-}
-
-// RetryPolicy is a method's retry policy (gRFC A6), as gRPC-go's.
-type RetryPolicy struct {
-	MaxAttempts          int
-	InitialBackoff       time.Duration
-	MaxBackoff           time.Duration
-	BackoffMultiplier    float64
-	RetryableStatusCodes map[codes.Code]bool
-}
-
-// GetMethodConfig returns the service config's settings for method
-// ("/pkg.Service/Method"): the method's own, else its service's, else the
-// config's default; the zero MethodConfig when none applies.
-func (cc *ClientConn) GetMethodConfig(method string) MethodConfig {
-	m := cc.sc.method(method)
-	if m == nil {
-		return MethodConfig{}
-	}
-	mc := MethodConfig{WaitForReady: m.waitForReady}
-	if m.timeout > 0 {
-		t := m.timeout
-		mc.Timeout = &t
-	}
-	if p := m.retry; p != nil {
-		mc.RetryPolicy = &RetryPolicy{MaxAttempts: p.maxAttempts, InitialBackoff: p.initialBackoff, MaxBackoff: p.maxBackoff,
-			BackoffMultiplier: p.backoffMultiplier, RetryableStatusCodes: maps.Clone(p.retryable)}
-	}
-	return mc
 }
