@@ -120,7 +120,6 @@ var (
 	WithContextDialer          = rpc.WithContextDialer
 	WithDefaultCallOptions     = rpc.WithDefaultCallOptions
 	WithDefaultServiceConfig   = rpc.WithDefaultServiceConfig
-	WithDisableRetry           = rpc.WithDisableRetry
 	WithFallback               = rpc.WithFallback
 	WithIdleTimeout            = rpc.WithIdleTimeout
 	WithInitialConnWindowSize  = rpc.WithInitialConnWindowSize

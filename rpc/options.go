@@ -245,7 +245,6 @@ type DialOption func(*dialOptions)
 
 type dialOptions struct {
 	settings
-	disableRetry       bool
 	interceptors       []UnaryClientInterceptor
 	streamInterceptors []StreamClientInterceptor
 	callOptions        []CallOption
@@ -313,12 +312,6 @@ func WithMaxSendMsgSize(n int) DialOption { return func(o *dialOptions) { o.maxS
 
 // WithKeepalive sets the client's keepalive.
 func WithKeepalive(k Keepalive) DialOption { return func(o *dialOptions) { o.keepalive = k } }
-
-// WithDisableRetry turns retries off for the ClientConn: the retry
-// policies of its service config are ignored, as with gRPC-go's option.
-// (A call that never left, or that the server refused before running it,
-// is still sent again: it was never attempted.)
-func WithDisableRetry() DialOption { return func(o *dialOptions) { o.disableRetry = true } }
 
 // WithCodec sets the codec. Default ProtoCodec.
 func WithCodec(c Codec) DialOption { return func(o *dialOptions) { o.codec = c } }

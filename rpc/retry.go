@@ -42,7 +42,7 @@ func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply a
 		ctx, cancel = context.WithTimeout(ctx, mc.timeout)
 		defer cancel()
 	}
-	if mc == nil || mc.retry == nil || cc.opts.disableRetry {
+	if mc == nil || mc.retry == nil {
 		return cc.call(ctx, method, req, reply, cc, opts...)
 	}
 	p := mc.retry

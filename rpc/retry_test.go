@@ -310,20 +310,3 @@ func TestRetryPushback(t *testing.T) {
 		}
 	}
 }
-
-// TestWithDisableRetry: WithDisableRetry ignores the service config's
-// retry policy: a failing call is attempted once.
-func TestWithDisableRetry(t *testing.T) {
-	tr := pipe.New(pipe.Options{})
-	b := &backend{code: codes.Unavailable}
-	s := startServer(t, tr, b)
-	b.name = s.addr
-	r := manual.NewBuilderWithScheme("noretry")
-	r.InitialState(stateOf(s))
-	_, c := newClient(t, tr, r, rpc.WithDefaultServiceConfig(retryConfig(3, "")), rpc.WithDisableRetry())
-	b.fail.Store(5)
-	_, err := echo(testCtx(t), c)
-	if status.Code(err) != codes.Unavailable || b.calls.Load() != 1 {
-		t.Errorf("%v after %d attempts, want Unavailable after 1", err, b.calls.Load())
-	}
-}

@@ -37,7 +37,7 @@ func (cc *ClientConn) newStreamFromConfig(ctx context.Context, desc *StreamDesc,
 	cc.beginCall()
 	var cs ClientStream
 	var err error
-	if mc != nil && mc.retry != nil && !cc.opts.disableRetry {
+	if mc != nil && mc.retry != nil {
 		cs, err = cc.newRetryStream(ctx, desc, method, mc.retry, opts)
 	} else {
 		cs, err = cc.newStream(ctx, desc, method, cc, opts...)
