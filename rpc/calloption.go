@@ -25,11 +25,8 @@ type callInfo struct {
 	// attemptHeader, set by the retry loop, receives the response
 	// headers: once the server sent some, the call is committed.
 	attemptHeader *metadata.MD
-	// attemptTrailer, set by the retry loop, receives the trailers: a
-	// server's retry pushback.
-	attemptTrailer *metadata.MD
-	compressor     string              // UseCompressor's name, "" for none
-	comp           encoding.Compressor // the compressor named, once the call looked it up
+	compressor    string              // UseCompressor's name, "" for none
+	comp          encoding.Compressor // the compressor named, once the call looked it up
 }
 
 type callOptionFunc func(*callInfo)

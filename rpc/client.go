@@ -386,9 +386,6 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats)
 			if ci.trailer != nil {
 				*ci.trailer = resp.Trailer
 			}
-			if ci.attemptTrailer != nil {
-				*ci.attemptTrailer = resp.Trailer
-			}
 			if ci.peer != nil {
 				*ci.peer = Peer{Addr: l.Conn.RemoteAddr(), LocalAddr: l.Conn.LocalAddr(), AuthInfo: authInfo(l.Conn)}
 			}

@@ -32,9 +32,6 @@ type backend struct {
 	fail   atomic.Int64 // Echo fails this many calls more, with code
 	code   codes.Code
 	header bool // a failing Echo sends response headers first
-	// pushback, when set, is the grpc-retry-pushback-ms trailer of a
-	// failing Echo.
-	pushback string
 
 	mu       sync.Mutex
 	previous []string // each call's grpc-previous-rpc-attempts
@@ -49,11 +46,6 @@ func (b *backend) Echo(ctx context.Context, in *testpb.EchoRequest) (*testpb.Ech
 	if b.fail.Add(-1) >= 0 {
 		if b.header {
 			if err := rpc.SendHeader(ctx, metadata.Pairs("sent", "yes")); err != nil {
-				return nil, err
-			}
-		}
-		if b.pushback != "" {
-			if err := rpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", b.pushback)); err != nil {
 				return nil, err
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,11 +14,6 @@ import (
 // previousAttemptsKey is the request metadata a retried attempt carries,
 // gRPC's: how many attempts went before it.
 const previousAttemptsKey = "grpc-previous-rpc-attempts"
-
-// pushbackKey is the trailer by which a server tells a retrying client
-// when to retry (gRFC A6): milliseconds, or a negative or malformed value
-// for never.
-const pushbackKey = "grpc-retry-pushback-ms"
 
 // retryCall is the end of the client interceptor chain: it applies the
 // method's config from the service config, and makes the call again, as
@@ -46,15 +40,14 @@ func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply a
 		return cc.call(ctx, method, req, reply, cc, opts...)
 	}
 	p := mc.retry
-	var header, trailer metadata.MD
-	opts = append(opts[:len(opts):len(opts)], callOptionFunc(func(ci *callInfo) { ci.attemptHeader, ci.attemptTrailer = &header, &trailer }))
-	backoff := 0 // attempts the exponential backoff counts: a pushback starts it again
+	var header metadata.MD
+	opts = append(opts[:len(opts):len(opts)], callOptionFunc(func(ci *callInfo) { ci.attemptHeader = &header }))
 	for attempt := 1; ; attempt++ {
 		actx := ctx
 		if attempt > 1 {
 			actx = metadata.AppendToOutgoingContext(ctx, previousAttemptsKey, strconv.Itoa(attempt-1))
 		}
-		header, trailer = nil, nil
+		header = nil
 		err := cc.call(actx, method, req, reply, cc, opts...)
 		if err == nil {
 			cc.throttle.success()
@@ -66,16 +59,7 @@ func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply a
 		if allowed := cc.throttle.failure(); !allowed || attempt >= p.maxAttempts || len(header) > 0 || ctx.Err() != nil {
 			return err
 		}
-		backoff++
-		d := p.delay(backoff)
-		if v, ok := trailer[pushbackKey]; ok {
-			ms, perr := strconv.Atoi(strings.TrimSpace(v[0]))
-			if perr != nil || ms < 0 || len(v) != 1 {
-				return err // the server says: do not retry
-			}
-			d, backoff = time.Duration(ms)*time.Millisecond, 0
-		}
-		t := time.NewTimer(d)
+		t := time.NewTimer(p.delay(attempt))
 		select {
 		case <-t.C:
 		case <-ctx.Done():

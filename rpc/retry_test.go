@@ -287,26 +287,3 @@ func TestRetryStream(t *testing.T) {
 		t.Fatalf("failing after the header: got %q, %v after %d attempts; want Unavailable after 1 (committed)", got, err, len(attempts))
 	}
 }
-
-// TestRetryPushback: a server's grpc-retry-pushback-ms (gRFC A6) that is
-// negative or malformed stops the retries; a valid one sets the delay
-// before the next attempt: 1 ms under a policy whose backoff is up to an
-// hour still makes every attempt.
-func TestRetryPushback(t *testing.T) {
-	slow := `{"methodConfig":[{"name":[{"service":"rdmarpc.test.v1.Test","method":"Echo"}],
-		"retryPolicy":{"maxAttempts":3,"initialBackoff":"3600s","maxBackoff":"3600s","backoffMultiplier":1,
-		"retryableStatusCodes":["UNAVAILABLE"]}}]}`
-	b := &backend{code: codes.Unavailable}
-	_, call := retryClient(t, b, slow)
-	for _, tc := range []struct {
-		pushback string
-		attempts int
-	}{{"-1", 1}, {"soon", 1}, {"1", 3}, {"0", 3}} {
-		b.pushback = tc.pushback
-		b.fail.Store(5)
-		attempts, err := call()
-		if status.Code(err) != codes.Unavailable || len(attempts) != tc.attempts {
-			t.Errorf("pushback %q: %v after %d attempts, want Unavailable after %d", tc.pushback, err, len(attempts), tc.attempts)
-		}
-	}
-}
