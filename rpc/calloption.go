@@ -13,6 +13,11 @@ type CallOption interface {
 
 // callInfo is what the call options of one call add up to.
 type callInfo struct {
+	// compressor is UseCompressor's name ("" for none), comp the
+	// compressor it names, once the call looked it up.
+	compressor string
+	comp       encoding.Compressor
+
 	header      *metadata.MD
 	trailer     *metadata.MD
 	maxRecvSize int // 0: the connection's limit
@@ -25,8 +30,6 @@ type callInfo struct {
 	// attemptHeader, set by the retry loop, receives the response
 	// headers: once the server sent some, the call is committed.
 	attemptHeader *metadata.MD
-	compressor    string              // UseCompressor's name, "" for none
-	comp          encoding.Compressor // the compressor named, once the call looked it up
 }
 
 type callOptionFunc func(*callInfo)
