@@ -78,6 +78,9 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 			return err
 		}
 		ci.comp, md = c, withEncoding(md, c)
+		if rs != nil && c != nil {
+			rs.compression = c.Name()
+		}
 	}
 	// A call that never left (the link was draining, or closed before the
 	// transport took the request) is safely sent again on a new link. One

@@ -71,6 +71,9 @@ func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method s
 			return nil, err
 		}
 		ci.comp, md = c, withEncoding(md, c)
+		if rs != nil && c != nil {
+			rs.compression = c.Name()
+		}
 	}
 	for attempt := 1; ; attempt++ {
 		l, done, err := cc.link(ctx, method, ci.waitForReady)

@@ -14,6 +14,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
+	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport/pipe"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -188,5 +189,40 @@ func TestCompressBomb(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
 		t.Errorf("the bomb cost %d MiB of allocations, want under 16 (limit 1 MiB, bomb %d MiB)", alloc>>20, inflated>>20)
+	}
+}
+
+// TestCompressStats: the stats handlers of a compressed call see the
+// compressor's name in its headers and, for each message, its encoded
+// length and the smaller compressed one.
+func TestCompressStats(t *testing.T) {
+	rec := newRecorder()
+	s := startServer(t, pipe.New(pipe.Options{}), newGate(), rpc.StatsHandler(rec))
+	_, c := s.dial(t, rpc.WithStatsHandler(rec))
+	req := &testpb.EchoRequest{Payload: make([]byte, 64<<10)}
+	if _, err := c.Echo(testCtx(t), req, rpc.UseCompressor("gzip")); err != nil {
+		t.Fatal(err)
+	}
+	const echo = "/rdmarpc.test.v1.Test/Echo"
+	for _, key := range []string{"client " + echo, "server " + echo} {
+		_, ev := rec.kinds(t, key)
+		for _, h := range find[*stats.InHeader](ev) {
+			if h.Compression != "gzip" {
+				t.Errorf("%s: InHeader.Compression %q, want gzip", key, h.Compression)
+			}
+		}
+		for _, h := range find[*stats.OutHeader](ev) {
+			if h.Compression != "gzip" {
+				t.Errorf("%s: OutHeader.Compression %q, want gzip", key, h.Compression)
+			}
+		}
+		in, out := find[*stats.InPayload](ev), find[*stats.OutPayload](ev)
+		if len(in) != 1 || len(out) != 1 {
+			t.Fatalf("%s: %d InPayload, %d OutPayload", key, len(in), len(out))
+		}
+		if in[0].Length <= 64<<10 || in[0].CompressedLength >= 8<<10 || out[0].Length <= 64<<10 || out[0].CompressedLength >= 8<<10 {
+			t.Errorf("%s: in %d (compressed %d), out %d (compressed %d); want over 64 KiB, compressed under 8 KiB",
+				key, in[0].Length, in[0].CompressedLength, out[0].Length, out[0].CompressedLength)
+		}
 	}
 }

@@ -631,6 +631,9 @@ func (l *serverLink) beginStats(ctx context.Context, hs []stats.Handler, st *cal
 	st.req.MD = l.incomingMD(st.req.MD, st.ua) // what the handler will see
 	ctx = metadata.NewIncomingContext(ctx, st.req.MD)
 	ctx, sc.stats = beginRPC(ctx, hs, l.stats, false, st.method, true, nil)
+	if st.comp != nil {
+		sc.stats.compression = st.comp.Name()
+	}
 	sc.stats.inHeader(st.req.MD, st.frame.Len()-len(st.req.Payload), st.method, l.peer)
 	return ctx
 }

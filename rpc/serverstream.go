@@ -111,6 +111,9 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 {
 		md, _ := metadata.FromIncomingContext(ctx) // completed, as the handler will see it
 		ctx, ss.sc.stats = beginRPC(ctx, hs, l.stats, false, req.Method, true, desc)
+		if comp != nil {
+			ss.sc.stats.compression = comp.Name()
+		}
 		ss.sc.stats.inHeader(md, len(body)+wire.HeaderLen, req.Method, l.peer)
 	}
 	ss.ctx, ss.cancel = ctx, cancel
