@@ -109,3 +109,17 @@ func joinUserAgent(prefix string) string {
 	}
 	return prefix + " " + userAgent
 }
+
+// withContentType is md, response headers that came in a RESPONSE or
+// HEADERS frame (the call's own map, or nil), with "content-type" as
+// gRPC-go's client reports it: rdmarpc's frames do not carry it.
+func withContentType(md metadata.MD) metadata.MD {
+	if _, ok := md["content-type"]; ok {
+		return md
+	}
+	if md == nil {
+		md = make(metadata.MD, 1)
+	}
+	md["content-type"] = []string{contentType}
+	return md
+}

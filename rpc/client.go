@@ -381,7 +381,11 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats)
 				return status.Errorf(codes.Internal, "grpc: Decompressor is not installed for grpc-encoding %q", name)
 			}
 			if ci.header != nil {
-				*ci.header = resp.Header
+				if resp.Code == 0 {
+					*ci.header = withContentType(resp.Header)
+				} else {
+					*ci.header = resp.Header
+				}
 			}
 			if ci.attemptHeader != nil {
 				*ci.attemptHeader = resp.Header

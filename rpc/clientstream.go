@@ -607,7 +607,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		first := !cs.headerDone
 		if first {
 			cs.recvComp = rc
-			cs.header, cs.headerDone = md, true
+			cs.header, cs.headerDone = withContentType(md), true
 			close(cs.gotHeader)
 		}
 		cs.mu.Unlock()

@@ -543,3 +543,36 @@ func TestBehaveInvalidHandlerMetadata(t *testing.T) {
 		}
 	})
 }
+
+// TestBehaveResponseContentType: the response headers a client sees carry
+// content-type application/grpc, unary and streaming.
+func TestBehaveResponseContentType(t *testing.T) {
+	h := handlers{
+		unary:        func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) { return in, nil },
+		serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error { return ss.SendMsg(in) },
+	}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		ctx := ctxOf(t)
+		var header gmetadata.MD
+		if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue), grpc.Header(&header)); err != nil {
+			t.Fatal(err)
+		}
+		if v := header.Get("content-type"); len(v) != 1 || v[0] != "application/grpc" {
+			t.Errorf("unary: content-type %q, want application/grpc", v)
+		}
+		cs, err := s.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/behave.Svc/ServerStream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+			t.Fatal(err)
+		}
+		cs.CloseSend()
+		if err := cs.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := cs.Header(); err != nil || len(h.Get("content-type")) != 1 || h.Get("content-type")[0] != "application/grpc" {
+			t.Errorf("stream: content-type %q, %v; want application/grpc", h.Get("content-type"), err)
+		}
+	})
+}
