@@ -57,7 +57,7 @@ func Client(ctx context.Context, args []string, stdout io.Writer) error {
 	r, err := c.Say(ctx, &echopb.SayRequest{Message: msg}, rpc.UseCompressor("gzip"))
 	fmt.Fprintf(stdout, "Say call returned %q, %v\n", r.GetMessage(), err)
 	if err != nil || r.GetMessage() != msg {
-		return fmt.Errorf("Message=%q, err=%v; want Message=%q, err=<nil>", r.GetMessage(), err, msg)
+		return fmt.Errorf("message %q, error %v; want %q, no error", r.GetMessage(), err, msg)
 	}
 	return nil
 }
