@@ -108,6 +108,7 @@ var (
 	MaxCallSendMsgSize = rpc.MaxCallSendMsgSize
 	PeerOption         = rpc.PeerOption
 	PerRPCCredentials  = rpc.PerRPCCredentials
+	UseCompressor      = rpc.UseCompressor
 	WaitForReady       = rpc.WaitForReady
 
 	MaxRetryRPCBufferSize = rpc.MaxRetryRPCBufferSize
@@ -167,6 +168,8 @@ var (
 	StatsHandler               = rpc.StatsHandler
 	StreamInterceptor          = rpc.StreamInterceptor
 	UnaryInterceptor           = rpc.UnaryInterceptor
+	UnknownServiceHandler      = rpc.UnknownServiceHandler
+	WaitForHandlers            = rpc.WaitForHandlers
 
 	// Listen options.
 	ListenCreds    = rpc.ListenCreds

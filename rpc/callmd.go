@@ -109,3 +109,22 @@ func joinUserAgent(prefix string) string {
 	}
 	return prefix + " " + userAgent
 }
+
+// withContentType is md, response headers that came in a RESPONSE or
+// HEADERS frame (the call's own map, or nil), with "content-type" as
+// gRPC-go's client reports it: rdmarpc's frames do not carry it.
+func withContentType(md metadata.MD) metadata.MD {
+	if _, ok := md["content-type"]; ok {
+		return md
+	}
+	if md == nil {
+		md = make(metadata.MD, 1)
+	}
+	md["content-type"] = contentTypeValues
+	return md
+}
+
+// contentTypeValues is the value withContentType gives, shared by every
+// call: one allocation fewer per stream. Its capacity is its length, so an
+// append to it copies.
+var contentTypeValues = []string{contentType}[:1:1]

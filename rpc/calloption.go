@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/metadata"
 )
 
@@ -12,6 +13,11 @@ type CallOption interface {
 
 // callInfo is what the call options of one call add up to.
 type callInfo struct {
+	// compressor is UseCompressor's name ("" for none), comp the
+	// compressor it names, once the call looked it up.
+	compressor string
+	comp       encoding.Compressor
+
 	header      *metadata.MD
 	trailer     *metadata.MD
 	maxRecvSize int // 0: the connection's limit

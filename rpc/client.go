@@ -3,9 +3,11 @@ package rpc
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -70,6 +72,16 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 		return status.Errorf(codes.Internal, "request metadata: %v", err)
 	}
 	md = outgoingMD(md)
+	if ci.compressor != "" {
+		c, err := sendCompressor(ci.compressor)
+		if err != nil {
+			return err
+		}
+		ci.comp, md = c, withEncoding(md, c)
+		if rs != nil && c != nil {
+			rs.compression = c.Name()
+		}
+	}
 	// A call that never left (the link was draining, or closed before the
 	// transport took the request) is safely sent again on a new link. One
 	// the server refused before running it (its queue for call slots was
@@ -307,7 +319,7 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 	}
 	// The request takes the connection's window, as stream messages do:
 	// the server grants it back when the call is over (docs/wire.md).
-	n, err := sendFrame(ctx, l.Conn, l.cc.opts.codec, head, req, ci.maxSendSize, nil, &l.Flow, nil)
+	n, err := sendFrame(ctx, l.Conn, sendCodec(l.cc.opts.codec, ci.comp), head, req, ci.maxSendSize, nil, &l.Flow, nil)
 	if rs != nil && err == nil {
 		rs.outHeader(md, method, l.Conn)
 		rs.outPayload(req, n, len(head)+n)
@@ -364,8 +376,16 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats)
 			if resp.Code == uint32(codes.Unavailable) && len(resp.Trailer[refusedKey]) > 0 {
 				return errRefused
 			}
+			rc, name, ok := takeEncoding(resp.Header)
+			if !ok && resp.Code == 0 {
+				return status.Errorf(codes.Internal, "grpc: Decompressor is not installed for grpc-encoding %q", name)
+			}
 			if ci.header != nil {
-				*ci.header = resp.Header
+				if resp.Code == 0 {
+					*ci.header = withContentType(resp.Header)
+				} else {
+					*ci.header = resp.Header
+				}
 			}
 			if ci.attemptHeader != nil {
 				*ci.attemptHeader = resp.Header
@@ -388,8 +408,8 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats)
 			if len(resp.Payload) > ci.maxRecvSize {
 				return status.Errorf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(resp.Payload), ci.maxRecvSize)
 			}
-			if err := l.cc.opts.codec.Unmarshal(resp.Payload, reply); err != nil {
-				return status.Errorf(codes.Internal, "decoding response into %T: %v", reply, err)
+			if err := decodeMsg(l.cc.opts.codec, rc, resp.Payload, ci.maxRecvSize, reply); err != nil {
+				return decodeError(err, "response", reply)
 			}
 			if rs != nil {
 				rs.response(&resp, len(frame), reply)
@@ -413,7 +433,26 @@ func responseStatus(r wire.Response) *status.Status {
 			details = append(details, a)
 		}
 	}
-	return status.FromParts(codes.Code(r.Code), r.Message, details)
+	return status.FromParts(codes.Code(r.Code), validUTF8(r.Message), details)
+}
+
+// validUTF8 is msg, a status message from the wire, with each byte that is
+// not part of valid UTF-8 replaced by U+FFFD, as gRPC-go's client reads it.
+func validUTF8(msg string) string {
+	if utf8.ValidString(msg) {
+		return msg
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		r, n := utf8.DecodeRuneInString(msg[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(msg[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // dispatch handles one frame, read by self's caller (nil: the reader

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/balancer"
 	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
@@ -64,6 +65,16 @@ func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method s
 		return nil, status.Errorf(codes.Internal, "request metadata: %v", err)
 	}
 	md = outgoingMD(md)
+	if ci.compressor != "" {
+		c, err := sendCompressor(ci.compressor)
+		if err != nil {
+			return nil, err
+		}
+		ci.comp, md = c, withEncoding(md, c)
+		if rs != nil && c != nil {
+			rs.compression = c.Name()
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		l, done, err := cc.link(ctx, method, ci.waitForReady)
 		if err != nil {
@@ -97,10 +108,14 @@ type clientStream struct {
 	desc   *StreamDesc
 	method string
 	md     metadata.MD // the request metadata, for an OPEN sent again
-	ci     callInfo
-	ctx    context.Context
-	cancel context.CancelFunc
-	parent context.Context // the caller's: once it is done, nobody reads the stream
+	// recvComp is the compressor of the messages the server sends, from
+	// its HEADERS (nil: not compressed): set by the reader before it
+	// queues the first message.
+	recvComp encoding.Compressor
+	ci       callInfo
+	ctx      context.Context
+	cancel   context.CancelFunc
+	parent   context.Context // the caller's: once it is done, nobody reads the stream
 
 	in  conn.Inbox
 	out conn.Credit
@@ -136,6 +151,7 @@ type clientStream struct {
 	done       chan struct{}  // closed when ended
 	ended      bool           // trailers, a reset, the context or the link ended it
 	sentClose  bool
+	sentOne    bool // !ClientStreams: the one request was sent (or tried)
 	refusals   int  // the server refused the stream this many times in a row
 	gotOne     bool // !ServerStreams: the one response was received
 	// Messages kept past the stream's end (TRAILERS: finish without drop)
@@ -600,11 +616,17 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			return true
 		}
 		cs.accepted()
+		rc, name, ok := takeEncoding(md)
+		if !ok {
+			cs.reset(status.Newf(codes.Internal, "grpc: Decompressor is not installed for grpc-encoding %q", name))
+			return true
+		}
 		cs.mu.Lock()
 		cs.sawHeaders = true
 		first := !cs.headerDone
 		if first {
-			cs.header, cs.headerDone = md, true
+			cs.recvComp = rc
+			cs.header, cs.headerDone = withContentType(md), true
 			close(cs.gotHeader)
 		}
 		cs.mu.Unlock()
@@ -776,6 +798,12 @@ func (cs *clientStream) SendMsg(m any) error {
 	cs.mu.Lock()
 	cs.waitReopened()
 	closed, ended, keep := cs.sentClose, cs.ended, !cs.committed.Load()
+	// A stream that is not client-streaming takes one request, as
+	// gRPC-go's: the call after it fails as after CloseSend.
+	closed = closed || cs.sentOne
+	if !cs.desc.ClientStreams {
+		cs.sentOne = true
+	}
 	l, id := cs.l, cs.id
 	cs.mu.Unlock()
 	if closed {
@@ -785,7 +813,7 @@ func (cs *clientStream) SendMsg(m any) error {
 		return io.EOF
 	}
 	if keep {
-		sc, sized := cs.cc.opts.codec.(SizedCodec)
+		sc, sized := cs.codec().(SizedCodec)
 		n := -1
 		if sized {
 			n = sc.Size(m)
@@ -806,7 +834,7 @@ func (cs *clientStream) SendMsg(m any) error {
 		}
 	}
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], id)
-	n, err := sendFrame(cs.ctx, l.Conn, cs.cc.opts.codec, head, m, cs.ci.maxSendSize, nil, &l.Flow, nil)
+	n, err := sendFrame(cs.ctx, l.Conn, cs.codec(), head, m, cs.ci.maxSendSize, nil, &l.Flow, nil)
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && cs.ctx.Err() == nil {
@@ -832,11 +860,11 @@ func (cs *clientStream) sendKept(m any, n int) error {
 	var frame []byte
 	if n >= 0 {
 		frame = make([]byte, wire.HeaderLen+n)
-		if err := cs.cc.opts.codec.(SizedCodec).MarshalTo(frame[wire.HeaderLen:], m); err != nil {
+		if err := cs.codec().(SizedCodec).MarshalTo(frame[wire.HeaderLen:], m); err != nil {
 			return status.Errorf(codes.Internal, "encoding %T: %v", m, err)
 		}
 	} else {
-		payload, err := cs.cc.opts.codec.Marshal(m)
+		payload, err := cs.codec().Marshal(m)
 		if err != nil {
 			return status.Errorf(codes.Internal, "encoding %T: %v", m, err)
 		}
@@ -886,10 +914,19 @@ func (cs *clientStream) sendKept(m any, n int) error {
 	return nil
 }
 
+// codec is what the stream's messages are encoded with: the client's
+// codec, compressed when the call named a compressor.
+func (cs *clientStream) codec() Codec { return sendCodec(cs.cc.opts.codec, cs.ci.comp) }
+
 // RecvMsg receives the next message into m: io.EOF at the end of an OK
 // stream, the status error otherwise.
 func (cs *clientStream) RecvMsg(m any) error {
 	err := cs.recv(m)
+	if err == io.EOF && !cs.desc.ServerStreams && !cs.gotOne {
+		// The stream ended OK without its one response: the server broke
+		// the method's cardinality, as gRPC-go's client reports it.
+		return status.Error(codes.Internal, "cardinality violation: received no response message from non-server-streaming RPC")
+	}
 	if err != nil || cs.desc.ServerStreams {
 		return err
 	}
@@ -927,12 +964,13 @@ func (cs *clientStream) recv(m any) error {
 		cs.in.Ungrant(grant)
 	}
 	if m != nil {
-		err = cs.cc.opts.codec.Unmarshal(msg, m)
+		// recvComp was set by the reader before it queued msg.
+		err = decodeMsg(cs.cc.opts.codec, cs.recvComp, msg, cs.ci.maxRecvSize, m)
 	}
 	n := len(msg)
 	bufpool.Put(msg)
 	if err != nil {
-		st := status.Newf(codes.Internal, "decoding response into %T: %v", m, err)
+		st := status.Convert(decodeError(err, "response", m))
 		cs.reset(st)
 		return st.Err()
 	}

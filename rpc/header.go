@@ -3,7 +3,11 @@ package rpc
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
+
+	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/status"
 
 	"github.com/rdmarpc/rdmarpc/internal/ctxkey"
 	"github.com/rdmarpc/rdmarpc/metadata"
@@ -70,7 +74,7 @@ func SetHeader(ctx context.Context, md metadata.MD) error {
 	if err != nil {
 		return err
 	}
-	if err := wire.CheckMD(md); err != nil {
+	if md, err = handlerMD(md); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -101,7 +105,7 @@ func SetTrailer(ctx context.Context, md metadata.MD) error {
 	if err != nil {
 		return err
 	}
-	if err := wire.CheckMD(md); err != nil {
+	if md, err = handlerMD(md); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -117,4 +121,43 @@ func Method(ctx context.Context) (string, bool) {
 		return "", false
 	}
 	return c.method, true
+}
+
+// handlerMD is md, metadata a handler sets as headers or trailers,
+// without the keys gRPC reserves for itself (pseudo-headers such as
+// ":authority", "content-type", "user-agent", "te", "grpc-status" and the
+// other grpc- keys the protocol sets), which gRPC-go skips too: a handler
+// may echo its incoming metadata. md is copied only when it holds one.
+// Invalid metadata is an Internal status error, as in gRPC-go.
+func handlerMD(md metadata.MD) (metadata.MD, error) {
+	for k := range md {
+		if reservedKey(k) {
+			clean := make(metadata.MD, len(md))
+			for k, v := range md {
+				if !reservedKey(k) {
+					clean[k] = v
+				}
+			}
+			md = clean
+			break
+		}
+	}
+	if err := wire.CheckMD(md); err != nil {
+		return nil, status.Errorf(codes.Internal, "rpc: invalid metadata set by the handler: %v", err)
+	}
+	return md, nil
+}
+
+// reservedKey reports whether k is a key gRPC's transport owns, as
+// gRPC-go's isReservedHeader.
+func reservedKey(k string) bool {
+	if strings.HasPrefix(k, ":") {
+		return true
+	}
+	switch k {
+	case "content-type", "user-agent", "te", "grpc-message-type", "grpc-encoding",
+		"grpc-message", "grpc-status", "grpc-timeout", "grpc-status-details-bin":
+		return true
+	}
+	return false
 }

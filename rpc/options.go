@@ -131,6 +131,8 @@ type serverOptions struct {
 	creds              credentials.TransportCredentials
 	conn               keepalive.ServerParameters // its idle and age limits
 	enforcement        *keepalive.EnforcementPolicy
+	waitForHandlers    bool
+	unknownHandler     StreamHandler
 }
 
 // Logger sets the server's logger. Default zap.NewNop().
@@ -142,6 +144,24 @@ func Logger(l *zap.Logger) ServerOption {
 // package documentation for the order.
 func UnaryInterceptor(i ...UnaryServerInterceptor) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.interceptors = append(o.interceptors, i...) })
+}
+
+// WaitForHandlers, with true, makes Stop wait until every handler has
+// returned, as gRPC-go's option of that name does. By default (false)
+// Stop returns once the listeners and connections are closed and the
+// running handlers' contexts are cancelled, without waiting for them.
+func WaitForHandlers(w bool) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.waitForHandlers = w })
+}
+
+// UnknownServiceHandler makes h serve every call to a method the server
+// has not registered (unknown service or unknown method), as gRPC-go's
+// option: h gets a nil implementation and a bidirectional stream; Method
+// (or grpc.MethodFromServerStream) on its context names the method. A
+// unary call (Invoke) to such a method is served by h too: its request is
+// the stream's one message, and h must send one response.
+func UnknownServiceHandler(h StreamHandler) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.unknownHandler = h })
 }
 
 // MaxRecvMsgSize caps the requests the server takes (ResourceExhausted

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
@@ -48,6 +49,7 @@ type Server struct {
 	stopped   bool // Stop: everything closes now
 	cv        *sync.Cond
 	wg        sync.WaitGroup // Serve loops and connection goroutines
+	stopOnce  sync.Once      // Stop's wait for the workers' end, when it does not wait itself
 }
 
 // methodEntry is a unary method as a request names it.
@@ -223,7 +225,10 @@ func (s *Server) Serve(l Listener) error {
 // Stop closes every listener and connection at once: calls in progress are
 // canceled, and their clients see Unavailable. Connections close in
 // parallel, so peers that are slow to let go cost one close grace, not one
-// each. It returns when every handler has returned.
+// each. As gRPC-go's, it returns without waiting for the handlers still
+// running (their contexts are cancelled) unless the server was made with
+// WaitForHandlers(true), when it returns once every handler has returned.
+// Either way each connection's goroutines end after its handlers.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	s.stopped = true
@@ -244,8 +249,19 @@ func (s *Server) Stop() {
 		}()
 	}
 	closing.Wait()
-	s.wg.Wait()
-	s.workers.stop()
+	if s.opts.waitForHandlers {
+		s.wg.Wait()
+		s.workers.stop()
+		return
+	}
+	// The workers end once no connection can hand them a call, after the
+	// handlers: a goroutine of the Server's waits for that, once.
+	s.stopOnce.Do(func() {
+		go func() {
+			s.wg.Wait()
+			s.workers.stop()
+		}()
+	})
 }
 
 // GracefulStop stops accepting connections, tells every client to go away
@@ -311,8 +327,9 @@ type callStream struct {
 	fail     error            // the call fails with this before any handler runs
 	svc      *service
 	md       *MethodDesc
-	est      *conn.RespEstimate // the method's on this connection, nil for an unknown one
-	ua       string             // the connection's user-agent when it arrived
+	est      *conn.RespEstimate  // the method's on this connection, nil for an unknown one
+	comp     encoding.Compressor // the request's compressor, and the response's; nil: none
+	ua       string              // the connection's user-agent when it arrived
 
 	cost    int           // bytes charged to the queue while queued
 	elem    *list.Element // in the queue, nil once started
@@ -535,15 +552,23 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 		st.fail = status.Errorf(codes.Internal, "malformed request frame: %v", err)
 	default:
 		st.method = req.Method
+		var encName string
+		var encOK bool
+		st.comp, encName, encOK = takeEncoding(req.MD)
 		if known != nil {
 			st.svc, st.md, st.est = known.svc, known.md, l.estimate(known)
 		} else {
 			st.svc, st.md = l.lookup(req.Method)
 		}
+		if st.md == nil && l.s.opts.unknownHandler != nil {
+			st.svc, st.md = unknownService, unknownAsUnary(l.s.opts.unknownHandler, req.Method)
+		}
 		switch {
 		case st.md == nil:
 			l.s.peerLog.warn("unknown method", zap.Stringer("peer", l.peer.Addr), zap.String("method", req.Method))
 			st.fail = l.unknownMethod(req.Method, st.svc)
+		case !encOK:
+			st.fail = status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encName)
 		case len(req.Payload) > l.s.opts.maxRecvSize:
 			st.fail = status.Errorf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(req.Payload), l.s.opts.maxRecvSize)
 		default:
@@ -605,7 +630,11 @@ func (l *serverLink) serveStream(st *callStream) {
 func (l *serverLink) beginStats(ctx context.Context, hs []stats.Handler, st *callStream, sc *serverCall) context.Context {
 	st.req.MD = l.incomingMD(st.req.MD, st.ua) // what the handler will see
 	ctx = metadata.NewIncomingContext(ctx, st.req.MD)
-	ctx, sc.stats = beginServerRPC(ctx, hs, l.stats, st.method, nil, st.req.MD, st.frame.Len()-len(st.req.Payload), l.peer)
+	comp := ""
+	if st.comp != nil {
+		comp = st.comp.Name()
+	}
+	ctx, sc.stats = beginServerRPC(ctx, hs, l.stats, st.method, nil, comp, st.req.MD, st.frame.Len()-len(st.req.Payload), l.peer)
 	return ctx
 }
 
@@ -649,13 +678,13 @@ func (st *callStream) decode(v any) error {
 		return status.Error(codes.Internal, "request decoded twice")
 	}
 	st.decoded = true
-	err := st.cc.l.s.opts.codec.Unmarshal(st.req.Payload, v)
+	err := decodeMsg(st.cc.l.s.opts.codec, st.comp, st.req.Payload, st.cc.l.s.opts.maxRecvSize, v)
 	// The codec copied what it needs: give the (possibly registered)
 	// memory back at once.
 	st.frame.Release()
 	st.req.Payload = nil
 	if err != nil {
-		return status.Errorf(codes.Internal, "decoding request into %T: %v", v, err)
+		return decodeError(err, "request", v)
 	}
 	return nil
 }
@@ -704,10 +733,10 @@ func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err err
 		err = status.Errorf(codes.Internal, "handler for %s returned neither a response nor an error", sc.method)
 	}
 	if err == nil {
-		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, header, trailer)
+		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, headerWithEncoding(header, call.comp), trailer)
 		var n int
 		l.adm.unreserve(call) // the response takes its own size of the budget
-		n, err = sendFrame(l.Ctx, l.Conn, l.s.opts.codec, head, resp, l.s.opts.maxSendSize, l.budget, nil, call.est)
+		n, err = sendFrame(l.Ctx, l.Conn, sendCodec(l.s.opts.codec, call.comp), head, resp, l.s.opts.maxSendSize, l.budget, nil, call.est)
 		if rs := sc.stats; rs != nil && err == nil {
 			rs.outHeader(header, "", nil)
 			rs.outPayload(resp, n, len(head)+n)

@@ -7,12 +7,14 @@ import (
 	"io"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
@@ -30,7 +32,8 @@ type serverStream struct {
 	method string
 	desc   *StreamDesc
 	svc    *service
-	sc     *serverCall // header and trailer, shared with SetHeader(ctx)
+	sc     *serverCall         // header and trailer, shared with SetHeader(ctx)
+	comp   encoding.Compressor // the client's, which the stream answers with too; nil: none
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -44,6 +47,9 @@ type serverStream struct {
 
 	mu         sync.Mutex // the handler's side
 	headerSent bool
+	// trailersSent: the stream's end is decided; the TRAILERS went or are
+	// going (at the handler's return, or early by endEarly).
+	trailersSent atomic.Bool
 }
 
 // openStream handles an OPEN: it starts the stream's handler, or answers
@@ -54,6 +60,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	var fail *status.Status
 	var svc *service
 	var desc *StreamDesc
+	var comp encoding.Compressor
 	switch {
 	case errors.Is(err, wire.ErrMetadataTooLarge):
 		fail = status.Newf(codes.ResourceExhausted, "stream %v", err)
@@ -62,9 +69,15 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		fail = status.Newf(codes.Internal, "malformed open frame: %v", err)
 	default:
 		svc, desc = l.lookupStream(req.Method)
-		if desc == nil {
+		var encName string
+		var encOK bool
+		comp, encName, encOK = takeEncoding(req.MD)
+		switch {
+		case desc == nil:
 			l.s.peerLog.warn("unknown streaming method", zap.Stringer("peer", l.peer.Addr), zap.String("method", req.Method))
 			fail = status.Convert(l.unknownMethod(req.Method, svc))
+		case !encOK:
+			fail = status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encName)
 		}
 	}
 	l.adm.mu.Lock()
@@ -86,7 +99,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		return l.queueOrClose(wire.AppendTrailers(nil, h.CallID, uint32(fail.Code()), fail.Message(), nil, nil, nil))
 	}
 	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, svc: svc,
-		sc: &serverCall{method: req.Method}}
+		sc: &serverCall{method: req.Method}, comp: comp}
 	ss.sc.stream = ss
 	ss.in.Init(l.s.opts.window)
 	ss.out.Init()
@@ -97,7 +110,11 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	ctx = &callContext{Context: ctx, sc: ss.sc, peer: l.peer, l: l, raw: req.MD, ua: l.userAgent(req.MD)}
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 {
 		md, _ := metadata.FromIncomingContext(ctx) // completed, as the handler will see it
-		ctx, ss.sc.stats = beginServerRPC(ctx, hs, l.stats, req.Method, desc, md, len(body)+wire.HeaderLen, l.peer)
+		name := ""
+		if comp != nil {
+			name = comp.Name()
+		}
+		ctx, ss.sc.stats = beginServerRPC(ctx, hs, l.stats, req.Method, desc, name, md, len(body)+wire.HeaderLen, l.peer)
 	}
 	ss.ctx, ss.cancel = ctx, cancel
 	l.adm.streams[h.CallID] = ss
@@ -148,11 +165,93 @@ func (l *serverLink) peerCtlLimit() int { return 2*l.s.opts.maxStreams + 64 }
 
 func (l *serverLink) lookupStream(method string) (*service, *StreamDesc) {
 	svc, _ := l.lookup(method)
-	if svc == nil {
-		return nil, nil
-	}
 	_, m, _ := cutMethod(method)
-	return svc, svc.streams[m]
+	if svc != nil {
+		if d := svc.streams[m]; d != nil {
+			return svc, d
+		}
+		if md := svc.methods[m]; md != nil {
+			// A unary method opened as a stream (cc.NewStream), as
+			// gRPC-go serves it: one request, one response.
+			return svc, &StreamDesc{StreamName: m, Handler: unaryAsStream(md, l.s.interceptor)}
+		}
+	}
+	if h := l.s.opts.unknownHandler; h != nil {
+		return unknownService, &StreamDesc{StreamName: m, Handler: h, ClientStreams: true, ServerStreams: true}
+	}
+	return svc, nil
+}
+
+// unknownService is the service of the methods UnknownServiceHandler
+// serves: it has no implementation.
+var unknownService = &service{}
+
+// unknownAsUnary serves a unary call (a REQUEST) to an unregistered method
+// with UnknownServiceHandler's h, on a stream of one message each way.
+func unknownAsUnary(h StreamHandler, method string) *MethodDesc {
+	return &MethodDesc{MethodName: method, Handler: func(srv any, ctx context.Context, dec func(any) error, _ UnaryServerInterceptor) (any, error) {
+		us := &unaryServerStream{ctx: ctx, dec: dec}
+		if err := h(srv, us); err != nil {
+			return nil, err
+		}
+		if us.resp == nil {
+			return nil, status.Errorf(codes.Internal, "the unknown service handler sent no response for %s", method)
+		}
+		return us.resp, nil
+	}}
+}
+
+// unaryServerStream is a unary call seen as a ServerStream: its request is
+// the one message RecvMsg returns, the one message SendMsg takes is its
+// response.
+type unaryServerStream struct {
+	ctx      context.Context
+	dec      func(any) error
+	received bool
+	resp     any
+}
+
+func (u *unaryServerStream) Context() context.Context        { return u.ctx }
+func (u *unaryServerStream) SetHeader(md metadata.MD) error  { return SetHeader(u.ctx, md) }
+func (u *unaryServerStream) SendHeader(md metadata.MD) error { return SendHeader(u.ctx, md) }
+func (u *unaryServerStream) SetTrailer(md metadata.MD)       { _ = SetTrailer(u.ctx, md) }
+
+func (u *unaryServerStream) RecvMsg(m any) error {
+	if u.received {
+		return io.EOF
+	}
+	u.received = true
+	return u.dec(m)
+}
+
+func (u *unaryServerStream) SendMsg(m any) error {
+	if u.resp != nil {
+		return status.Error(codes.Internal, "SendMsg called twice on a unary call's stream")
+	}
+	u.resp = m
+	return nil
+}
+
+// unaryAsStream serves unary method md on a stream: the request is the
+// stream's one message, the response its one message back.
+func unaryAsStream(md *MethodDesc, ic UnaryServerInterceptor) StreamHandler {
+	return func(srv any, ss ServerStream) error {
+		dec := func(v any) error {
+			err := ss.RecvMsg(v)
+			if err == io.EOF {
+				return status.Error(codes.Internal, "cardinality violation: received no request message from non-client-streaming RPC")
+			}
+			return err
+		}
+		resp, err := md.Handler(srv, ss.Context(), dec, ic)
+		if err != nil {
+			return err
+		}
+		if resp == nil {
+			return status.Errorf(codes.Internal, "handler for %s returned neither a response nor an error", md.MethodName)
+		}
+		return ss.SendMsg(resp)
+	}
 }
 
 // streamFrame handles a frame for an open stream: MESSAGE, CLOSE_SEND,
@@ -328,7 +427,7 @@ func (ss *serverStream) run() {
 	reset := ss.reset
 	l.adm.uncountLocked(&ss.counted) // before the TRAILERS can reach the client
 	l.adm.mu.Unlock()
-	if !reset && l.Ctx.Err() == nil {
+	if !reset && l.Ctx.Err() == nil && ss.trailersSent.CompareAndSwap(false, true) {
 		ss.sendTrailers(err)
 	}
 	if ss.sc.stats != nil {
@@ -359,6 +458,15 @@ func (ss *serverStream) call() (err error) {
 		return ic(ss.svc.impl, ss, info, ss.desc.Handler)
 	}
 	return ss.desc.Handler(ss.svc.impl, ss)
+}
+
+// endEarly ends the stream with err's status while its handler still
+// runs: the TRAILERS go now, and the handler's context is cancelled.
+func (ss *serverStream) endEarly(err error) {
+	if ss.trailersSent.CompareAndSwap(false, true) {
+		ss.sendTrailers(err)
+	}
+	ss.cancel()
 }
 
 // sendTrailers ends the stream with err's status; the header goes with it
@@ -406,7 +514,8 @@ func (ss *serverStream) sendTrailers(err error) {
 // SetHeader adds md to the header, sent with the first message or by
 // SendHeader.
 func (ss *serverStream) SetHeader(md metadata.MD) error {
-	if err := wire.CheckMD(md); err != nil {
+	md, err := handlerMD(md)
+	if err != nil {
 		return err
 	}
 	ss.mu.Lock()
@@ -440,7 +549,7 @@ func (ss *serverStream) sendHeader() error {
 	md := ss.sc.header
 	ss.sc.sent = true
 	ss.sc.mu.Unlock()
-	frame := wire.AppendHeaders(nil, ss.id, md)
+	frame := wire.AppendHeaders(nil, ss.id, headerWithEncoding(md, ss.comp))
 	if err := ss.l.Conn.Send(ss.ctx, frame); err != nil {
 		return ss.sendError(err)
 	}
@@ -452,7 +561,8 @@ func (ss *serverStream) sendHeader() error {
 
 // SetTrailer adds md to the trailer, sent when the handler returns.
 func (ss *serverStream) SetTrailer(md metadata.MD) {
-	if wire.CheckMD(md) != nil {
+	md, err := handlerMD(md)
+	if err != nil {
 		return
 	}
 	ss.sc.mu.Lock()
@@ -475,12 +585,16 @@ func (ss *serverStream) SendMsg(m any) error {
 	// Counted by the send watch as responses are: a client that takes
 	// nothing for ResponseTimeout is disconnected.
 	ss.l.ResponseStart()
-	n, err := sendFrame(ss.ctx, ss.l.Conn, ss.l.s.opts.codec, head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.Flow, nil)
+	n, err := sendFrame(ss.ctx, ss.l.Conn, sendCodec(ss.l.s.opts.codec, ss.comp), head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.Flow, nil)
 	ss.l.ResponseDone()
 	bufpool.Put(head)
 	if err != nil {
 		if _, ok := status.FromError(err); ok && ss.ctx.Err() == nil {
-			return err // too large or not encodable: the stream goes on
+			// Too large or not encodable: as in gRPC-go, the stream ends
+			// now with that status, and what the handler returns later
+			// is not sent.
+			ss.endEarly(err)
+			return err
 		}
 		return ss.sendError(err)
 	}
@@ -541,11 +655,11 @@ func (ss *serverStream) RecvMsg(m any) error {
 	if grant > 0 && !ss.l.QueueControl(wire.AppendWindow(nil, ss.id, uint32(grant)), conn.MaxQueuedCancels) {
 		ss.in.Ungrant(grant)
 	}
-	err = ss.l.s.opts.codec.Unmarshal(msg, m)
+	err = decodeMsg(ss.l.s.opts.codec, ss.comp, msg, ss.l.s.opts.maxRecvSize, m)
 	n := len(msg)
 	bufpool.Put(msg)
 	if err != nil {
-		return status.Errorf(codes.Internal, "decoding request into %T: %v", m, err)
+		return decodeError(err, "request", m)
 	}
 	if ss.sc.stats != nil {
 		ss.sc.stats.inPayload(m, n, n+wire.HeaderLen)

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/stats"
@@ -40,6 +42,9 @@ type rpcStats struct {
 	// trailerLen is the size of a client stream's TRAILERS frame, once it
 	// came (under the stream's mu).
 	trailerLen int
+	// compression is the compressor's name when the call compresses, set
+	// before its headers are reported: both ways use the same one.
+	compression string
 }
 
 // beginRPC tags an RPC with every handler and reports its Begin. The
@@ -53,10 +58,11 @@ func beginRPC(ctx context.Context, hs []stats.Handler, conn *connStats, client b
 }
 
 // beginServerRPC is beginRPC on the server, which reports the request's
-// InHeader (md, of wireLen bytes, from peer) before the Begin, in gRPC-go's
-// order.
-func beginServerRPC(ctx context.Context, hs []stats.Handler, conn *connStats, method string, desc *StreamDesc, md metadata.MD, wireLen int, peer *Peer) (context.Context, *rpcStats) {
+// InHeader (md, of wireLen bytes, from peer, its messages compressed with
+// compression) before the Begin, in gRPC-go's order.
+func beginServerRPC(ctx context.Context, hs []stats.Handler, conn *connStats, method string, desc *StreamDesc, compression string, md metadata.MD, wireLen int, peer *Peer) (context.Context, *rpcStats) {
 	ctx, rs := tagRPC(ctx, hs, conn, false, method, true)
+	rs.compression = compression
 	rs.inHeader(md, wireLen, method, peer)
 	rs.beginEvent(true, desc)
 	return ctx, rs
@@ -114,7 +120,7 @@ func (rs *rpcStats) handle(s stats.RPCStats) {
 // outHeader reports the header leaving; the client names the method and
 // the connection's addresses, as gRPC-go's does.
 func (rs *rpcStats) outHeader(md metadata.MD, method string, tc transport.Conn) {
-	s := &stats.OutHeader{Client: rs.client, Header: md}
+	s := &stats.OutHeader{Client: rs.client, Header: md, Compression: rs.compression}
 	if rs.client {
 		s.FullMethod, s.RemoteAddr, s.LocalAddr = method, tc.RemoteAddr(), tc.LocalAddr()
 	}
@@ -124,19 +130,34 @@ func (rs *rpcStats) outHeader(md metadata.MD, method string, tc transport.Conn) 
 // inHeader reports the header arriving; the server names the method and
 // the connection's addresses.
 func (rs *rpcStats) inHeader(md metadata.MD, wireLen int, method string, peer *Peer) {
-	s := &stats.InHeader{Client: rs.client, Header: md, WireLength: wireLen}
+	s := &stats.InHeader{Client: rs.client, Header: md, WireLength: wireLen, Compression: rs.compression}
 	if !rs.client {
 		s.FullMethod, s.RemoteAddr, s.LocalAddr = method, peer.Addr, peer.LocalAddr
 	}
 	rs.handle(s)
 }
 
+// outPayload reports message v sent as n bytes (compressed, when the call
+// compresses) in a frame of wireLen.
 func (rs *rpcStats) outPayload(v any, n, wireLen int) {
-	rs.handle(&stats.OutPayload{Client: rs.client, Payload: v, Length: n, CompressedLength: n, WireLength: wireLen, SentTime: time.Now()})
+	rs.handle(&stats.OutPayload{Client: rs.client, Payload: v, Length: rs.length(v, n), CompressedLength: n, WireLength: wireLen, SentTime: time.Now()})
 }
 
 func (rs *rpcStats) inPayload(v any, n, wireLen int) {
-	rs.handle(&stats.InPayload{Client: rs.client, Payload: v, Length: n, CompressedLength: n, WireLength: wireLen, RecvTime: time.Now()})
+	rs.handle(&stats.InPayload{Client: rs.client, Payload: v, Length: rs.length(v, n), CompressedLength: n, WireLength: wireLen, RecvTime: time.Now()})
+}
+
+// length is the size of v's encoding, which a message of n bytes on the
+// wire holds: n, unless the call compresses; then protobuf's size of v
+// (n when v is not a protobuf message).
+func (rs *rpcStats) length(v any, n int) int {
+	if rs.compression == "" {
+		return n
+	}
+	if m, ok := v.(proto.Message); ok {
+		return proto.Size(m)
+	}
+	return n
 }
 
 func (rs *rpcStats) inTrailer(md metadata.MD, wireLen int) {

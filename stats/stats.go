@@ -77,7 +77,8 @@ type InHeader struct {
 	// the header came in a frame of its own or with the request; 0 when it
 	// cannot be told apart from what came with it.
 	WireLength int
-	// Compression is the compression the peer uses; rdmarpc has none: "".
+	// Compression is the compressor's name when the call compresses
+	// (UseCompressor), else "".
 	Compression string
 	Header      metadata.MD
 	// FullMethod, RemoteAddr and LocalAddr are set on the server only.
@@ -91,8 +92,8 @@ type InPayload struct {
 	Client bool
 	// Payload is the decoded message.
 	Payload any
-	// Length is the size of the message's encoding; CompressedLength the
-	// same, since rdmarpc does not compress.
+	// Length is the size of the message's encoding; CompressedLength its
+	// size as received, the same unless the call compresses.
 	Length           int
 	CompressedLength int
 	// WireLength is the size of the frame that carried it, headers

@@ -105,7 +105,8 @@ func TestCallVerbose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "Response headers received:\nx-answer: header\nx-answer-bin: AP8=\n\n" +
+	// content-type is the client's, as gRPC-go's (and grpcurl's -v) shows it.
+	want := "Response headers received:\ncontent-type: application/grpc\nx-answer: header\nx-answer-bin: AP8=\n\n" +
 		"Response trailers received:\nx-answer: trailer\nSent 1 request and received 1 response\n"
 	if stderr != want {
 		t.Fatalf("-v printed %q, want %q", stderr, want)

@@ -6,10 +6,10 @@
 //
 // At the boundary it translates what the two libraries each keep in their
 // own types: gRPC-go's call options (Header, Trailer, Peer, WaitForReady,
-// MaxCallRecvMsgSize, MaxCallSendMsgSize, PerRPCCredentials, OnFinish;
-// CallContentSubtype "proto" and UseCompressor "identity", the only ones
-// rdmarpc has; any other option fails the call with InvalidArgument, naming
-// it), metadata (gRPC-go's outgoing metadata is sent; a handler finds the
+// MaxCallRecvMsgSize, MaxCallSendMsgSize, PerRPCCredentials, OnFinish,
+// UseCompressor with a compressor registered with either library's
+// encoding package; CallContentSubtype "proto", the only one rdmarpc has;
+// any other option fails the call with InvalidArgument, naming it), metadata (gRPC-go's outgoing metadata is sent; a handler finds the
 // incoming metadata, its peer, and grpc.SetHeader, SendHeader, SetTrailer
 // and Method working, through either package), and status errors (what a
 // client call returns is a status error to both status packages; what a

@@ -3,13 +3,16 @@ package grpcgo
 import (
 	"context"
 	"io"
+	"reflect"
 
 	"google.golang.org/grpc"
 	gcodes "google.golang.org/grpc/codes"
+	gencoding "google.golang.org/grpc/encoding"
 	gmetadata "google.golang.org/grpc/metadata"
 	gpeer "google.golang.org/grpc/peer"
 	gstatus "google.golang.org/grpc/status"
 
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/peer"
 	"github.com/rdmarpc/rdmarpc/rpc"
@@ -100,10 +103,15 @@ func callOptions(gopts []grpc.CallOption) (*opts, error) {
 				return o, gstatus.Errorf(gcodes.InvalidArgument, "grpcgo: CallContentSubtype(%q): rdmarpc encodes with the connection's codec (rpc.WithCodec); only \"proto\" is accepted", g.ContentSubtype)
 			}
 		case grpc.CompressorCallOption:
-			if g.CompressorType != "identity" {
-				return o, gstatus.Errorf(gcodes.InvalidArgument, "grpcgo: UseCompressor(%q): rdmarpc does not compress messages", g.CompressorType)
-			}
+			useGRPCCompressor(g.CompressorType)
+			o.opts = append(o.opts, rpc.UseCompressor(g.CompressorType))
 		default:
+			if embedsEmptyCallOption(g) {
+				// A user's option, as gRPC-go lets users write: it does
+				// nothing to the call there either (an interceptor may
+				// look for it).
+				continue
+			}
 			return o, gstatus.Errorf(gcodes.InvalidArgument, "grpcgo: gRPC-go's call option %T has no rdmarpc equivalent", g)
 		}
 	}
@@ -241,6 +249,17 @@ func stream(service string, d grpc.StreamDesc) rpc.StreamHandler {
 	}
 }
 
+// StreamHandler makes h, a gRPC-go stream handler, an rdmarpc one: for
+// rpc.UnknownServiceHandler(grpcgo.StreamHandler(h)), what gRPC-go's
+// grpc.UnknownServiceHandler(h) is. grpc.MethodFromServerStream names the
+// method the stream was opened on.
+func StreamHandler(h grpc.StreamHandler) rpc.StreamHandler {
+	return func(srv any, ss rpc.ServerStream) error {
+		method, _ := rpc.Method(ss.Context())
+		return h(srv, &serverStream{ss: ss, ctx: incoming(ss.Context(), streamTransport{ss: ss, method: method})})
+	}
+}
+
 // incoming adds to a handler's context what gRPC-go's packages look for:
 // the incoming metadata, the peer, and the stream grpc.SetHeader,
 // SendHeader, SetTrailer and Method use.
@@ -292,3 +311,38 @@ func (s *serverStream) SetTrailer(md gmetadata.MD)       { s.ss.SetTrailer(metad
 func (s *serverStream) Context() context.Context         { return s.ctx }
 func (s *serverStream) SendMsg(m any) error              { return toGRPC(s.ss.SendMsg(m)) }
 func (s *serverStream) RecvMsg(m any) error              { return toGRPC(s.ss.RecvMsg(m)) }
+
+// useGRPCCompressor registers with rdmarpc's encoding the compressor
+// registered with gRPC-go's under name, unless rdmarpc has one of that
+// name: a program that imports google.golang.org/grpc/encoding/gzip, as
+// gRPC-go programs do, compresses over rdmarpc without importing
+// rdmarpc's. The two Compressor interfaces have the same methods.
+func useGRPCCompressor(name string) {
+	if name == "" || name == encoding.Identity || encoding.GetCompressor(name) != nil {
+		return
+	}
+	if c := gencoding.GetCompressor(name); c != nil {
+		encoding.RegisterCompressor(c)
+	}
+}
+
+var emptyCallOption = reflect.TypeFor[grpc.EmptyCallOption]()
+
+// embedsEmptyCallOption reports whether o is a struct (or a pointer to
+// one) that embeds grpc.EmptyCallOption: a user's CallOption, whose
+// methods are EmptyCallOption's no-ops.
+func embedsEmptyCallOption(o grpc.CallOption) bool {
+	t := reflect.TypeOf(o)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Anonymous && f.Type == emptyCallOption {
+			return true
+		}
+	}
+	return false
+}

@@ -126,23 +126,36 @@ func (s *suite) testGracefulStop(t *testing.T) {
 	_ = cc
 }
 
+// testStop: Stop fails the calls in flight with Unavailable and cancels
+// their handlers' contexts; as gRPC-go's, it waits for the handlers only
+// with WaitForHandlers(true).
 func (s *suite) testStop(t *testing.T) {
-	e := s.start(t)
-	_, c := s.dial(t, e)
-	ctx := s.ctx(t)
-	r := e.svc.block("stop")
-	call := make(chan error, 1)
-	go func() { _, err := c.Block(ctx, &testpb.BlockRequest{Tag: "stop"}); call <- err }()
-	s.waitFor(t, "the handler to start", r.started)
-	e.srv.Stop()
-	wantCode(t, "call in flight at Stop", <-call, codes.Unavailable, "")
-	select {
-	case <-r.ended:
-	default:
-		t.Fatal("Stop returned before the handler did")
-	}
-	if !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("handler context ended with %v, want Canceled", r.err)
+	for _, wait := range []bool{false, true} {
+		var opts []rpc.ServerOption
+		tag := "stop"
+		if wait {
+			opts, tag = append(opts, rpc.WaitForHandlers(true)), "stop-wait"
+		}
+		e := s.start(t, opts...)
+		_, c := s.dial(t, e)
+		ctx := s.ctx(t)
+		r := e.svc.block(tag)
+		call := make(chan error, 1)
+		go func() { _, err := c.Block(ctx, &testpb.BlockRequest{Tag: tag}); call <- err }()
+		s.waitFor(t, "the handler to start", r.started)
+		e.srv.Stop()
+		if wait {
+			select {
+			case <-r.ended:
+			default:
+				t.Fatal("Stop with WaitForHandlers(true) returned before the handler did")
+			}
+		}
+		wantCode(t, "call in flight at Stop", <-call, codes.Unavailable, "")
+		s.waitFor(t, "the handler to end", r.ended)
+		if !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("handler context ended with %v, want Canceled", r.err)
+		}
 	}
 }
 

@@ -1,0 +1,578 @@
+package grpcgo_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	gcodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	gmetadata "google.golang.org/grpc/metadata"
+	gstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/rdmarpc/rdmarpc/contrib/grpcgo"
+	"github.com/rdmarpc/rdmarpc/rpc"
+)
+
+// The parity tests: each behaviour is one test body written against
+// gRPC-go's API, run against a gRPC-go server and client and against an
+// rdmarpc server and client (through this package), both over loopback
+// TCP. Where rdmarpc differed, the rdmarpc half failed before the change
+// its commit names.
+
+// serverOpts are the server options a case needs, for either library.
+type serverOpts struct {
+	maxSendMsgSize  int
+	waitForHandlers bool
+	unknown         grpc.StreamHandler
+}
+
+// started is a server under test and a client of it.
+type started struct {
+	cc   grpc.ClientConnInterface
+	stop func() // Server.Stop; the test's cleanup calls it again
+}
+
+type side struct {
+	name  string
+	start func(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started
+}
+
+var sides = []side{
+	{"grpc-go", startGRPC},
+	{"rdmarpc", startRdmarpc},
+}
+
+func startGRPC(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
+	t.Helper()
+	var opts []grpc.ServerOption
+	if o.maxSendMsgSize > 0 {
+		opts = append(opts, grpc.MaxSendMsgSize(o.maxSendMsgSize))
+	}
+	if o.waitForHandlers {
+		opts = append(opts, grpc.WaitForHandlers(true))
+	}
+	if o.unknown != nil {
+		opts = append(opts, grpc.UnknownServiceHandler(o.unknown))
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(opts...)
+	s.RegisterService(desc, struct{}{})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(lis) }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		s.Stop()
+		<-done
+	})
+	return started{cc: cc, stop: s.Stop}
+}
+
+func startRdmarpc(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
+	t.Helper()
+	var opts []rpc.ServerOption
+	if o.maxSendMsgSize > 0 {
+		opts = append(opts, rpc.MaxSendMsgSize(o.maxSendMsgSize))
+	}
+	if o.waitForHandlers {
+		opts = append(opts, rpc.WaitForHandlers(true))
+	}
+	if o.unknown != nil {
+		opts = append(opts, rpc.UnknownServiceHandler(grpcgo.StreamHandler(o.unknown)))
+	}
+	lis, err := rpc.Listen(tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rpc.NewServer(opts...)
+	grpcgo.NewServer(s).RegisterService(desc, struct{}{})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(lis) }()
+	cc, err := rpc.NewClient("tcp://" + lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		s.Stop()
+		<-done
+	})
+	return started{cc: grpcgo.NewClient(cc), stop: s.Stop}
+}
+
+// handlers are a case's methods of the service behave.Svc; nil ones are
+// not registered.
+type handlers struct {
+	unary        func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error)
+	serverStream func(in *wrapperspb.StringValue, ss grpc.ServerStream) error
+	clientStream func(ss grpc.ServerStream) error
+}
+
+func (h handlers) desc() *grpc.ServiceDesc {
+	d := &grpc.ServiceDesc{ServiceName: "behave.Svc", HandlerType: (*any)(nil)}
+	if h.unary != nil {
+		d.Methods = append(d.Methods, grpc.MethodDesc{MethodName: "Unary",
+			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				in := new(wrapperspb.StringValue)
+				if err := dec(in); err != nil {
+					return nil, err
+				}
+				return h.unary(ctx, in)
+			}})
+	}
+	if h.serverStream != nil {
+		d.Streams = append(d.Streams, grpc.StreamDesc{StreamName: "ServerStream", ServerStreams: true,
+			Handler: func(_ any, ss grpc.ServerStream) error {
+				in := new(wrapperspb.StringValue)
+				if err := ss.RecvMsg(in); err != nil {
+					return err
+				}
+				return h.serverStream(in, ss)
+			}})
+	}
+	if h.clientStream != nil {
+		d.Streams = append(d.Streams, grpc.StreamDesc{StreamName: "ClientStream", ClientStreams: true,
+			Handler: func(_ any, ss grpc.ServerStream) error { return h.clientStream(ss) }})
+	}
+	return d
+}
+
+// parity runs body against each side.
+func parity(t *testing.T, o serverOpts, h handlers, body func(t *testing.T, s started)) {
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			body(t, sd.start(t, o, h.desc()))
+		})
+	}
+}
+
+func ctxOf(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestBehaveEchoIncomingMetadata: a handler that sets the incoming
+// metadata, pseudo-headers and reserved keys included, as its headers and
+// trailers (as gRPC-go's own test server does) succeeds; the keys of its
+// own reach the client.
+func TestBehaveEchoIncomingMetadata(t *testing.T) {
+	echo := func(ctx context.Context) error {
+		md, _ := gmetadata.FromIncomingContext(ctx)
+		if err := grpc.SetHeader(ctx, md); err != nil {
+			return err
+		}
+		if err := grpc.SendHeader(ctx, md); err != nil {
+			return err
+		}
+		return grpc.SetTrailer(ctx, md)
+	}
+	h := handlers{
+		unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+			return in, echo(ctx)
+		},
+		serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error {
+			md, _ := gmetadata.FromIncomingContext(ss.Context())
+			if err := ss.SetHeader(md); err != nil {
+				return err
+			}
+			if err := ss.SendHeader(md); err != nil {
+				return err
+			}
+			ss.SetTrailer(md)
+			return ss.SendMsg(in)
+		},
+	}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		ctx := gmetadata.AppendToOutgoingContext(ctxOf(t), "echo-me", "1")
+		var header, trailer gmetadata.MD
+		out := new(wrapperspb.StringValue)
+		if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", wrapperspb.String("x"), out, grpc.Header(&header), grpc.Trailer(&trailer)); err != nil {
+			t.Fatalf("unary: %v", err)
+		}
+		if header.Get("echo-me")[0] != "1" || trailer.Get("echo-me")[0] != "1" {
+			t.Errorf("unary: header %v, trailer %v; want echo-me in both", header, trailer)
+		}
+		cs, err := s.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/behave.Svc/ServerStream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+			t.Fatal(err)
+		}
+		cs.CloseSend()
+		for err == nil {
+			err = cs.RecvMsg(out)
+		}
+		if err != io.EOF {
+			t.Fatalf("stream: %v", err)
+		}
+		// SetHeader and SendHeader both add the echo: it is there twice.
+		if h, _ := cs.Header(); len(h.Get("echo-me")) == 0 || len(cs.Trailer().Get("echo-me")) != 1 {
+			t.Errorf("stream: header %v, trailer %v; want echo-me in both", h, cs.Trailer())
+		}
+	})
+}
+
+// TestBehaveInvalidUTF8Status: a status message that is not valid UTF-8
+// reaches the client with each bad byte as U+FFFD.
+func TestBehaveInvalidUTF8Status(t *testing.T) {
+	h := handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		return nil, gstatus.Error(gcodes.Internal, "bad \xff byte")
+	}}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		err := s.cc.Invoke(ctxOf(t), "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue))
+		st := gstatus.Convert(err)
+		if st.Code() != gcodes.Internal || st.Message() != "bad \uFFFD byte" {
+			t.Errorf("got %v %q, want Internal %q", st.Code(), st.Message(), "bad \uFFFD byte")
+		}
+	})
+}
+
+// TestBehaveSendMsgFailureEndsRPC: a server SendMsg over MaxSendMsgSize
+// ends the RPC with its status at once, while the handler still runs;
+// what the handler returns later is ignored.
+func TestBehaveSendMsgFailureEndsRPC(t *testing.T) {
+	release := make(chan struct{})
+	var sendErr atomic.Value
+	h := handlers{serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error {
+		if err := ss.SendMsg(wrapperspb.String(strings.Repeat("x", 4096))); err != nil {
+			sendErr.Store(gstatus.Code(err))
+		}
+		<-release
+		return gstatus.Error(gcodes.Aborted, "the handler's own return")
+	}}
+	parity(t, serverOpts{maxSendMsgSize: 1024}, h, func(t *testing.T, s started) {
+		defer func() { release <- struct{}{} }()
+		cs, err := s.cc.NewStream(ctxOf(t), &grpc.StreamDesc{ServerStreams: true}, "/behave.Svc/ServerStream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+			t.Fatal(err)
+		}
+		cs.CloseSend()
+		// The handler has not returned: the status is SendMsg's.
+		if err := cs.RecvMsg(new(wrapperspb.StringValue)); gstatus.Code(err) != gcodes.ResourceExhausted {
+			t.Errorf("RecvMsg: %v, want ResourceExhausted while the handler still runs", err)
+		}
+		if c, _ := sendErr.Load().(gcodes.Code); c != gcodes.ResourceExhausted {
+			t.Errorf("the handler's SendMsg: %v, want ResourceExhausted", c)
+		}
+	})
+}
+
+// TestBehaveUnaryThroughNewStream: a unary method answers a stream
+// opened on it with NewStream: one response, then io.EOF.
+func TestBehaveUnaryThroughNewStream(t *testing.T) {
+	h := handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		return wrapperspb.String(in.Value + "!"), nil
+	}}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		cs, err := s.cc.NewStream(ctxOf(t), &grpc.StreamDesc{}, "/behave.Svc/Unary")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("hi")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		out := new(wrapperspb.StringValue)
+		if err := cs.RecvMsg(out); err != nil || out.Value != "hi!" {
+			t.Fatalf("RecvMsg: %q, %v", out.Value, err)
+		}
+		if err := cs.RecvMsg(out); err != io.EOF {
+			t.Errorf("second RecvMsg: %v, want io.EOF", err)
+		}
+	})
+}
+
+// TestBehaveCardinality: a client-streaming handler that returns without
+// a response gives the client Internal; a second SendMsg on a stream that
+// is not client-streaming fails Internal.
+func TestBehaveCardinality(t *testing.T) {
+	h := handlers{
+		clientStream: func(ss grpc.ServerStream) error {
+			for {
+				if err := ss.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+					if err == io.EOF {
+						return nil // no response
+					}
+					return err
+				}
+			}
+		},
+		serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error { return ss.SendMsg(in) },
+	}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		ctx := ctxOf(t)
+		cs, err := s.cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/behave.Svc/ClientStream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.RecvMsg(new(wrapperspb.StringValue)); gstatus.Code(err) != gcodes.Internal {
+			t.Errorf("client-streaming handler without a response: %v, want Internal", err)
+		}
+
+		cs, err = s.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/behave.Svc/ServerStream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("y")); gstatus.Code(err) != gcodes.Internal {
+			t.Errorf("second SendMsg on a server-streaming stream: %v, want Internal", err)
+		}
+	})
+}
+
+// blockingHandler is a unary handler that reports its start, waits for its
+// context to end, then for release (or, should nobody release it, a
+// minute: then stuck is set), and sets returned before it returns.
+type blockingHandler struct {
+	started, cancelled, release chan struct{}
+	stuck, returned             atomic.Bool
+}
+
+func newBlockingHandler() *blockingHandler {
+	return &blockingHandler{started: make(chan struct{}), cancelled: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (b *blockingHandler) handlers() handlers {
+	return handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		close(b.started)
+		<-ctx.Done()
+		close(b.cancelled)
+		select {
+		case <-b.release:
+		case <-time.After(time.Minute):
+			b.stuck.Store(true)
+		}
+		b.returned.Store(true)
+		return in, nil
+	}}
+}
+
+// call makes the call the handler blocks, on a goroutine whose end the
+// returned channel reports.
+func (b *blockingHandler) call(t *testing.T, s started) chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- s.cc.Invoke(ctxOf(t), "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue))
+	}()
+	<-b.started
+	return done
+}
+
+// TestBehaveStopDoesNotWaitForHandlers: Stop cancels the running
+// handlers' contexts and returns without waiting for them.
+func TestBehaveStopDoesNotWaitForHandlers(t *testing.T) {
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			b := newBlockingHandler()
+			s := sd.start(t, serverOpts{}, b.handlers().desc())
+			done := b.call(t, s)
+			s.stop() // the handler is released only after this returns
+			<-b.cancelled
+			returned := b.returned.Load()
+			close(b.release)
+			if err := <-done; err == nil {
+				t.Error("the call succeeded through Stop")
+			}
+			if returned || b.stuck.Load() {
+				t.Errorf("Stop returned after the handler (stuck %v): it waited for it", b.stuck.Load())
+			}
+		})
+	}
+}
+
+// TestBehaveWaitForHandlers: with WaitForHandlers(true), Stop cancels the
+// handlers' contexts and returns once they have returned.
+func TestBehaveWaitForHandlers(t *testing.T) {
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			b := newBlockingHandler()
+			s := sd.start(t, serverOpts{waitForHandlers: true}, b.handlers().desc())
+			done := b.call(t, s)
+			stopped := make(chan bool, 1)
+			go func() {
+				s.stop()
+				stopped <- b.returned.Load()
+			}()
+			<-b.cancelled
+			close(b.release)
+			if !<-stopped {
+				t.Error("Stop returned before the handler did")
+			}
+			<-done
+		})
+	}
+}
+
+// TestBehaveUnknownServiceHandler: UnknownServiceHandler serves calls to
+// methods nobody registered, unary and streaming, and names the method.
+func TestBehaveUnknownServiceHandler(t *testing.T) {
+	unknown := func(srv any, ss grpc.ServerStream) error {
+		m, ok := grpc.MethodFromServerStream(ss)
+		if !ok {
+			return gstatus.Error(gcodes.Internal, "no method")
+		}
+		in := new(wrapperspb.StringValue)
+		if err := ss.RecvMsg(in); err != nil {
+			return err
+		}
+		return ss.SendMsg(wrapperspb.String(m + " " + in.Value))
+	}
+	h := handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) { return in, nil }}
+	parity(t, serverOpts{unknown: unknown}, h, func(t *testing.T, s started) {
+		ctx := ctxOf(t)
+		out := new(wrapperspb.StringValue)
+		for _, method := range []string{"/nowhere.Svc/M", "/behave.Svc/Missing"} {
+			if err := s.cc.Invoke(ctx, method, wrapperspb.String("x"), out); err != nil || out.Value != method+" x" {
+				t.Errorf("Invoke %s: %q, %v", method, out.Value, err)
+			}
+		}
+		if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", wrapperspb.String("x"), out); err != nil || out.Value != "x" {
+			t.Errorf("a registered method: %q, %v", out.Value, err)
+		}
+		cs, err := s.cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/nowhere.Svc/S")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("y")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.RecvMsg(out); err != nil || out.Value != "/nowhere.Svc/S y" {
+			t.Errorf("stream: %q, %v", out.Value, err)
+		}
+		cs.CloseSend()
+		if err := cs.RecvMsg(out); err != io.EOF {
+			t.Errorf("end of stream: %v", err)
+		}
+	})
+}
+
+// userCallOption and userServerOption are options users write, as gRPC-go
+// lets them, by embedding the empty ones (an interceptor may look for
+// them).
+type userCallOption struct {
+	grpc.EmptyCallOption
+	tag string
+}
+
+type userServerOption struct {
+	rpc.EmptyServerOption
+}
+
+type userGRPCServerOption struct {
+	grpc.EmptyServerOption
+}
+
+// TestBehaveEmptyOptions: a call option and a server option that embed
+// EmptyCallOption and EmptyServerOption are taken, and do nothing.
+func TestBehaveEmptyOptions(t *testing.T) {
+	h := handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) { return in, nil }}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		out := new(wrapperspb.StringValue)
+		if err := s.cc.Invoke(ctxOf(t), "/behave.Svc/Unary", wrapperspb.String("x"), out, userCallOption{tag: "t"}); err != nil || out.Value != "x" {
+			t.Errorf("Invoke with a user's call option: %q, %v", out.Value, err)
+		}
+	})
+	// The server options, each library's own.
+	grpc.NewServer(userGRPCServerOption{}).Stop()
+	rpc.NewServer(userServerOption{}).Stop()
+}
+
+// TestBehaveCompression: UseCompressor("gzip") compresses the request
+// (1 MiB of zeros passes a 64 KiB send limit) and the response comes back
+// whole; a compressor nobody registered fails the call Internal before it
+// leaves.
+func TestBehaveCompression(t *testing.T) {
+	h := handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) { return in, nil }}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		ctx := ctxOf(t)
+		big := wrapperspb.String(strings.Repeat("\x00", 1<<20))
+		out := new(wrapperspb.StringValue)
+		if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", big, out, grpc.MaxCallSendMsgSize(64<<10)); gstatus.Code(err) != gcodes.ResourceExhausted {
+			t.Errorf("uncompressed under the limit: %v, want ResourceExhausted", err)
+		}
+		if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", big, out, grpc.MaxCallSendMsgSize(64<<10), grpc.UseCompressor("gzip")); err != nil || out.Value != big.Value {
+			t.Errorf("compressed: %d bytes back, %v", len(out.Value), err)
+		}
+		if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", big, out, grpc.UseCompressor("snappy")); gstatus.Code(err) != gcodes.Internal {
+			t.Errorf("UseCompressor(snappy): %v, want Internal", err)
+		}
+	})
+}
+
+// TestBehaveInvalidHandlerMetadata: a header with a key that is not valid
+// metadata, set by a handler, ends the call with Internal.
+func TestBehaveInvalidHandlerMetadata(t *testing.T) {
+	h := handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		if err := grpc.SetHeader(ctx, gmetadata.MD{"bad key": {"v"}}); err != nil {
+			return nil, err
+		}
+		return in, nil
+	}}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		err := s.cc.Invoke(ctxOf(t), "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue))
+		if gstatus.Code(err) != gcodes.Internal {
+			t.Errorf("got %v, want Internal", err)
+		}
+	})
+}
+
+// TestBehaveResponseContentType: the response headers a client sees carry
+// content-type application/grpc, unary and streaming.
+func TestBehaveResponseContentType(t *testing.T) {
+	h := handlers{
+		unary:        func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) { return in, nil },
+		serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error { return ss.SendMsg(in) },
+	}
+	parity(t, serverOpts{}, h, func(t *testing.T, s started) {
+		ctx := ctxOf(t)
+		var header gmetadata.MD
+		if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue), grpc.Header(&header)); err != nil {
+			t.Fatal(err)
+		}
+		if v := header.Get("content-type"); len(v) != 1 || v[0] != "application/grpc" {
+			t.Errorf("unary: content-type %q, want application/grpc", v)
+		}
+		cs, err := s.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/behave.Svc/ServerStream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+			t.Fatal(err)
+		}
+		cs.CloseSend()
+		if err := cs.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := cs.Header(); err != nil || len(h.Get("content-type")) != 1 || h.Get("content-type")[0] != "application/grpc" {
+			t.Errorf("stream: content-type %q, %v; want application/grpc", h.Get("content-type"), err)
+		}
+	})
+}
