@@ -69,7 +69,7 @@ type server struct {
 
 // startServer starts an rdmarpcserver (with -graceful when graceful) and
 // returns its gRPC-go targets; it stops with the test.
-func startServer(t *testing.T, graceful bool) *server {
+func startServer(t *testing.T, graceful bool, extra ...string) *server {
 	t.Helper()
 	serverBin.once.Do(func() {
 		serverBin.dir, serverBin.err = os.MkdirTemp("", "peers")
@@ -91,6 +91,7 @@ func startServer(t *testing.T, graceful bool) *server {
 	if graceful {
 		args = append(args, "-graceful")
 	}
+	args = append(args, extra...)
 	cmd := exec.Command(serverBin.path, args...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()

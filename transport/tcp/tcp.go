@@ -248,7 +248,15 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, secure secureFun
 		if _, err := io.ReadFull(nc, theirs[:]); err != nil {
 			return nil, readFailed(err)
 		}
-		if string(theirs[:]) == http2Preface[:helloLen] {
+		alpn := ""
+		if ti, ok := ai.(credentials.TLSInfo); ok {
+			alpn = ti.State.NegotiatedProtocol
+		}
+		h2 := string(theirs[:]) == http2Preface[:helloLen]
+		if h2 && alpn != "" && alpn != "h2" || !h2 && alpn == "h2" {
+			return nil, fmt.Errorf("%w: the client negotiated ALPN %q and then spoke the other protocol", transport.ErrProtocol, alpn)
+		}
+		if h2 {
 			var rest [len(http2Preface) - helloLen]byte
 			if _, err := io.ReadFull(nc, rest[:]); err != nil {
 				return nil, readFailed(err)

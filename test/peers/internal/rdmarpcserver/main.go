@@ -4,7 +4,8 @@
 // hold. It serves the interop TestService, health, reflection and
 // peers.Details on a tcp:// and a unix:// listener, prints
 // "tcp=ADDR" and "unix=PATH" lines, then "ready", and stops when its
-// standard input ends.
+// standard input ends. With -cert and -key it serves TLS (ALPN "h2" for
+// gRPC clients).
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/health"
 	healthpb "github.com/rdmarpc/rdmarpc/health/grpc_health_v1"
 	"github.com/rdmarpc/rdmarpc/interop"
@@ -57,8 +59,20 @@ var detailsDesc = rpc.ServiceDesc{
 func main() {
 	unixPath := flag.String("unix", "", "unix socket path to serve too")
 	graceful := flag.Bool("graceful", false, "GracefulStop at the end of stdin, not Stop")
+	certFile := flag.String("cert", "", "TLS certificate (PEM); with -key, every listener runs TLS")
+	keyFile := flag.String("key", "", "TLS key (PEM)")
 	flag.Parse()
-	s := rpc.NewServer()
+	var sopts []rpc.ServerOption
+	var lopts []rpc.ListenOption
+	if *certFile != "" {
+		creds, err := credentials.NewServerTLSFromFile(*certFile, *keyFile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		sopts = append(sopts, rpc.Creds(creds))
+		lopts = append(lopts, rpc.ListenCreds(creds))
+	}
+	s := rpc.NewServer(sopts...)
 	srv := interop.NewTestServer(interop.ServerOptions{})
 	grpc_testing.RegisterTestServiceServer(s, srv)
 	if u, ok := srv.(grpc_testing.UnimplementedServiceServer); ok {
@@ -73,7 +87,7 @@ func main() {
 	}
 	served := make(chan error, len(targets))
 	for _, target := range targets {
-		lis, err := rpc.Listen(target)
+		lis, err := rpc.Listen(target, lopts...)
 		if err != nil {
 			log.Fatal(err)
 		}
