@@ -47,13 +47,40 @@ func TestMain(m *testing.M) {
 // hangGuard bounds a test that would otherwise hang: progress, not speed.
 const hangGuard = 60 * time.Second
 
-// serverBin is internal/rdmarpcserver, built once: the rdmarpc server runs
-// in a process of its own (see there why).
+// serverBin is the directory the internal commands are built in, once
+// each: the servers run in processes of their own (see
+// internal/rdmarpcserver why).
 var serverBin struct {
 	once sync.Once
 	dir  string
-	path string
 	err  error
+	mu   sync.Mutex
+	path map[string]string // command → its binary
+}
+
+// build builds ./internal/cmd once and returns its binary.
+func build(t testing.TB, cmd string) string {
+	t.Helper()
+	serverBin.once.Do(func() {
+		serverBin.dir, serverBin.err = os.MkdirTemp("", "peers")
+		serverBin.path = map[string]string{}
+	})
+	if serverBin.err != nil {
+		t.Fatal(serverBin.err)
+	}
+	serverBin.mu.Lock()
+	defer serverBin.mu.Unlock()
+	if p, ok := serverBin.path[cmd]; ok {
+		return p
+	}
+	p := filepath.Join(serverBin.dir, cmd)
+	args := append([]string{"build", "-o", p}, serverBuildFlags...)
+	out, err := exec.Command("go", append(args, "./internal/"+cmd)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("building %s: %v\n%s", cmd, err, out)
+	}
+	serverBin.path[cmd] = p
+	return p
 }
 
 // serverBuildFlags are go build's flags for the server (race_test.go).
@@ -69,30 +96,19 @@ type server struct {
 
 // startServer starts an rdmarpcserver (with -graceful when graceful) and
 // returns its gRPC-go targets; it stops with the test.
-func startServer(t *testing.T, graceful bool, extra ...string) *server {
+func startServer(t testing.TB, graceful bool, extra ...string) *server {
 	t.Helper()
-	serverBin.once.Do(func() {
-		serverBin.dir, serverBin.err = os.MkdirTemp("", "peers")
-		if serverBin.err != nil {
-			return
-		}
-		serverBin.path = filepath.Join(serverBin.dir, "rdmarpcserver")
-		args := append([]string{"build", "-o", serverBin.path}, serverBuildFlags...)
-		out, err := exec.Command("go", append(args, "./internal/rdmarpcserver")...).CombinedOutput()
-		if err != nil {
-			serverBin.err = fmt.Errorf("building the server: %v\n%s", err, out)
-		}
-	})
-	if serverBin.err != nil {
-		t.Fatal(serverBin.err)
-	}
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	args := []string{"-unix", sock}
+	return startCmd(t, "rdmarpcserver", append([]string{"-unix", filepath.Join(t.TempDir(), "s.sock")}, extra...), graceful)
+}
+
+// startCmd starts ./internal/cmd with args and reads its addresses.
+func startCmd(t testing.TB, name string, args []string, graceful bool) *server {
+	t.Helper()
+	bin := build(t, name)
 	if graceful {
 		args = append(args, "-graceful")
 	}
-	args = append(args, extra...)
-	cmd := exec.Command(serverBin.path, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -124,14 +140,14 @@ func startServer(t *testing.T, graceful bool, extra ...string) *server {
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	t.Cleanup(func() { s.stop(t) })
-	if s.tcp == "" || s.unix == "" {
+	if s.tcp == "" {
 		t.Fatalf("the server said no addresses: %v", sc.Err())
 	}
 	return s
 }
 
 // stop ends the server (its stdin) and waits for it; it must exit cleanly.
-func (s *server) stop(t *testing.T) {
+func (s *server) stop(t testing.TB) {
 	if s.cmd == nil {
 		return
 	}
@@ -148,6 +164,16 @@ func target(s *server, network string) string {
 		return s.unix
 	}
 	return s.tcp
+}
+
+func dialB(t testing.TB, target string) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
 }
 
 func dial(t *testing.T, target string) *grpc.ClientConn {
