@@ -92,7 +92,8 @@ type Conn struct {
 	outs      []*stream // streams with something to write
 	streams   map[uint32]*stream
 	maxID     uint32
-	goAway    bool // a GOAWAY went out: no new streams
+	goAway    bool      // a GOAWAY went out: no new streams
+	retry     []*stream // unary calls refused by the server, to send again
 	sentGoAwy bool
 
 	peerWindow  int32 // the client's SETTINGS_INITIAL_WINDOW_SIZE
@@ -600,19 +601,50 @@ func (c *Conn) endOfStream(st *stream) {
 			c.failStream(st, codes.Internal, fmt.Sprintf("grpc: a unary method's request has %d messages, not 1", st.msgs))
 			return
 		}
-		timeout := st.req.timeout
-		if timeout > 0 {
-			timeout = max(1, timeout-time.Since(st.start))
-		}
-		f := wire.AppendRequestHead(nil, uint64(st.id), timeout, st.req.method, st.req.md)
-		f = append(f, st.body...)
-		st.body = nil
-		st.pending = append(st.pending, f)
-		c.flushPending(st)
+		c.sendRequest(st)
 		return
 	}
 	st.pending = append(st.pending, wire.AppendCloseSend(nil, uint64(st.id)))
 	c.flushPending(st)
+}
+
+// sendRequest queues st's REQUEST for the server. The message stays with
+// st until the server answers, to be sent again if the server refuses it.
+func (c *Conn) sendRequest(st *stream) {
+	timeout := st.req.timeout
+	if timeout > 0 {
+		timeout = max(1, timeout-time.Since(st.start))
+	}
+	f := wire.AppendRequestHead(make([]byte, 0, 64+len(st.body)), uint64(st.id), timeout, st.req.method, st.req.md)
+	f = append(f, st.body...)
+	st.pending = append(st.pending, f)
+	c.flushPending(st)
+}
+
+// refused holds a unary call the server refused for want of room
+// (docs/wire.md, "The refusal mark") until another call ends, as rdmarpc's
+// client does: an HTTP/2 client that keeps to MAX_CONCURRENT_STREAMS is
+// never refused. It reports false when no other call runs to wait for.
+func (c *Conn) refused(st *stream) bool {
+	for _, o := range c.streams {
+		if o != st && o.opened && !o.srvDone {
+			st.opened = false
+			c.retry = append(c.retry, st)
+			return true
+		}
+	}
+	return false
+}
+
+// retryRefused sends the refused calls again: a call ended.
+func (c *Conn) retryRefused() {
+	retry := c.retry
+	c.retry = nil
+	for _, st := range retry {
+		if c.streams[st.id] == st && !st.srvDone {
+			c.sendRequest(st)
+		}
+	}
 }
 
 // flushPending delivers st's pending frames the server has credit for.
@@ -902,11 +934,19 @@ func (c *Conn) Send(_ context.Context, f []byte) error {
 		if st == nil {
 			return nil
 		}
-		st.srvDone = true
 		if codes.Code(r.Code) == codes.Unavailable && len(r.Trailer[refusedKey]) > 0 && !st.headersSent {
+			if h.Kind == wire.KindResponse && c.refused(st) {
+				return nil
+			}
+			st.srvDone = true
 			st.out = nil
 			st.push(c, outItem{kind: outReset, code: http2.ErrCodeRefusedStream})
 			return nil
+		}
+		st.srvDone = true
+		st.body = nil
+		if len(c.retry) > 0 {
+			c.retryRefused()
 		}
 		delete(r.Trailer, refusedKey)
 		if c.resets > 0 {
