@@ -344,3 +344,45 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// TestMaxConcurrentStreams: the server's SETTINGS carry
+// MaxConcurrentStreams, and a stream past it is refused (REFUSED_STREAM)
+// without running.
+func TestMaxConcurrentStreams(t *testing.T) {
+	svc := &service{block: true, ended: make(chan error, 3)}
+	c := dial(t, serve(t, svc, tcp.Options{}, rpc.MaxConcurrentStreams(2)))
+	c.until(func(f http2.Frame) bool {
+		s, ok := f.(*http2.SettingsFrame)
+		if !ok || s.IsAck() {
+			return false
+		}
+		if v, ok := s.Value(http2.SettingMaxConcurrentStreams); !ok || v != 2 {
+			t.Fatalf("SETTINGS_MAX_CONCURRENT_STREAMS %d (%v), want 2", v, ok)
+		}
+		return true
+	})
+	for _, id := range []uint32{1, 3, 5} {
+		c.headers(id, false)
+		c.message(id)
+	}
+	c.until(func(f http2.Frame) bool {
+		r, ok := f.(*http2.RSTStreamFrame)
+		if ok && (r.StreamID != 5 || r.ErrCode != http2.ErrCodeRefusedStream) {
+			t.Fatalf("RST_STREAM %d %v, want 5 REFUSED_STREAM", r.StreamID, r.ErrCode)
+		}
+		return ok
+	})
+	for svc.started.Load() < 2 {
+		runtime.Gosched()
+	}
+	if got := svc.started.Load(); got != 2 {
+		t.Fatalf("%d calls ran, want 2", got)
+	}
+	// Cancelled, the two running calls end.
+	for _, id := range []uint32{1, 3} {
+		if err := c.fr.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
+			t.Fatal(err)
+		}
+		<-svc.ended
+	}
+}
