@@ -18,6 +18,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/rdmarpc/rdmarpc/metadata"
+	"github.com/rdmarpc/rdmarpc/peer"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/grpcwire"
 	"github.com/rdmarpc/rdmarpc/transport/tcp"
@@ -41,19 +43,25 @@ var desc = rpc.ServiceDesc{
 	HandlerType: (*any)(nil),
 	Methods: []rpc.MethodDesc{{
 		MethodName: "Call",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, _ rpc.UnaryServerInterceptor) (any, error) {
+		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt rpc.UnaryServerInterceptor) (any, error) {
 			s := srv.(*service)
 			s.started.Add(1)
 			in := new(emptypb.Empty)
 			if err := dec(in); err != nil {
 				return nil, err
 			}
-			if s.block {
-				<-ctx.Done()
-				s.ended <- ctx.Err()
-				return nil, ctx.Err()
+			h := func(ctx context.Context, req any) (any, error) {
+				if s.block {
+					<-ctx.Done()
+					s.ended <- ctx.Err()
+					return nil, ctx.Err()
+				}
+				return req, nil
 			}
-			return in, nil
+			if icpt == nil {
+				return h(ctx, in)
+			}
+			return icpt(ctx, in, &rpc.UnaryServerInfo{Server: srv, FullMethod: "/t.S/Call"}, h)
 		},
 	}},
 }
@@ -384,5 +392,48 @@ func TestMaxConcurrentStreams(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-svc.ended
+	}
+}
+
+// TestInterceptorSeesGRPCCall: a gRPC client's call takes the server's
+// call path: its interceptor runs with the method, the metadata (-bin
+// decoded, reserved headers left out) and the peer.
+func TestInterceptorSeesGRPCCall(t *testing.T) {
+	type seen struct {
+		method string
+		md     metadata.MD
+		peer   net.Addr
+	}
+	got := make(chan seen, 1)
+	icpt := func(ctx context.Context, req any, info *rpc.UnaryServerInfo, h rpc.UnaryHandler) (any, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		p, _ := peer.FromContext(ctx)
+		m, _ := rpc.Method(ctx) // the server's, from :path
+		got <- seen{m, md, p.Addr}
+		return h(ctx, req)
+	}
+	c := dial(t, serve(t, &service{}, tcp.Options{}, rpc.UnaryInterceptor(icpt)))
+	c.headers(1, false, "x-k", "v", "x-k-bin", grpcwire.EncodeBinary([]byte{0, 0xff}), "grpc-accept-encoding", "gzip")
+	c.message(1)
+	if tr := c.endOf(1); tr["grpc-status"] != "0" {
+		t.Fatalf("trailers %v", tr)
+	}
+	s := <-got
+	if s.method != "/t.S/Call" {
+		t.Errorf("method %q", s.method)
+	}
+	if v := s.md["x-k"]; len(v) != 1 || v[0] != "v" {
+		t.Errorf("x-k %q", v)
+	}
+	if v := s.md["x-k-bin"]; len(v) != 1 || v[0] != string([]byte{0, 0xff}) {
+		t.Errorf("x-k-bin %q", v)
+	}
+	for _, k := range []string{"te", "grpc-accept-encoding", ":path"} {
+		if _, ok := s.md[k]; ok {
+			t.Errorf("reserved header %q in the metadata", k)
+		}
+	}
+	if s.peer == nil || s.peer.String() != c.nc.LocalAddr().String() {
+		t.Errorf("peer %v, want %v", s.peer, c.nc.LocalAddr())
 	}
 }
