@@ -10,10 +10,16 @@ import (
 	"slices"
 )
 
-// ALPN is the application protocol rdmarpc's TLS credentials offer, so a
-// server refuses a client of another protocol (an HTTP/2 client offering
-// only "h2") in the handshake. A peer that offers none is accepted.
+// ALPN is the application protocol rdmarpc's TLS credentials offer. A
+// server offers HTTP/2's too ("h2", after its own), as it serves gRPC
+// clients on the same port; a client offers only ALPN, so a server of
+// another protocol refuses it in the handshake. A peer that offers none is
+// accepted.
 const ALPN = "rdmarpc"
+
+// alpnH2 is HTTP/2's application protocol over TLS, which gRPC clients
+// offer.
+const alpnH2 = "h2"
 
 // TLSInfo is the AuthInfo of a TLS connection.
 type TLSInfo struct {
@@ -28,6 +34,16 @@ func (TLSInfo) AuthType() string { return "tls" }
 
 type tlsCreds struct {
 	config *tls.Config
+	server *tls.Config // config, offering "h2" too: the server's handshakes
+}
+
+func newTLSCreds(cfg *tls.Config) *tlsCreds {
+	server := cfg
+	if !slices.Contains(cfg.NextProtos, alpnH2) {
+		server = cfg.Clone()
+		server.NextProtos = append(slices.Clone(cfg.NextProtos), alpnH2)
+	}
+	return &tlsCreds{config: cfg, server: server}
 }
 
 // NewTLS returns credentials from c, which it copies: a client's needs
@@ -45,7 +61,7 @@ func NewTLS(c *tls.Config) TransportCredentials {
 	if !slices.Contains(cfg.NextProtos, ALPN) {
 		cfg.NextProtos = append(slices.Clone(cfg.NextProtos), ALPN)
 	}
-	return &tlsCreds{config: cfg}
+	return newTLSCreds(cfg)
 }
 
 // NewClientTLSFromCert returns client credentials trusting the servers
@@ -104,7 +120,7 @@ func (c *tlsCreds) ClientHandshake(ctx context.Context, authority string, rawCon
 }
 
 func (c *tlsCreds) ServerHandshake(rawConn net.Conn) (net.Conn, AuthInfo, error) {
-	conn := tls.Server(rawConn, c.config)
+	conn := tls.Server(rawConn, c.server)
 	if err := conn.Handshake(); err != nil {
 		conn.Close()
 		return nil, nil, fmt.Errorf("credentials: TLS handshake from %s: %w", rawConn.RemoteAddr(), err)
@@ -120,9 +136,10 @@ func (c *tlsCreds) Info() ProtocolInfo {
 	return ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: v, ServerName: c.config.ServerName}
 }
 
-func (c *tlsCreds) Clone() TransportCredentials { return &tlsCreds{config: c.config.Clone()} }
+func (c *tlsCreds) Clone() TransportCredentials { return newTLSCreds(c.config.Clone()) }
 
 func (c *tlsCreds) OverrideServerName(name string) error {
 	c.config.ServerName = name
+	c.server.ServerName = name
 	return nil
 }

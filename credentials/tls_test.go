@@ -409,3 +409,49 @@ func BenchmarkHandshake(b *testing.B) {
 		})
 	}
 }
+
+// TestServerOffersH2: a server's credentials offer HTTP/2's ALPN after
+// rdmarpc's, so a gRPC client (offering only "h2") is served on the same
+// port, and an rdmarpc client still gets "rdmarpc"; a client's credentials
+// offer only "rdmarpc".
+func TestServerOffersH2(t *testing.T) {
+	ca := newCA(t, "test CA")
+	srv := serverCreds(t, ca, "kv.test")
+	h2 := h2Client{&tls.Config{RootCAs: ca.pool(), ServerName: "kv.test", NextProtos: []string{"h2"}}}
+	for _, tc := range []struct {
+		name   string
+		client credentials.TransportCredentials
+		want   string
+	}{
+		{"grpc client", h2, "h2"},
+		{"rdmarpc client", credentials.NewClientTLSFromCert(ca.pool(), ""), credentials.ALPN},
+		{"rdmarpc client of a clone", credentials.NewClientTLSFromCert(ca.pool(), "").Clone(), credentials.ALPN},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, s := handshake(t, tc.client, srv.Clone(), "kv.test:7070")
+			if c.err != nil || s.err != nil {
+				t.Fatalf("handshake: client %v, server %v", c.err, s.err)
+			}
+			if got := s.info.(credentials.TLSInfo).State.NegotiatedProtocol; got != tc.want {
+				t.Fatalf("negotiated %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// h2Client is a gRPC client's TLS: it offers only "h2".
+type h2Client struct{ cfg *tls.Config }
+
+func (h h2Client) ClientHandshake(ctx context.Context, _ string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c := tls.Client(raw, h.cfg)
+	if err := c.HandshakeContext(ctx); err != nil {
+		return nil, nil, err
+	}
+	return c, credentials.TLSInfo{State: c.ConnectionState()}, nil
+}
+func (h h2Client) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("client only")
+}
+func (h h2Client) Info() credentials.ProtocolInfo          { return credentials.ProtocolInfo{} }
+func (h h2Client) Clone() credentials.TransportCredentials { return h }
+func (h h2Client) OverrideServerName(string) error         { return nil }

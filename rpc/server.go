@@ -21,6 +21,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/h2server"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/status"
@@ -207,6 +208,11 @@ func (s *Server) Serve(l Listener) error {
 			}
 			return fmt.Errorf("rpc: accept on %v: %w", lis.Addr(), err)
 		}
+		if fc, ok := tc.(transport.Foreign); ok {
+			if tc = s.foreign(fc); tc == nil {
+				continue
+			}
+		}
 		s.mu.Lock()
 		if s.draining || s.stopped {
 			s.mu.Unlock()
@@ -220,6 +226,28 @@ func (s *Server) Serve(l Listener) error {
 		l.stats = beginConn(s.opts.statsHandlers, false, tc, lisCounters)
 		go l.serve()
 	}
+}
+
+// foreign serves a connection whose client speaks another protocol than
+// the transport's framing: "h2" (a gRPC client) through h2server, whose
+// frames are the rdmarpc frames its streams amount to. Others are closed
+// (nil).
+func (s *Server) foreign(fc transport.Foreign) transport.Conn {
+	if fc.Protocol() != "h2" {
+		s.peerLog.warn("closing a connection of an unknown protocol", zap.Stringer("peer", fc.RemoteAddr()), zap.String("protocol", fc.Protocol()))
+		fc.Close()
+		return nil
+	}
+	o := &s.opts
+	return h2server.New(fc, h2server.Config{
+		Unary:                func(m string) bool { return s.methods[m] != nil },
+		MaxRecvMsgSize:       o.maxRecvSize,
+		MaxHeaderListSize:    uint32(min(o.maxHeaderListSize, 1<<31-1)),
+		MaxConcurrentStreams: uint32(min(o.maxStreams, 1<<31-1)),
+		StreamWindow:         int32(min(o.window, 1<<31-1)),
+		ConnWindow:           int32(min(o.connWindow, 1<<31-1)),
+		Log:                  s.log,
+	})
 }
 
 // Stop closes every listener and connection at once: calls in progress are

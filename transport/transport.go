@@ -214,6 +214,22 @@ type StreamTransport interface {
 	NewClientConn(ctx context.Context, nc net.Conn, authority string, creds credentials.TransportCredentials) (Conn, error)
 }
 
+// Foreign is what a listener of a byte-stream transport accepts when the
+// client's first bytes are another protocol's than the transport's framing:
+// HTTP/2's client preface (a gRPC client) on tcp:// and unix://. Its
+// message methods fail; the server that accepted it takes the byte stream
+// over (the RPC server serves "h2" as gRPC), and ends it with Close, which
+// the listener counts it until.
+type Foreign interface {
+	Conn
+	// Protocol names what the peer speaks: "h2" when it sent HTTP/2's
+	// client preface, which has been read and checked.
+	Protocol() string
+	// NetConn is the byte stream after the bytes already read (the
+	// preface), secured by the listener's credentials if it has any.
+	NetConn() net.Conn
+}
+
 // Closed returns err wrapped in ErrClosed (unless it already wraps it): the
 // reason a transport gives for a connection that closed because of err.
 func Closed(err error) error {

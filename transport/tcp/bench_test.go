@@ -156,3 +156,31 @@ func benchPingPong(b *testing.B, conc, size int) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkDial is a connection's setup over loopback: dial, both
+// handshakes, accept, and both closes. The server reads the client's
+// hello before it writes its own (it tells protocols apart by it): this
+// is what that could cost.
+func BenchmarkDial(b *testing.B) {
+	tr := New(Options{})
+	lis, err := tr.Listen("127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lis.Close()
+	ctx := context.Background()
+	addr := lis.Addr().String()
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := tr.Dial(ctx, addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := lis.Accept(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+		s.Close()
+	}
+}

@@ -195,8 +195,11 @@ type secureFunc func(ctx context.Context, raw net.Conn) (net.Conn, credentials.A
 // hello exchange on nc, within the handshake timeout. An error caused by
 // the end of the caller's ctx wraps ctx.Err(); a peer that stays silent
 // past the timeout is a protocol error. refused is passed to the
-// connection (see newConn).
-func (t *Transport) handshake(ctx context.Context, nc net.Conn, secure secureFunc, refused func(string, ...zap.Field)) (*conn, error) {
+// connection (see newConn); it is set on a listener's side, which reads the
+// client's first bytes before it writes: an HTTP/2 client preface there
+// makes the connection a transport.Foreign of protocol "h2".
+func (t *Transport) handshake(ctx context.Context, nc net.Conn, secure secureFunc, refused func(string, ...zap.Field)) (transport.Conn, error) {
+	server := refused != nil
 	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, t.o.HandshakeTimeout)
 	defer cancel()
@@ -221,27 +224,67 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, secure secureFun
 		}
 	}
 	mine := hello{version: version, max: uint32(t.o.MaxMessageSize)}.encode()
-	// Both sides write first, then read: hellos are tiny, so neither write
-	// can block on the other side's read.
+	readFailed := func(err error) error {
+		switch {
+		case caller.Err() != nil:
+			return fmt.Errorf("waiting for the peer's hello: %w", caller.Err())
+		case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
+			return fmt.Errorf("%w: no hello from peer within %v", transport.ErrProtocol, t.o.HandshakeTimeout)
+		}
+		if secure == nil && !server && errors.Is(err, io.EOF) {
+			// What a plaintext client of a TLS server sees.
+			return fmt.Errorf("reading hello: %w (the server closed the connection without a hello: does it require TLS?)", err)
+		}
+		return fmt.Errorf("reading hello: %w", err)
+	}
+	var theirs [helloLen]byte
+	if server {
+		// The server reads first: the client's first bytes say which
+		// protocol it speaks (an rdmarpc hello, or HTTP/2's client
+		// preface, whose first 16 bytes never start with the hello's
+		// magic), and an HTTP/2 client must see no hello. The client
+		// writes its hello without waiting, so this costs the rdmarpc
+		// path no read it did not make anyway.
+		if _, err := io.ReadFull(nc, theirs[:]); err != nil {
+			return nil, readFailed(err)
+		}
+		alpn := ""
+		if ti, ok := ai.(credentials.TLSInfo); ok {
+			alpn = ti.State.NegotiatedProtocol
+		}
+		h2 := string(theirs[:]) == http2Preface[:helloLen]
+		if h2 && alpn != "" && alpn != "h2" || !h2 && alpn == "h2" {
+			return nil, fmt.Errorf("%w: the client negotiated ALPN %q and then spoke the other protocol", transport.ErrProtocol, alpn)
+		}
+		if h2 {
+			var rest [len(http2Preface) - helloLen]byte
+			if _, err := io.ReadFull(nc, rest[:]); err != nil {
+				return nil, readFailed(err)
+			}
+			if string(rest[:]) != http2Preface[helloLen:] {
+				return nil, fmt.Errorf("%w: a broken HTTP/2 client preface", transport.ErrProtocol)
+			}
+			if !stop() {
+				return nil, readFailed(ctx.Err())
+			}
+			if err := nc.SetDeadline(time.Time{}); err != nil {
+				return nil, err
+			}
+			return newForeign(nc, "h2", ai), nil
+		}
+	}
+	// A client writes first, then reads: hellos are tiny, so the write
+	// cannot block on the server's read.
 	if _, err := nc.Write(mine[:]); err != nil {
 		if caller.Err() != nil {
 			return nil, fmt.Errorf("sending hello: %w", caller.Err())
 		}
 		return nil, fmt.Errorf("sending hello: %w", err)
 	}
-	var theirs [helloLen]byte
-	if _, err := io.ReadFull(nc, theirs[:]); err != nil {
-		switch {
-		case caller.Err() != nil:
-			return nil, fmt.Errorf("waiting for the peer's hello: %w", caller.Err())
-		case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
-			return nil, fmt.Errorf("%w: no hello from peer within %v", transport.ErrProtocol, t.o.HandshakeTimeout)
+	if !server {
+		if _, err := io.ReadFull(nc, theirs[:]); err != nil {
+			return nil, readFailed(err)
 		}
-		if secure == nil && refused == nil && errors.Is(err, io.EOF) {
-			// What a plaintext client of a TLS server sees.
-			return nil, fmt.Errorf("reading hello: %w (the server closed the connection without a hello: does it require TLS?)", err)
-		}
-		return nil, fmt.Errorf("reading hello: %w", err)
 	}
 	h, err := decodeHello(theirs[:])
 	if err != nil {
