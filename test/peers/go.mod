@@ -1,0 +1,28 @@
+module github.com/rdmarpc/rdmarpc/test/peers
+
+go 1.26.0
+
+replace (
+	github.com/rdmarpc/rdmarpc => ../..
+	github.com/rdmarpc/rdmarpc/contrib/grpcgo => ../../contrib/grpcgo
+)
+
+require (
+	github.com/rdmarpc/rdmarpc v0.0.0-00010101000000-000000000000
+	github.com/rdmarpc/rdmarpc/contrib/grpcgo v0.0.0-00010101000000-000000000000
+	google.golang.org/grpc v1.85.0
+)
+
+require (
+	cloud.google.com/go/compute/metadata v0.9.0 // indirect
+	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
+	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+	go.uber.org/zap v1.28.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/oauth2 v0.37.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
