@@ -10,6 +10,7 @@ replace (
 require (
 	github.com/rdmarpc/rdmarpc v0.0.0-00010101000000-000000000000
 	github.com/rdmarpc/rdmarpc/contrib/grpcgo v0.0.0-00010101000000-000000000000
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941
 	google.golang.org/grpc v1.85.0
 )
 
@@ -23,6 +24,5 @@ require (
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
