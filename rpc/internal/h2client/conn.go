@@ -726,7 +726,7 @@ func (c *Conn) deliverLocked(s *stream) {
 	}
 	if len(s.pending) == 0 {
 		s.pending = nil
-		if s.final != nil && len(s.final) > 0 {
+		if len(s.final) > 0 {
 			c.push(s.final)
 			s.final = []byte{}
 			delete(c.byRPC, s.rid)

@@ -26,6 +26,13 @@ func (c *Conn) readLoop() {
 				continue
 			}
 			var ce http2.ConnectionError
+			if _, ok := f.(*http2.MetaHeadersFrame); ok && errors.As(err, &ce) {
+				// x/net's framer stops a header block that goes on past
+				// the limit (HPACK and CONTINUATION bombs) or past a
+				// malformed field without decoding it.
+				c.connError(http2.ErrCode(ce), fmt.Errorf("%w: %w (%d bytes), or malformed and continued: %v", transport.ErrProtocol, ErrHeaderListTooLarge, MaxHeaderList, err))
+				return
+			}
 			if errors.As(err, &ce) {
 				c.connError(http2.ErrCode(ce), fmt.Errorf("%w: %v", transport.ErrProtocol, err))
 				return
