@@ -447,6 +447,9 @@ func (c *Conn) open(ctx context.Context, rid uint64, unary bool, req wire.Reques
 	}
 	if unary {
 		if err := c.writeData(ctx, s, req.Payload, true, true); err != nil {
+			// Not (wholly) sent: the call never started for the rpc layer.
+			c.reset(s, http2.ErrCodeCancel)
+			c.forget(s)
 			return err
 		}
 		c.grant(0, cost)
@@ -851,8 +854,8 @@ func (c *Conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 
 // Close sends GOAWAY, closes the connection and waits for its reader.
 func (c *Conn) Close() error {
+	c.nc.SetWriteDeadline(time.Now().Add(time.Second)) // a write blocked on the server gives wmu up
 	c.wmu.Lock()
-	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	if c.fr.WriteGoAway(0, http2.ErrCodeNo, nil) == nil {
 		c.bw.Flush()
 	}

@@ -30,7 +30,15 @@ type fakeServer struct {
 	hbuf bytes.Buffer
 }
 
-func startFake(t *testing.T, script func(s *fakeServer)) transport.Conn {
+func startFake(t *testing.T, script func(s *fakeServer), settings ...http2.Setting) transport.Conn {
+	t.Helper()
+	c, _ := startFakeSettings(t, script, settings...)
+	return c
+}
+
+// startFakeSettings is startFake, returning the SETTINGS the rpc layer is
+// given too.
+func startFakeSettings(t *testing.T, script func(s *fakeServer), settings ...http2.Setting) (transport.Conn, wire.Settings) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +61,7 @@ func startFake(t *testing.T, script func(s *fakeServer)) transport.Conn {
 		s := &fakeServer{t: t, nc: nc, fr: http2.NewFramer(nc, nc)}
 		s.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 		s.henc = hpack.NewEncoder(&s.hbuf)
-		if err := s.fr.WriteSettings(); err != nil {
+		if err := s.fr.WriteSettings(settings...); err != nil {
 			return
 		}
 		script(s)
@@ -65,10 +73,11 @@ func startFake(t *testing.T, script func(s *fakeServer)) transport.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close(); <-done })
-	if f := recvFrame(t, c); f.Header.Kind != wire.KindSettings {
+	f := recvFrame(t, c)
+	if f.Header.Kind != wire.KindSettings {
 		t.Fatalf("first frame %v, want the synthesized SETTINGS", f.Header.Kind)
 	}
-	return c
+	return c, f.Settings
 }
 
 // next returns the next frame of type T, skipping others.
@@ -399,4 +408,37 @@ func FuzzResponseHeaders(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The server's SETTINGS_MAX_CONCURRENT_STREAMS reaches the rpc layer, and
+// a call beyond it waits in Send for a slot (here until its context
+// ends) rather than opening a stream the server would refuse.
+func TestStreamSlots(t *testing.T) {
+	c, set := startFakeSettings(t, func(s *fakeServer) {
+		h := next[*http2.MetaHeadersFrame](s)
+		if h.StreamID != 1 {
+			t.Errorf("first stream %d", h.StreamID)
+		}
+		next[*http2.DataFrame](s)
+		s.headers(1, true, ":status", "200", "content-type", "application/grpc", "grpc-status", "7")
+		h = next[*http2.MetaHeadersFrame](s)
+		s.headers(h.StreamID, true, ":status", "200", "content-type", "application/grpc", "grpc-status", "0")
+		next[*http2.GoAwayFrame](s)
+	}, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 1})
+	if set.MaxConcurrentStreams != 1 {
+		t.Fatalf("the rpc layer's SETTINGS say %d streams, want 1", set.MaxConcurrentStreams)
+	}
+	send(t, c, request(1, []byte("a")))
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Send(expired, request(2, []byte("b"))); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a second call with the only slot taken: %v, want it to wait", err)
+	}
+	if f := recvFrame(t, c); codes.Code(f.Response.Code) != codes.PermissionDenied {
+		t.Fatalf("first call: %v", codes.Code(f.Response.Code))
+	}
+	send(t, c, request(3, []byte("c"))) // the slot is free again
+	if f := recvFrame(t, c); f.Header.CallID != 3 || codes.Code(f.Response.Code) != codes.Internal {
+		t.Fatalf("third call: %d %v %q", f.Header.CallID, codes.Code(f.Response.Code), f.Response.Message)
+	}
 }
