@@ -13,10 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/interop"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -27,7 +25,7 @@ import (
 // detailService answers UnaryCall with a status carrying details, and
 // echoes binary and text metadata in headers and trailers.
 type detailService struct {
-	testgrpc.UnimplementedTestServiceServer
+	testpb.UnimplementedTestServiceServer
 }
 
 func (detailService) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
@@ -47,12 +45,12 @@ func TestClientStatusDetailsAndMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	testgrpc.RegisterTestServiceServer(s, detailService{})
+	testpb.RegisterTestServiceServer(s, detailService{})
 	done := make(chan struct{})
 	go func() { defer close(done); s.Serve(lis) }()
 	defer func() { s.Stop(); <-done }()
 
-	tc := testgrpc.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+lis.Addr().String())))
+	tc := testpb.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+lis.Addr().String())))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, "in-bin", "\x00\x01\xfe", "in-text", "hello")
@@ -87,12 +85,12 @@ func TestClientHealth(t *testing.T) {
 	s := grpc.NewServer()
 	hs := health.NewServer()
 	hs.SetServingStatus("kv", healthpb.HealthCheckResponse_NOT_SERVING)
-	healthgrpc.RegisterHealthServer(s, hs)
+	healthpb.RegisterHealthServer(s, hs)
 	done := make(chan struct{})
 	go func() { defer close(done); s.Serve(lis) }()
 	defer func() { s.Stop(); <-done }()
 
-	hc := healthgrpc.NewHealthClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+lis.Addr().String())))
+	hc := healthpb.NewHealthClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+lis.Addr().String())))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
@@ -118,7 +116,7 @@ func TestClientHealth(t *testing.T) {
 // countingService is gRPC-go's interop TestService counting its unary
 // calls.
 type countingService struct {
-	testgrpc.TestServiceServer
+	testpb.TestServiceServer
 	calls atomic.Int64
 }
 
@@ -137,12 +135,12 @@ func TestClientGracefulStop(t *testing.T) {
 	}
 	addr := lis.Addr().String()
 	a := grpc.NewServer()
-	testgrpc.RegisterTestServiceServer(a, interop.NewTestServer())
+	testpb.RegisterTestServiceServer(a, interop.NewTestServer())
 	aDone := make(chan struct{})
 	go func() { defer close(aDone); a.Serve(lis) }()
 	defer func() { a.Stop(); <-aDone }()
 
-	tc := testgrpc.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+addr)))
+	tc := testpb.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+addr)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	stream, err := tc.FullDuplexCall(ctx)
@@ -175,7 +173,7 @@ func TestClientGracefulStop(t *testing.T) {
 	}
 	b := grpc.NewServer()
 	bs := &countingService{TestServiceServer: interop.NewTestServer()}
-	testgrpc.RegisterTestServiceServer(b, bs)
+	testpb.RegisterTestServiceServer(b, bs)
 	bDone := make(chan struct{})
 	go func() { defer close(bDone); b.Serve(lis2) }()
 	defer func() { b.Stop(); <-bDone }()

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/rdmarpc/rdmarpc/contrib/grpcgo"
@@ -22,7 +21,7 @@ import (
 func TestClientLargeStreams(t *testing.T) {
 	addr, _ := grpcgoServer(t, grpc.MaxRecvMsgSize(8<<20), grpc.MaxSendMsgSize(8<<20))
 	for _, opts := range [][]rpc.DialOption{nil, {rpc.WithInitialWindowSize(1 << 20)}} {
-		tc := testgrpc.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+addr, append(opts, rpc.WithDefaultCallOptions(rpc.MaxCallRecvMsgSize(8<<20)))...)))
+		tc := testpb.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+addr, append(opts, rpc.WithDefaultCallOptions(rpc.MaxCallRecvMsgSize(8<<20)))...)))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)
@@ -77,11 +76,11 @@ func TestClientLargeStreams(t *testing.T) {
 // limit is rpc/internal/h2client's TestStreamSlots).
 func TestClientMaxConcurrentStreams(t *testing.T) {
 	addr, _ := grpcgoServer(t, grpc.MaxConcurrentStreams(2))
-	tc := testgrpc.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+addr)))
+	tc := testpb.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+addr)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// Two streams hold both slots; a unary call waits for one.
-	var streams []testgrpc.TestService_FullDuplexCallClient
+	var streams []testpb.TestService_FullDuplexCallClient
 	for range 2 {
 		st, err := tc.FullDuplexCall(ctx)
 		if err != nil {

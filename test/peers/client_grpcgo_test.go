@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/interop"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/rdmarpc/rdmarpc/contrib/grpcgo"
@@ -23,7 +22,7 @@ func grpcgoServer(t *testing.T, opts ...grpc.ServerOption) (addr string, s *grpc
 		t.Fatal(err)
 	}
 	s = grpc.NewServer(opts...)
-	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
+	testpb.RegisterTestServiceServer(s, interop.NewTestServer())
 	done := make(chan struct{})
 	go func() { defer close(done); s.Serve(lis) }()
 	t.Cleanup(func() { s.Stop(); <-done })
@@ -43,7 +42,7 @@ func rdmarpcClient(t *testing.T, target string, opts ...rpc.DialOption) *rpc.Cli
 
 func TestClientUnary(t *testing.T) {
 	addr, _ := grpcgoServer(t)
-	tc := testgrpc.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+addr)))
+	tc := testpb.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+addr)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := tc.EmptyCall(ctx, &testpb.Empty{}); err != nil {

@@ -110,6 +110,7 @@ type stream struct {
 	sendWindow int64
 	sentEnd    bool // END_STREAM or RST_STREAM sent: Send drops its frames
 	h2closed   bool // HTTP/2 stream over: no longer in byID
+	remoteEnd  bool // the server ended its side (END_STREAM, RST_STREAM, refused by GOAWAY)
 	recvUsed   int64
 	recvUnack  int64 // received and not granted back
 	gotHeaders bool
@@ -644,7 +645,7 @@ func (c *Conn) reset(s *stream, code http2.ErrCode) {
 func (c *Conn) maybeDone(s *stream) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s.sentEnd && s.final != nil {
+	if s.sentEnd && s.remoteEnd {
 		c.closeH2Locked(s)
 	}
 }

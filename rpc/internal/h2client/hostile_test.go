@@ -414,12 +414,14 @@ func FuzzResponseHeaders(f *testing.F) {
 // a call beyond it waits in Send for a slot (here until its context
 // ends) rather than opening a stream the server would refuse.
 func TestStreamSlots(t *testing.T) {
+	tried := make(chan struct{})
 	c, set := startFakeSettings(t, func(s *fakeServer) {
 		h := next[*http2.MetaHeadersFrame](s)
 		if h.StreamID != 1 {
 			t.Errorf("first stream %d", h.StreamID)
 		}
 		next[*http2.DataFrame](s)
+		<-tried
 		s.headers(1, true, ":status", "200", "content-type", "application/grpc", "grpc-status", "7")
 		h = next[*http2.MetaHeadersFrame](s)
 		s.headers(h.StreamID, true, ":status", "200", "content-type", "application/grpc", "grpc-status", "0")
@@ -434,6 +436,7 @@ func TestStreamSlots(t *testing.T) {
 	if err := c.Send(expired, request(2, []byte("b"))); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a second call with the only slot taken: %v, want it to wait", err)
 	}
+	close(tried)
 	if f := recvFrame(t, c); codes.Code(f.Response.Code) != codes.PermissionDenied {
 		t.Fatalf("first call: %v", codes.Code(f.Response.Code))
 	}

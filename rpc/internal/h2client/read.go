@@ -75,10 +75,10 @@ func (c *Conn) streamError(se http2.StreamError) {
 	if errors.Is(se.Cause, http2.ErrFrameTooLarge) || se.Code == http2.ErrCodeProtocol && isHeaderListTooLarge(se) {
 		code, msg = uint32(codes.ResourceExhausted), fmt.Sprintf("%v (%d bytes)", ErrHeaderListTooLarge, MaxHeaderList)
 	}
+	c.reset(s, http2.ErrCodeCancel)
 	c.mu.Lock()
 	c.endLocked(s, code, msg, nil, nil, true)
 	c.mu.Unlock()
-	c.reset(s, http2.ErrCodeCancel)
 }
 
 func isHeaderListTooLarge(se http2.StreamError) bool {
@@ -155,10 +155,10 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) {
 		return
 	}
 	if f.Truncated {
+		c.reset(s, http2.ErrCodeCancel) // first: the slot is free when the call ends
 		c.mu.Lock()
 		c.endLocked(s, uint32(codes.ResourceExhausted), fmt.Sprintf("%v (%d bytes, each field counting its name, value and 32 bytes)", ErrHeaderListTooLarge, MaxHeaderList), nil, nil, true)
 		c.mu.Unlock()
-		c.reset(s, http2.ErrCodeCancel)
 		return
 	}
 	r, err := parseResponseHeaders(f.Fields)
@@ -200,6 +200,7 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) {
 			code, msg = uint32(codes.Internal), "the server ended the stream inside a message"
 		}
 		c.endLocked(s, code, msg, r.details, r.md, false)
+		s.remoteEnd = true
 		c.closeH2Locked(s) // the server is done; our own end, if unsent, becomes a reset below
 	}
 	sentEnd := s.sentEnd
@@ -295,6 +296,7 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	} else if end {
 		c.mu.Lock()
 		c.endLocked(s, uint32(codes.Internal), "the server ended the stream without trailers", nil, nil, false)
+		s.remoteEnd = true
 		c.closeH2Locked(s)
 		c.mu.Unlock()
 		c.resetOpen(s, http2.ErrCodeCancel)
@@ -353,7 +355,7 @@ func (c *Conn) onReset(f *http2.RSTStreamFrame) {
 	if s == nil {
 		return
 	}
-	s.sentEnd = true
+	s.sentEnd, s.remoteEnd = true, true
 	msg := fmt.Sprintf("stream terminated by RST_STREAM with error code: %v", f.ErrCode)
 	if f.ErrCode == http2.ErrCodeRefusedStream {
 		c.refuseLocked(s, msg)
@@ -393,7 +395,7 @@ func (c *Conn) onGoAway(f *http2.GoAwayFrame) {
 	c.goneAway = true
 	for id, s := range c.byID {
 		if id > f.LastStreamID {
-			s.sentEnd = true
+			s.sentEnd, s.remoteEnd = true, true
 			c.refuseLocked(s, "the server sent GOAWAY before it processed the call")
 			c.closeH2Locked(s)
 		}
