@@ -13,6 +13,9 @@ import (
 // Scheme is the transport scheme of the gRPC protocol: grpc://host:port.
 const Scheme = "grpc"
 
+// ALPN is the application protocol a TLS dial offers and requires: HTTP/2.
+const ALPN = "h2"
+
 func init() { transport.Register(Scheme, Transport{}) }
 
 // Transport dials gRPC servers over HTTP/2: cleartext with prior
@@ -49,10 +52,17 @@ func dial(ctx context.Context, addr string, creds credentials.TransportCredentia
 func NewClientConn(ctx context.Context, nc net.Conn, authority string, creds credentials.TransportCredentials) (transport.Conn, error) {
 	var auth credentials.AuthInfo
 	if creds != nil {
+		if n, ok := creds.(credentials.NextProtosCredentials); ok {
+			creds = n.WithNextProtos(ALPN) // gRPC servers require it
+		}
 		sc, ai, err := creds.ClientHandshake(ctx, authority, nc)
 		if err != nil {
 			nc.Close()
 			return nil, err
+		}
+		if ti, ok := ai.(credentials.TLSInfo); ok && ti.State.NegotiatedProtocol != ALPN {
+			sc.Close()
+			return nil, fmt.Errorf("h2client: the server at %s did not agree to HTTP/2 through TLS's ALPN (negotiated %q, want %q): is it a gRPC server?", authority, ti.State.NegotiatedProtocol, ALPN)
 		}
 		nc, auth = sc, ai
 	}
