@@ -445,3 +445,48 @@ func TestStreamSlots(t *testing.T) {
 		t.Fatalf("third call: %d %v %q", f.Header.CallID, codes.Code(f.Response.Code), f.Response.Message)
 	}
 }
+
+// The rpc layer's keepalive PINGs become HTTP/2 PINGs only while calls
+// are open and MinPingInterval apart (gRPC-go's servers close
+// connections pinged more often); the others are answered here.
+func TestPingPolicy(t *testing.T) {
+	seen := make(chan string, 8)
+	c := startFake(t, func(s *fakeServer) {
+		for {
+			f, err := s.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.PingFrame:
+				seen <- "PING"
+				s.fr.WritePing(true, f.Data)
+			case *http2.MetaHeadersFrame:
+				seen <- "HEADERS"
+			case *http2.GoAwayFrame:
+				return
+			}
+		}
+	})
+	pong := func(data uint64) {
+		t.Helper()
+		send(t, c, wire.AppendPing(nil, false, data))
+		if f := recvFrame(t, c); f.Header.Kind != wire.KindPong || f.Ping != data {
+			t.Fatalf("after PING %d: %v %d", data, f.Header.Kind, f.Ping)
+		}
+	}
+	pong(1) // idle: answered here
+	send(t, c, request(1, nil))
+	if got := <-seen; got != "HEADERS" {
+		t.Fatalf("the server saw %s first, want the call's HEADERS (no PING while idle)", got)
+	}
+	pong(2) // a call is open: a real PING
+	if got := <-seen; got != "PING" {
+		t.Fatalf("the server saw %s, want a PING", got)
+	}
+	pong(3) // within MinPingInterval of the last: answered here
+	send(t, c, request(3, nil))
+	if got := <-seen; got != "HEADERS" {
+		t.Fatalf("the server saw %s, want the next call's HEADERS (no second PING within %v)", got, MinPingInterval)
+	}
+}
