@@ -74,6 +74,7 @@ type Conn struct {
 	bw   *bufio.Writer
 	henc *hpack.Encoder
 	hbuf bytes.Buffer
+	dbuf []byte // a small request's DATA payload
 
 	mu           sync.Mutex
 	byID         map[uint32]*stream // open HTTP/2 streams
@@ -93,6 +94,7 @@ type Conn struct {
 	winOut       []windowUpdate     // granted, to be written
 	tableLimit   *uint32            // the server's new SETTINGS_HEADER_TABLE_SIZE
 	settingsSent bool
+	owed         int // the rpc layer's connection credit to give back
 	rq           [][]byte // frames for Recv
 	rqWake       chan struct{}
 	closeErr     error
@@ -110,6 +112,7 @@ type stream struct {
 	sendWindow int64
 	sentEnd    bool // END_STREAM or RST_STREAM sent: Send drops its frames
 	h2closed   bool // HTTP/2 stream over: no longer in byID
+	owed       int  // the rpc layer's stream credit to give back
 	remoteEnd  bool // the server ended its side (END_STREAM, RST_STREAM, refused by GOAWAY)
 	recvUsed   int64
 	recvUnack  int64 // received and not granted back
@@ -383,10 +386,24 @@ func (c *Conn) grant(rid uint64, cost int) {
 	if c.closeErr != nil {
 		return
 	}
+	// In batches, so that a small call does not wake the rpc layer's
+	// reader for its credit: a stream's credit when a quarter of the
+	// default stream window is owed, the connection's at a quarter of
+	// what it was told.
 	if rid != 0 {
-		c.push(wire.AppendWindow(nil, rid, uint32(cost)))
+		if s := c.byRPC[rid]; s != nil {
+			s.owed += cost
+			if s.owed >= 16<<10 {
+				c.push(wire.AppendWindow(nil, rid, uint32(s.owed)))
+				s.owed = 0
+			}
+		}
 	}
-	c.push(wire.AppendWindow(nil, 0, uint32(cost)))
+	c.owed += cost
+	if c.owed >= rpcConnWindow/4 {
+		c.push(wire.AppendWindow(nil, 0, uint32(c.owed)))
+		c.owed = 0
+	}
 }
 
 // open starts an HTTP/2 stream for a REQUEST (unary, with its payload) or
@@ -442,6 +459,38 @@ func (c *Conn) open(ctx context.Context, rid uint64, unary bool, req wire.Reques
 	maxFrame := int(c.maxFrame)
 	c.mu.Unlock()
 	err := c.writeHeaders(s.id, block, maxFrame)
+	if err == nil && unary {
+		// A request that fits the windows and a frame leaves with its
+		// HEADERS, in one write.
+		n := grpcwire.PrefixLen + len(req.Payload)
+		c.mu.Lock()
+		fits := n <= maxFrame && int64(n) <= s.sendWindow && int64(n) <= c.sendWindow
+		if fits {
+			s.sendWindow -= int64(n)
+			c.sendWindow -= int64(n)
+			s.sentEnd = true
+		}
+		c.mu.Unlock()
+		if fits {
+			c.dbuf = append(grpcwire.AppendPrefix(c.dbuf[:0], false, len(req.Payload)), req.Payload...)
+			err = c.fr.WriteData(s.id, true, c.dbuf)
+			if cap(c.dbuf) > 64<<10 {
+				c.dbuf = nil
+			}
+			if err == nil {
+				err = c.bw.Flush()
+			}
+			c.wmu.Unlock()
+			if err != nil {
+				return c.writeFailed(err)
+			}
+			c.grant(0, cost)
+			return nil
+		}
+	}
+	if err == nil {
+		err = c.bw.Flush()
+	}
 	c.wmu.Unlock()
 	if err != nil {
 		return c.writeFailed(err)
@@ -518,7 +567,7 @@ func (c *Conn) writeHeaders(id uint32, fields []hpack.HeaderField, maxFrame int)
 			return err
 		}
 	}
-	return c.bw.Flush()
+	return nil // the caller flushes
 }
 
 // writeData sends one gRPC message (prefix and payload) if msg, and
