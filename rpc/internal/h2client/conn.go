@@ -94,7 +94,7 @@ type Conn struct {
 	winOut       []windowUpdate     // granted, to be written
 	tableLimit   *uint32            // the server's new SETTINGS_HEADER_TABLE_SIZE
 	settingsSent bool
-	owed         int // the rpc layer's connection credit to give back
+	owed         int      // the rpc layer's connection credit to give back
 	rq           [][]byte // frames for Recv
 	rqWake       chan struct{}
 	closeErr     error
