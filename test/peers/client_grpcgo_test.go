@@ -53,3 +53,17 @@ func TestClientUnary(t *testing.T) {
 		t.Fatalf("UnaryCall: %d bytes, %v", len(resp.GetPayload().GetBody()), err)
 	}
 }
+
+// The grpc transport goes with any resolver: grpc+ipv4:, grpc+dns:///.
+func TestClientResolvers(t *testing.T) {
+	addr, _ := grpcgoServer(t)
+	_, port, _ := net.SplitHostPort(addr)
+	for _, target := range []string{"grpc+ipv4:" + addr, "grpc+dns:///localhost:" + port, "grpc+passthrough:///" + addr} {
+		tc := testpb.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, target)))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if _, err := tc.EmptyCall(ctx, &testpb.Empty{}); err != nil {
+			t.Errorf("%s: %v", target, err)
+		}
+		cancel()
+	}
+}
