@@ -10,6 +10,7 @@ replace (
 require (
 	github.com/rdmarpc/rdmarpc v0.0.0-00010101000000-000000000000
 	github.com/rdmarpc/rdmarpc/contrib/grpcgo v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941
 	google.golang.org/grpc v1.85.0
 )
