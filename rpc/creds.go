@@ -120,6 +120,10 @@ func (c authorityCreds) ClientHandshake(ctx context.Context, _ string, raw net.C
 	return c.TransportCredentials.ClientHandshake(ctx, c.authority, raw)
 }
 
+// Authority is the name of the server the credentials verify, which a
+// grpc:// connection also sends as its :authority.
+func (c authorityCreds) Authority() string { return c.authority }
+
 // WithNextProtos keeps the authority over credentials offering other
 // application protocols (a grpc:// dial offers "h2").
 func (c authorityCreds) WithNextProtos(protos ...string) credentials.TransportCredentials {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	grpccreds "google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/interop"
+	"google.golang.org/grpc/metadata"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/rdmarpc/rdmarpc/contrib/grpcgo"
@@ -90,5 +91,45 @@ func TestClientTLS(t *testing.T) {
 	_, err = testpb.NewTestServiceClient(grpcgo.NewClient(cc)).EmptyCall(cctx, &testpb.Empty{})
 	if err == nil || !(strings.Contains(err.Error(), "ALPN") || strings.Contains(err.Error(), "application protocol")) {
 		t.Fatalf("a TLS server without h2: %v, want an error naming ALPN", err)
+	}
+}
+
+// authorityService answers EmptyCall with the :authority it was called
+// with, in a header.
+type authorityService struct {
+	testpb.UnimplementedTestServiceServer
+}
+
+func (authorityService) EmptyCall(ctx context.Context, _ *testpb.Empty) (*testpb.Empty, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	grpc.SetHeader(ctx, metadata.Pairs("authority", strings.Join(md.Get(":authority"), ",")))
+	return &testpb.Empty{}, nil
+}
+
+// Over TLS, a target whose name a resolver turned into addresses sends
+// that name as :authority, the name the certificate was checked for.
+func TestClientTLSAuthority(t *testing.T) {
+	cert, pool := selfSigned(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(grpc.Creds(grpccreds.NewServerTLSFromCert(&cert)))
+	testpb.RegisterTestServiceServer(s, authorityService{})
+	done := make(chan struct{})
+	go func() { defer close(done); s.Serve(lis) }()
+	defer func() { s.Stop(); <-done }()
+	_, port, _ := net.SplitHostPort(lis.Addr().String())
+
+	cc := rdmarpcClient(t, "grpc+dns:///localhost:"+port, rpc.WithTransportCredentials(credentials.NewClientTLSFromCert(pool, "")))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var header metadata.MD
+	if _, err := testpb.NewTestServiceClient(grpcgo.NewClient(cc)).EmptyCall(ctx, &testpb.Empty{}, grpc.Header(&header)); err != nil {
+		t.Fatal(err)
+	}
+	// rdmarpc's authority is the name the TLS handshake verified: the host.
+	if got := header.Get("authority"); len(got) != 1 || (got[0] != "localhost" && got[0] != "localhost:"+port) {
+		t.Fatalf(":authority %q, want the target's name, localhost", got)
 	}
 }

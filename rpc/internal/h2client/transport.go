@@ -66,6 +66,9 @@ func NewClientConn(ctx context.Context, nc net.Conn, authority string, creds cre
 		}
 		nc, auth = sc, ai
 	}
+	if a, ok := creds.(interface{ Authority() string }); ok && a.Authority() != "" {
+		authority = a.Authority() // the target's name when a resolver made addresses of it
+	}
 	c := newConn(nc, authority, creds != nil, auth)
 	if err := c.handshake(ctx); err != nil {
 		nc.Close()
