@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc"
 	grpccreds "google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/interop"
-	"google.golang.org/grpc/metadata"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/rdmarpc/rdmarpc/contrib/grpcgo"
 	"github.com/rdmarpc/rdmarpc/credentials"
