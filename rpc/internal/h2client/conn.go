@@ -339,7 +339,12 @@ func (c *Conn) Send(ctx context.Context, msg []byte) error {
 		}
 		return nil
 	case wire.KindCancel, wire.KindReset:
-		if s := c.rpcStream(h.CallID); s != nil {
+		// Whether or not this side's end was sent: the server is told
+		// (unless it ended the stream), and its data is not waited for.
+		c.mu.Lock()
+		s := c.byRPC[h.CallID]
+		c.mu.Unlock()
+		if s != nil {
 			c.reset(s, http2.ErrCodeCancel)
 			c.forget(s)
 		}

@@ -490,3 +490,22 @@ func TestPingPolicy(t *testing.T) {
 		t.Fatalf("the server saw %s, want the next call's HEADERS (no second PING within %v)", got, MinPingInterval)
 	}
 }
+
+// Cancelling a call whose request was wholly sent (END_STREAM gone)
+// still resets its stream, so the server stops and the slot is free.
+func TestCancelAfterRequestSent(t *testing.T) {
+	got := make(chan *http2.RSTStreamFrame, 1)
+	c := startFake(t, func(s *fakeServer) {
+		next[*http2.MetaHeadersFrame](s)
+		if d := next[*http2.DataFrame](s); !d.StreamEnded() {
+			t.Error("the request's DATA did not end the stream")
+		}
+		got <- next[*http2.RSTStreamFrame](s)
+		next[*http2.GoAwayFrame](s)
+	})
+	send(t, c, request(1, []byte("x")))
+	send(t, c, wire.AppendCancel(nil, 1))
+	if r := <-got; r.StreamID != 1 || r.ErrCode != http2.ErrCodeCancel {
+		t.Fatalf("RST_STREAM %d %v, want stream 1 CANCEL", r.StreamID, r.ErrCode)
+	}
+}
