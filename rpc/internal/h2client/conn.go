@@ -647,11 +647,14 @@ func (c *Conn) writeData(ctx context.Context, s *stream, payload []byte, msg, en
 		left -= n
 		last := end && left == 0
 		c.wmu.Lock()
-		if last {
-			c.mu.Lock()
-			s.sentEnd = true
+		c.mu.Lock()
+		if s.sentEnd { // reset since the window was taken: nothing may follow its RST_STREAM
 			c.mu.Unlock()
+			c.wmu.Unlock()
+			return nil
 		}
+		s.sentEnd = last
+		c.mu.Unlock()
 		err := c.fr.WriteData(s.id, last, chunk)
 		if err == nil {
 			err = c.bw.Flush()
@@ -677,7 +680,8 @@ func (c *Conn) writeFailed(err error) error {
 	return c.closedErr()
 }
 
-// reset sends RST_STREAM for s, unless its end was sent already.
+// reset sends RST_STREAM for s, unless its HTTP/2 stream is over, and
+// retires it.
 func (c *Conn) reset(s *stream, code http2.ErrCode) {
 	c.wmu.Lock()
 	c.mu.Lock()
