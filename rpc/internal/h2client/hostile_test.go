@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/grpcwire"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -288,7 +289,11 @@ func TestSendKeepsToWindow(t *testing.T) {
 		next[*http2.MetaHeadersFrame](s)
 		n := 0
 		for n < 65535 {
-			n += len(next[*http2.DataFrame](s).Data())
+			d := next[*http2.DataFrame](s)
+			if len(d.Data()) > 16384 {
+				t.Errorf("a DATA frame of %d bytes, past the server's MAX_FRAME_SIZE", len(d.Data()))
+			}
+			n += len(d.Data())
 		}
 		got <- n
 		<-canceled
@@ -507,5 +512,35 @@ func TestCancelAfterRequestSent(t *testing.T) {
 	send(t, c, wire.AppendCancel(nil, 1))
 	if r := <-got; r.StreamID != 1 || r.ErrCode != http2.ErrCodeCancel {
 		t.Fatalf("RST_STREAM %d %v, want stream 1 CANCEL", r.StreamID, r.ErrCode)
+	}
+}
+
+// Request metadata larger than a frame goes in HEADERS and CONTINUATION
+// frames within the server's MAX_FRAME_SIZE, binary values in base64.
+func TestLargeRequestHeaders(t *testing.T) {
+	big := strings.Repeat("m", 40<<10)
+	got := make(chan *http2.MetaHeadersFrame, 1)
+	c := startFake(t, func(s *fakeServer) {
+		s.fr.ReadMetaHeaders.SetMaxStringLength(1 << 20)
+		s.fr.MaxHeaderListSize = 1 << 20
+		got <- next[*http2.MetaHeadersFrame](s)
+		next[*http2.GoAwayFrame](s)
+	})
+	md := metadata.MD{"x-big": {big}, "x-bin": {"\x00\xff"}}
+	send(t, c, append(wire.AppendRequestHead(nil, 1, 3*time.Second, "/test.S/M", md), 'x'))
+	h := <-got
+	if h.Truncated {
+		t.Fatal("the server's decoder truncated the block")
+	}
+	want := map[string]string{":path": "/test.S/M", ":method": "POST", "te": "trailers", "content-type": "application/grpc",
+		"grpc-timeout": "3000000u", "x-big": big, "x-bin": grpcwire.EncodeBinary([]byte("\x00\xff"))}
+	fields := map[string]string{}
+	for _, f := range h.Fields {
+		fields[f.Name] = f.Value
+	}
+	for k, v := range want {
+		if fields[k] != v {
+			t.Errorf("%s: %q, want %q", k, clip(fields[k]), clip(v))
+		}
 	}
 }
