@@ -206,3 +206,56 @@ func TestClientGracefulStop(t *testing.T) {
 	}
 	<-stopped
 }
+
+// cancelService's StreamingOutputCall sends one message and waits for its
+// context, which the client's cancellation must end.
+type cancelService struct {
+	testpb.UnimplementedTestServiceServer
+	ended chan error
+}
+
+func (c cancelService) StreamingOutputCall(_ *testpb.StreamingOutputCallRequest, st testpb.TestService_StreamingOutputCallServer) error {
+	if err := st.Send(&testpb.StreamingOutputCallResponse{}); err != nil {
+		return err
+	}
+	<-st.Context().Done()
+	c.ended <- st.Context().Err()
+	return nil
+}
+
+// A server-streaming call cancelled after its request has wholly left
+// (END_STREAM sent) reaches the server's handler as a cancellation.
+func TestClientCancelReachesServer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	svc := cancelService{ended: make(chan error, 1)}
+	testpb.RegisterTestServiceServer(s, svc)
+	done := make(chan struct{})
+	go func() { defer close(done); s.Serve(lis) }()
+	defer func() { s.Stop(); <-done }()
+
+	tc := testpb.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, "grpc://"+lis.Addr().String())))
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := st.Recv(); status.Code(err) != codes.Canceled {
+		t.Fatalf("after cancel: %v", err)
+	}
+	select {
+	case err := <-svc.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the handler's context ended with %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the server's handler was never cancelled")
+	}
+}
