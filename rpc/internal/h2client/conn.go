@@ -110,10 +110,11 @@ type stream struct {
 
 	// Under Conn.mu.
 	sendWindow int64
-	sentEnd    bool // END_STREAM or RST_STREAM sent: Send drops its frames
-	h2closed   bool // HTTP/2 stream over: no longer in byID
-	owed       int  // the rpc layer's stream credit to give back
-	remoteEnd  bool // the server ended its side (END_STREAM, RST_STREAM, refused by GOAWAY)
+	sentEnd    bool      // END_STREAM or RST_STREAM sent: Send drops its frames
+	h2closed   bool      // HTTP/2 stream over: no longer in byID
+	owed       int       // the rpc layer's stream credit to give back
+	deadline   time.Time // the call's, from its timeout (zero: none)
+	remoteEnd  bool      // the server ended its side (END_STREAM, RST_STREAM, refused by GOAWAY)
 	recvUsed   int64
 	recvUnack  int64 // received and not granted back
 	gotHeaders bool
@@ -415,6 +416,9 @@ func (c *Conn) grant(rid uint64, cost int) {
 // an OPEN, waiting for a stream slot within ctx.
 func (c *Conn) open(ctx context.Context, rid uint64, unary bool, req wire.Request, cost int) error {
 	s := &stream{rid: rid, unary: unary, credit: 64 << 10}
+	if req.Timeout > 0 {
+		s.deadline = time.Now().Add(req.Timeout)
+	}
 	c.mu.Lock()
 	for c.closeErr == nil && !c.goneAway && uint32(c.active) >= c.maxStreams {
 		ch := c.changed

@@ -544,3 +544,23 @@ func TestLargeRequestHeaders(t *testing.T) {
 		}
 	}
 }
+
+// RST_STREAM CANCEL once the call's deadline has passed is the deadline
+// (gRPC-go's server cancels such streams), before it a cancellation.
+func TestResetAfterDeadline(t *testing.T) {
+	c := startFake(t, func(s *fakeServer) {
+		h := next[*http2.MetaHeadersFrame](s)
+		s.fr.WriteRSTStream(h.StreamID, http2.ErrCodeCancel)
+		h = next[*http2.MetaHeadersFrame](s)
+		s.fr.WriteRSTStream(h.StreamID, http2.ErrCodeCancel)
+		next[*http2.GoAwayFrame](s)
+	})
+	send(t, c, append(wire.AppendRequestHead(nil, 1, 1, "/test.S/M", nil), 'x')) // 1 ns: over when the reset comes
+	if f := recvFrame(t, c); codes.Code(f.Response.Code) != codes.DeadlineExceeded {
+		t.Fatalf("reset past the deadline: %v", codes.Code(f.Response.Code))
+	}
+	send(t, c, append(wire.AppendRequestHead(nil, 3, time.Hour, "/test.S/M", nil), 'x'))
+	if f := recvFrame(t, c); codes.Code(f.Response.Code) != codes.Canceled {
+		t.Fatalf("reset within the deadline: %v", codes.Code(f.Response.Code))
+	}
+}

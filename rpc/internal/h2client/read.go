@@ -3,6 +3,7 @@ package h2client
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/net/http2"
 
@@ -357,10 +358,16 @@ func (c *Conn) onReset(f *http2.RSTStreamFrame) {
 	}
 	s.sentEnd, s.remoteEnd = true, true
 	msg := fmt.Sprintf("stream terminated by RST_STREAM with error code: %v", f.ErrCode)
+	code := grpcwire.CodeForReset(f.ErrCode)
+	if code == codes.Canceled && !s.deadline.IsZero() && !time.Now().Before(s.deadline) {
+		// The server cancels a stream whose deadline passed (gRPC-go
+		// does); as gRPC-go's client, tell the deadline.
+		code = codes.DeadlineExceeded
+	}
 	if f.ErrCode == http2.ErrCodeRefusedStream {
 		c.refuseLocked(s, msg)
 	} else {
-		c.endLocked(s, uint32(grpcwire.CodeForReset(f.ErrCode)), msg, nil, nil, true)
+		c.endLocked(s, uint32(code), msg, nil, nil, true)
 	}
 	c.closeH2Locked(s)
 }
