@@ -564,3 +564,64 @@ func TestResetAfterDeadline(t *testing.T) {
 		t.Fatalf("reset within the deadline: %v", codes.Code(f.Response.Code))
 	}
 }
+
+// GOAWAY: streams above its last id are refused (sent again elsewhere),
+// those below go on; ENHANCE_YOUR_CALM "too_many_pings" reaches the rpc
+// layer as such, so its keepalive backs off.
+func TestGoAway(t *testing.T) {
+	c := startFake(t, func(s *fakeServer) {
+		h1 := next[*http2.MetaHeadersFrame](s)
+		next[*http2.MetaHeadersFrame](s)
+		s.fr.WriteGoAway(h1.StreamID, http2.ErrCodeEnhanceYourCalm, []byte("too_many_pings"))
+		s.headers(h1.StreamID, true, ":status", "200", "content-type", "application/grpc", "grpc-status", "9")
+		next[*http2.GoAwayFrame](s)
+	})
+	send(t, c, request(1, nil))
+	send(t, c, request(3, nil))
+	var goaway, refused, answered bool
+	for !(goaway && refused && answered) {
+		f := recvFrame(t, c)
+		switch {
+		case f.Header.Kind == wire.KindGoAway:
+			goaway = true
+			if codes.Code(f.GoAway.Code) != codes.ResourceExhausted || f.GoAway.Message != "too_many_pings" {
+				t.Fatalf("GOAWAY %v %q", codes.Code(f.GoAway.Code), f.GoAway.Message)
+			}
+		case f.Header.CallID == 3:
+			refused = true
+			if codes.Code(f.Response.Code) != codes.Unavailable || len(f.Response.Trailer[refusedKey]) == 0 {
+				t.Fatalf("the call above the last id: %v %v", codes.Code(f.Response.Code), f.Response.Trailer)
+			}
+		case f.Header.CallID == 1:
+			answered = true
+			if codes.Code(f.Response.Code) != codes.FailedPrecondition {
+				t.Fatalf("the call below the last id: %v", codes.Code(f.Response.Code))
+			}
+		}
+	}
+	// No new stream after GOAWAY: refused here at once.
+	send(t, c, request(5, nil))
+	if f := recvFrame(t, c); f.Header.CallID != 5 || len(f.Response.Trailer[refusedKey]) == 0 {
+		t.Fatalf("a call after GOAWAY: %d %v", f.Header.CallID, codes.Code(f.Response.Code))
+	}
+}
+
+// WINDOW_UPDATEs past 2^31-1 are a connection error.
+func TestWindowOverflow(t *testing.T) {
+	c := startFake(t, func(s *fakeServer) {
+		s.fr.WriteWindowUpdate(0, 1<<31-1)
+		goAwayCode(s) // the connection stays open until the client ends it
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		b, err := c.Recv(ctx)
+		if err != nil {
+			if !errors.Is(err, transport.ErrProtocol) || !strings.Contains(err.Error(), "2^31-1") {
+				t.Fatalf("Recv: %v, want a protocol error about the window", err)
+			}
+			return
+		}
+		b.Release()
+	}
+}
