@@ -6,7 +6,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 # The repository's modules: the library (what users require), the
 # instrumentation packages and the gRPC-go adapter (contrib/: OpenTelemetry,
-# Prometheus and gRPC-go, so that the library does not require them), the examples and the benchmarks, each
+# Prometheus and gRPC-go, so that the library does not require them), the examples, the benchmarks and the real-peer tests (test/peers: gRPC-go), each
 # with its own go.mod (and go.work joining them for
 # development). Every target below runs over each of them as its users build
 # it, alone (GOWORK=off), so a module that only builds inside the workspace

@@ -120,6 +120,19 @@ func (c authorityCreds) ClientHandshake(ctx context.Context, _ string, raw net.C
 	return c.TransportCredentials.ClientHandshake(ctx, c.authority, raw)
 }
 
+// Authority is the name of the server the credentials verify, which a
+// grpc:// connection also sends as its :authority.
+func (c authorityCreds) Authority() string { return c.authority }
+
+// WithNextProtos keeps the authority over credentials offering other
+// application protocols (a grpc:// dial offers "h2").
+func (c authorityCreds) WithNextProtos(protos ...string) credentials.TransportCredentials {
+	if n, ok := c.TransportCredentials.(credentials.NextProtosCredentials); ok {
+		return authorityCreds{n.WithNextProtos(protos...), c.authority}
+	}
+	return c
+}
+
 // callMD is md, the metadata a call sends, with what the per-RPC
 // credentials of the client and of the call add. Their errors are the
 // call's: a status error as it is, any other Unavailable, as gRPC-go.

@@ -1,5 +1,7 @@
-// Package peers tests rdmarpc against real peers, not its own: gRPC-go's
-// client calling an rdmarpc server over the gRPC protocol (server_*_test.go).
-// It is a module of its own, so the library's module never requires
-// google.golang.org/grpc.
+// Package peers tests rdmarpc against real gRPC peers built from the Go
+// module proxy (gRPC-go), in a module of its own so that the library's
+// module never requires google.golang.org/grpc: server_*_test.go, gRPC-go's
+// client calling an rdmarpc server over the gRPC protocol on its one port;
+// client_*_test.go, an rdmarpc client (grpc:// targets) calling gRPC-go's
+// server.
 package peers

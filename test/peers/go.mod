@@ -2,9 +2,16 @@ module github.com/rdmarpc/rdmarpc/test/peers
 
 go 1.26.0
 
+replace (
+	github.com/rdmarpc/rdmarpc => ../..
+	github.com/rdmarpc/rdmarpc/contrib/grpcgo => ../../contrib/grpcgo
+)
+
 require (
 	github.com/rdmarpc/rdmarpc v0.0.0-00010101000000-000000000000
+	github.com/rdmarpc/rdmarpc/contrib/grpcgo v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -15,12 +22,9 @@ require (
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
-	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
-	golang.org/x/sync v0.23.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
-
-replace github.com/rdmarpc/rdmarpc => ../..

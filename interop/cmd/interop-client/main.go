@@ -36,8 +36,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("interop-client", flag.ContinueOnError)
 	host := fs.String("server_host", "127.0.0.1", "the server's `host`")
 	port := fs.Int("server_port", 10000, "the server's `port`")
-	tr := fs.String("transport", "tcp", "the transport: tcp or rdma")
-	target := fs.String("target", "", "the server's `URL` (tcp://host:port, rdma://ip:port); overrides --server_host, --server_port and --transport")
+	tr := fs.String("transport", "tcp", "the transport: tcp, rdma, or grpc (gRPC's protocol over HTTP/2, to any gRPC server)")
+	target := fs.String("target", "", "the server's `URL` (tcp://host:port, rdma://ip:port, grpc://host:port); overrides --server_host, --server_port and --transport")
 	cases := fs.String("test_case", "large_unary", "the `cases` to run, comma-separated, or all: "+strings.Join(interop.Names, ", "))
 	timeout := fs.Duration("timeout", time.Minute, "how long one case may take")
 	useTLS := fs.Bool("use_tls", false, "TLS (gRPC's flag): not supported, must be false")
@@ -60,8 +60,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	if *target == "" {
-		if *tr != "tcp" && *tr != "rdma" {
-			return fmt.Errorf("--transport %q: want tcp or rdma", *tr)
+		if *tr != "tcp" && *tr != "rdma" && *tr != "grpc" {
+			return fmt.Errorf("--transport %q: want tcp, rdma or grpc", *tr)
 		}
 		*target = *tr + "://" + net.JoinHostPort(*host, strconv.Itoa(*port))
 	}

@@ -93,6 +93,7 @@ type Conn struct {
 	streams   map[uint32]*stream
 	maxID     uint32
 	goAway    bool      // a GOAWAY went out: no new streams
+	writing   bool      // the writer holds frames it took from the queues and has not flushed
 	retry     []*stream // unary calls refused by the server, to send again
 	sentGoAwy bool
 
@@ -1082,6 +1083,7 @@ func (c *Conn) writeLoop() {
 		}
 		table, change := c.peerTable, c.tableChange
 		c.tableChange = false
+		c.writing = true // Close waits for the flush, not just an empty queue
 		c.mu.Unlock()
 		if change {
 			c.henc.SetMaxDynamicTableSizeLimit(min(table, 4096))
@@ -1100,6 +1102,7 @@ func (c *Conn) writeLoop() {
 			return c.bw.Flush()
 		}()
 		c.mu.Lock()
+		c.writing = false
 		if err != nil {
 			c.fail(transport.Closed(err))
 			c.mu.Unlock()
@@ -1225,7 +1228,7 @@ func (c *Conn) Close() error {
 			c.fail(transport.ErrClosed)
 			c.mu.Unlock()
 		})
-		for !c.closed && (len(c.ctrl) > 0 || len(c.outs) > 0) {
+		for !c.closed && (c.writing || len(c.ctrl) > 0 || len(c.outs) > 0) {
 			c.wcond.Wait()
 		}
 		t.Stop()

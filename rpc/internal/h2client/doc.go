@@ -1,0 +1,17 @@
+// Package h2client is the client side of the gRPC protocol over HTTP/2
+// (gRPC's PROTOCOL-HTTP2.md) as a transport.Conn: the rpc layer's link
+// frames (rpc/internal/wire) go in through Send and come out of Recv, and
+// in between they travel as HTTP/2 HEADERS, DATA, RST_STREAM, PING and
+// GOAWAY frames to any gRPC server. It registers the transport scheme
+// "grpc" (targets grpc://host:port, grpc+dns:///name:port), so an rdmarpc
+// client calls a gRPC-go or grpc-java server with the same API; the rpc
+// layer does not know which protocol carries its frames.
+//
+// Flow control is HTTP/2's: a sender waits in Send for the server's
+// windows; the rpc layer's own stream and connection credit is given back
+// to it as each of its frames is written. Messages for a stream are held
+// here until the rpc layer's stream window lets them through, and HTTP/2
+// window is granted back only for what it took, so what one connection
+// holds is bounded by the windows this side announces plus one message
+// per stream (docs/wire.md, "gRPC over HTTP/2: the client").
+package h2client
