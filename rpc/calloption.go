@@ -85,12 +85,15 @@ func MaxRetryRPCBufferSize(bytes int) CallOption {
 	return callOptionFunc(func(ci *callInfo) { ci.retryBuffer = bytes })
 }
 
-// retryBufferOf is the retry buffer the call options opts set.
-func retryBufferOf(opts []CallOption) int {
+// retryBufferOf is the retry buffer the client's default call options,
+// then the call's own, set.
+func retryBufferOf(defaults, opts []CallOption) int {
 	var ci callInfo
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&ci)
+	for _, list := range [2][]CallOption{defaults, opts} {
+		for _, o := range list {
+			if o != nil {
+				o.apply(&ci)
+			}
 		}
 	}
 	if ci.retryBuffer <= 0 {

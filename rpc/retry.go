@@ -42,7 +42,7 @@ func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply a
 	if p == nil {
 		return cc.call(ctx, method, req, reply, cc, opts...)
 	}
-	if pm, ok := req.(proto.Message); ok && proto.Size(pm) > retryBufferOf(append(cc.opts.callOptions[:len(cc.opts.callOptions):len(cc.opts.callOptions)], opts...)) {
+	if pm, ok := req.(proto.Message); ok && proto.Size(pm) > retryBufferOf(cc.opts.callOptions, opts) {
 		// Beyond the retry buffer the call is committed to one attempt,
 		// as gRPC-go's.
 		return cc.call(ctx, method, req, reply, cc, opts...)

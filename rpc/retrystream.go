@@ -101,7 +101,7 @@ func (cc *ClientConn) newRetryStream(ctx context.Context, desc *StreamDesc, meth
 		return nil, err
 	}
 	s := &retryStream{cc: cc, desc: desc, method: method, opts: opts, policy: p, cur: cs.(*clientStream), attempt: 1,
-		maxAttempts: maxAttempts, buffer: retryBufferOf(append(cc.opts.callOptions[:len(cc.opts.callOptions):len(cc.opts.callOptions)], opts...))}
+		maxAttempts: maxAttempts, buffer: retryBufferOf(cc.opts.callOptions, opts)}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	return s, nil
 }

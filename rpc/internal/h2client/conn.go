@@ -207,13 +207,18 @@ func (c *Conn) handshake(ctx context.Context) error {
 	if err := c.applySettings(sf); err != nil {
 		return err
 	}
+	return c.writeFlush(c.fr.WriteSettingsAck)
+}
+
+// writeFlush writes one control frame with write and flushes it, holding
+// the write lock.
+func (c *Conn) writeFlush(write func() error) error {
 	c.wmu.Lock()
-	err = c.fr.WriteSettingsAck()
-	if err == nil {
-		err = c.bw.Flush()
+	defer c.wmu.Unlock()
+	if err := write(); err != nil {
+		return err
 	}
-	c.wmu.Unlock()
-	return err
+	return c.bw.Flush()
 }
 
 // applySettings takes the server's SETTINGS. It returns the rdmarpc
@@ -535,18 +540,7 @@ func (c *Conn) requestHeaders(req wire.Request) []hpack.HeaderField {
 	if req.Timeout > 0 {
 		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: grpcwire.EncodeTimeout(req.Timeout)})
 	}
-	for k, vs := range req.MD {
-		if grpcwire.IsReserved(k) {
-			continue
-		}
-		bin := grpcwire.IsBinaryHeader(k)
-		for _, v := range vs {
-			if bin {
-				v = grpcwire.EncodeBinary([]byte(v))
-			}
-			fields = append(fields, hpack.HeaderField{Name: k, Value: v})
-		}
-	}
+	fields = grpcwire.AppendMetadata(fields, req.MD)
 	return fields
 }
 
@@ -559,24 +553,7 @@ func (c *Conn) writeHeaders(id uint32, fields []hpack.HeaderField, maxFrame int)
 			return err
 		}
 	}
-	block := c.hbuf.Bytes()
-	first := true
-	for first || len(block) > 0 {
-		n := min(len(block), maxFrame)
-		frag, end := block[:n], n == len(block)
-		block = block[n:]
-		var err error
-		if first {
-			err = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: frag, EndHeaders: end})
-			first = false
-		} else {
-			err = c.fr.WriteContinuation(id, end, frag)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil // the caller flushes
+	return grpcwire.WriteHeaderBlock(c.fr, id, c.hbuf.Bytes(), maxFrame, false)
 }
 
 // writeData sends one gRPC message (prefix and payload) if msg, and
@@ -891,13 +868,7 @@ func (c *Conn) ping(data uint64) error {
 	}
 	c.pings[key] = data
 	c.mu.Unlock()
-	c.wmu.Lock()
-	err := c.fr.WritePing(false, key)
-	if err == nil {
-		err = c.bw.Flush()
-	}
-	c.wmu.Unlock()
-	return c.writeFailed(err)
+	return c.writeFailed(c.writeFlush(func() error { return c.fr.WritePing(false, key) }))
 }
 
 // NewSendBuffer returns a heap buffer of n bytes.

@@ -540,7 +540,7 @@ func TestLargeRequestHeaders(t *testing.T) {
 	}
 	for k, v := range want {
 		if fields[k] != v {
-			t.Errorf("%s: %q, want %q", k, clip(fields[k]), clip(v))
+			t.Errorf("%s: %q, want %q", k, grpcwire.Clip(fields[k]), grpcwire.Clip(v))
 		}
 	}
 }

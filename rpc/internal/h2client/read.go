@@ -98,13 +98,7 @@ func (c *Conn) handle(f http2.Frame) error {
 		if err := c.applySettings(f); err != nil {
 			return c.connError(http2.ErrCodeProtocol, err)
 		}
-		c.wmu.Lock()
-		err := c.fr.WriteSettingsAck()
-		if err == nil {
-			err = c.bw.Flush()
-		}
-		c.wmu.Unlock()
-		if err != nil {
+		if err := c.writeFlush(c.fr.WriteSettingsAck); err != nil {
 			c.fail(err)
 			return err
 		}
@@ -126,13 +120,7 @@ func (c *Conn) handle(f http2.Frame) error {
 			c.mu.Unlock()
 			return nil
 		}
-		c.wmu.Lock()
-		err := c.fr.WritePing(true, f.Data)
-		if err == nil {
-			err = c.bw.Flush()
-		}
-		c.wmu.Unlock()
-		if err != nil {
+		if err := c.writeFlush(func() error { return c.fr.WritePing(true, f.Data) }); err != nil {
 			c.fail(err)
 			return err
 		}
@@ -415,7 +403,7 @@ func (c *Conn) onGoAway(f *http2.GoAwayFrame) {
 		code = uint32(codes.ResourceExhausted)
 	default:
 		code = uint32(codes.Unavailable)
-		msg = fmt.Sprintf("GOAWAY %v: %s", f.ErrCode, clip(debug))
+		msg = fmt.Sprintf("GOAWAY %v: %s", f.ErrCode, grpcwire.Clip(debug))
 	}
 	c.push(wire.AppendGoAway(nil, code, msg))
 	c.broadcast()

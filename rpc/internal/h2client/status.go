@@ -41,7 +41,7 @@ func parseResponseHeaders(fields []hpack.HeaderField) (response, error) {
 		case ":status":
 			s, err := strconv.Atoi(f.Value)
 			if err != nil || s < 100 || s > 999 {
-				return r, fmt.Errorf("malformed :status %q", clip(f.Value))
+				return r, fmt.Errorf("malformed :status %q", grpcwire.Clip(f.Value))
 			}
 			r.httpStatus = s
 		case "content-type":
@@ -49,7 +49,7 @@ func parseResponseHeaders(fields []hpack.HeaderField) (response, error) {
 		case "grpc-status":
 			c, err := strconv.ParseUint(f.Value, 10, 32)
 			if err != nil {
-				return r, fmt.Errorf("malformed grpc-status %q", clip(f.Value))
+				return r, fmt.Errorf("malformed grpc-status %q", grpcwire.Clip(f.Value))
 			}
 			r.hasGRPC, r.code = true, uint32(c)
 		case "grpc-message":
@@ -120,14 +120,7 @@ func statusDetails(b []byte) ([][]byte, error) {
 // http-grpc-status-mapping.md say: the code from the HTTP status.
 func httpFailure(r response) (codes.Code, string) {
 	if r.httpStatus != 200 {
-		return grpcwire.CodeForHTTPStatus(r.httpStatus), fmt.Sprintf("unexpected HTTP status code received from server: %d (content-type %q)", r.httpStatus, clip(r.contentType))
+		return grpcwire.CodeForHTTPStatus(r.httpStatus), fmt.Sprintf("unexpected HTTP status code received from server: %d (content-type %q)", r.httpStatus, grpcwire.Clip(r.contentType))
 	}
-	return codes.Unknown, fmt.Sprintf("unexpected content-type %q from the server: not gRPC", clip(r.contentType))
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
+	return codes.Unknown, fmt.Sprintf("unexpected content-type %q from the server: not gRPC", grpcwire.Clip(r.contentType))
 }

@@ -805,7 +805,7 @@ func (c *Conn) trailerFields(st *stream, code uint32, msg string, details [][]by
 	if len(details) > 0 {
 		fs = append(fs, hpack.HeaderField{Name: "grpc-status-details-bin", Value: grpcwire.EncodeBinary(statusProto(code, msg, details))})
 	}
-	return appendFields(fs, trailer)
+	return grpcwire.AppendMetadata(fs, trailer)
 }
 
 // statusProto is a google.rpc.Status: code, message and the details, each
@@ -834,7 +834,7 @@ func (c *Conn) headerFields(st *stream, header metadata.MD) []hpack.HeaderField 
 		ct = "application/grpc"
 	}
 	fs := []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: ct}}
-	return appendFields(fs, header)
+	return grpcwire.AppendMetadata(fs, header)
 }
 
 // refusedKey marks a server's refusal (docs/wire.md, "The refusal mark").
@@ -1145,25 +1145,7 @@ func (c *Conn) write(st *stream, it outItem) error {
 			return err
 		}
 	}
-	block := c.hbuf.Bytes()
-	max := int(c.peerFrameSize())
-	first := true
-	for first || len(block) > 0 {
-		n := min(len(block), max)
-		frag := block[:n]
-		block = block[n:]
-		var err error
-		if first {
-			err = c.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: st.id, BlockFragment: frag, EndStream: it.end, EndHeaders: len(block) == 0})
-		} else {
-			err = c.wfr.WriteContinuation(st.id, len(block) == 0, frag)
-		}
-		if err != nil {
-			return err
-		}
-		first = false
-	}
-	return nil
+	return grpcwire.WriteHeaderBlock(c.wfr, st.id, c.hbuf.Bytes(), int(c.peerFrameSize()), it.end)
 }
 
 func (c *Conn) peerFrameSize() uint32 {

@@ -47,7 +47,7 @@ func decodeRequest(fields []hpack.HeaderField) (request, *refusal) {
 		case "grpc-timeout":
 			d, err := grpcwire.DecodeTimeout(f.Value)
 			if err != nil {
-				return request{}, &refusal{code: codes.Internal, msg: fmt.Sprintf("malformed grpc-timeout %q", clip(f.Value))}
+				return request{}, &refusal{code: codes.Internal, msg: fmt.Sprintf("malformed grpc-timeout %q", grpcwire.Clip(f.Value))}
 			}
 			if d == 0 {
 				d = 1 // "0S": already past
@@ -55,7 +55,7 @@ func decodeRequest(fields []hpack.HeaderField) (request, *refusal) {
 			r.timeout = d
 		case "grpc-encoding":
 			if f.Value != "identity" {
-				return request{}, &refusal{code: codes.Unimplemented, msg: fmt.Sprintf("grpc-encoding %q is not supported (only identity)", clip(f.Value))}
+				return request{}, &refusal{code: codes.Unimplemented, msg: fmt.Sprintf("grpc-encoding %q is not supported (only identity)", grpcwire.Clip(f.Value))}
 			}
 		case "user-agent":
 			if wire.CheckValue([]byte(f.Name), []byte(f.Value)) == nil {
@@ -66,19 +66,19 @@ func decodeRequest(fields []hpack.HeaderField) (request, *refusal) {
 				continue
 			}
 			if wire.CheckKey([]byte(f.Name)) != nil {
-				return request{}, &refusal{code: codes.Internal, msg: fmt.Sprintf("header name %q is not valid metadata", clip(f.Name))}
+				return request{}, &refusal{code: codes.Internal, msg: fmt.Sprintf("header name %q is not valid metadata", grpcwire.Clip(f.Name))}
 			}
 			v := f.Value
 			if grpcwire.IsBinaryHeader(f.Name) {
 				b, err := grpcwire.DecodeBinary(v)
 				if err != nil {
-					return request{}, &refusal{code: codes.Internal, msg: fmt.Sprintf("header %q: %v", clip(f.Name), err)}
+					return request{}, &refusal{code: codes.Internal, msg: fmt.Sprintf("header %q: %v", grpcwire.Clip(f.Name), err)}
 				}
 				v = string(b)
 			}
 			// (A key of just "-bin" is no binary key for rdmarpc's wire.)
 			if wire.CheckValue([]byte(f.Name), []byte(v)) != nil {
-				return request{}, &refusal{code: codes.Internal, msg: fmt.Sprintf("header %q has a value that is not printable ASCII", clip(f.Name))}
+				return request{}, &refusal{code: codes.Internal, msg: fmt.Sprintf("header %q has a value that is not printable ASCII", grpcwire.Clip(f.Name))}
 			}
 			r.md = appendMD(r.md, f.Name, v)
 		}
@@ -88,17 +88,17 @@ func decodeRequest(fields []hpack.HeaderField) (request, *refusal) {
 	}
 	sub, ok := grpcwire.ContentSubtype(ct)
 	if !ok {
-		return request{}, &refusal{httpStatus: 415, msg: fmt.Sprintf("content-type %q is not gRPC's", clip(ct))}
+		return request{}, &refusal{httpStatus: 415, msg: fmt.Sprintf("content-type %q is not gRPC's", grpcwire.Clip(ct))}
 	}
 	if sub != "" && sub != "proto" {
-		return request{}, &refusal{code: codes.Unimplemented, msg: fmt.Sprintf("content-subtype %q is not supported (only proto)", clip(sub))}
+		return request{}, &refusal{code: codes.Unimplemented, msg: fmt.Sprintf("content-subtype %q is not supported (only proto)", grpcwire.Clip(sub))}
 	}
 	r.contentType = grpcwire.ContentType(sub)
 	if method != "POST" {
-		return request{}, &refusal{httpStatus: 405, msg: fmt.Sprintf(":method %q, not POST", clip(method))}
+		return request{}, &refusal{httpStatus: 405, msg: fmt.Sprintf(":method %q, not POST", grpcwire.Clip(method))}
 	}
 	if !strings.HasPrefix(r.method, "/") {
-		return request{}, &refusal{code: codes.Unimplemented, msg: fmt.Sprintf("malformed method name %q", clip(r.method))}
+		return request{}, &refusal{code: codes.Unimplemented, msg: fmt.Sprintf("malformed method name %q", grpcwire.Clip(r.method))}
 	}
 	return r, nil
 }
@@ -109,29 +109,4 @@ func appendMD(md metadata.MD, k, v string) metadata.MD {
 	}
 	md[k] = append(md[k], v)
 	return md
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
-
-// appendFields appends md as header fields: reserved keys left out,
-// -bin values in base64.
-func appendFields(fs []hpack.HeaderField, md metadata.MD) []hpack.HeaderField {
-	for k, vs := range md {
-		if grpcwire.IsReserved(k) {
-			continue
-		}
-		bin := grpcwire.IsBinaryHeader(k)
-		for _, v := range vs {
-			if bin {
-				v = grpcwire.EncodeBinary([]byte(v))
-			}
-			fs = append(fs, hpack.HeaderField{Name: k, Value: v})
-		}
-	}
-	return fs
 }

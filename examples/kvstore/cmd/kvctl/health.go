@@ -8,7 +8,6 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/kvpb"
 	healthpb "github.com/rdmarpc/rdmarpc/health/grpc_health_v1"
-	"github.com/rdmarpc/rdmarpc/rpc"
 )
 
 // healthCmd asks the server's health service (grpc.health.v1) whether a
@@ -26,7 +25,7 @@ Exit status: 0 when SERVING; 1 when NOT_SERVING, unknown, or unreachable.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), c.timeout)
 			defer cancel()
-			cc, err := rpc.Dial(ctx, c.addr)
+			cc, _, err := c.dial(ctx)
 			if err != nil {
 				return err
 			}
