@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"maps"
 	"strconv"
 	"time"
 
@@ -96,12 +97,8 @@ func (cc *ClientConn) GetMethodConfig(method string) MethodConfig {
 		out.Timeout = &t
 	}
 	if p := mc.retry; p != nil {
-		codes := make(map[codes.Code]bool, len(p.retryable))
-		for c, ok := range p.retryable {
-			codes[c] = ok
-		}
 		out.RetryPolicy = &RetryPolicy{MaxAttempts: p.maxAttempts, InitialBackoff: p.initialBackoff,
-			MaxBackoff: p.maxBackoff, BackoffMultiplier: p.backoffMultiplier, RetryableStatusCodes: codes}
+			MaxBackoff: p.maxBackoff, BackoffMultiplier: p.backoffMultiplier, RetryableStatusCodes: maps.Clone(p.retryable)}
 	}
 	return out
 }
