@@ -960,7 +960,7 @@ func (cs *clientStream) recv(m any) error {
 	l, id := cs.where()
 	l.held.Add(-int64(conn.PayloadCost(msg)))
 	l.ConnFree(conn.PayloadCost(msg))
-	if grant > 0 && !l.QueueControl(wire.AppendWindow(nil, id, uint32(grant)), conn.MaxQueuedCancels) {
+	if grant > 0 && !l.SendWindow(id, uint32(grant), conn.MaxQueuedCancels) {
 		cs.in.Ungrant(grant)
 	}
 	if m != nil {

@@ -652,7 +652,7 @@ func (ss *serverStream) RecvMsg(m any) error {
 		return err
 	}
 	ss.l.release(conn.PayloadCost(msg))
-	if grant > 0 && !ss.l.QueueControl(wire.AppendWindow(nil, ss.id, uint32(grant)), conn.MaxQueuedCancels) {
+	if grant > 0 && !ss.l.SendWindow(ss.id, uint32(grant), conn.MaxQueuedCancels) {
 		ss.in.Ungrant(grant)
 	}
 	err = decodeMsg(ss.l.s.opts.codec, ss.comp, msg, ss.l.s.opts.maxRecvSize, m)

@@ -160,6 +160,18 @@ type BackgroundSender interface {
 	SendBackground(ctx context.Context, msg []byte) error
 }
 
+// TrySender is implemented by connections that can tell, without waiting,
+// whether a message can go at once: TrySend sends msg when the connection
+// has room for it now, as Send would, and reports false, sending nothing,
+// when Send would have to wait (for room, for the peer's credits). It
+// never blocks. The RPC layer sends its small control frames (a window
+// update after each large message read) this way from the goroutine that
+// read the message, and hands them to a goroutine of its own only when
+// they would wait.
+type TrySender interface {
+	TrySend(msg []byte) (bool, error)
+}
+
 // Logged is implemented by listeners that log what they refuse (a failed
 // handshake, an oversized first frame, a temporary accept error). The RPC
 // server hands its own logger to the listener it serves, so those lines

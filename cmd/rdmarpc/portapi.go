@@ -46,7 +46,7 @@ var portAPI = map[string][]string{
 	"status":                        {"Code", "Convert", "Error", "ErrorProto", "ErrorWithCause", "Errorf", "FromContextError", "FromError", "FromParts", "FromProto", "New", "Newf", "Status"},
 	"test/bufconn":                  {"ErrClosed", "Listen", "Listener"},
 	"test/conformance":              {"Config", "DefaultTimeout", "Run", "Test"},
-	"transport":                     {"Activity", "Arrivals", "BackgroundSender", "Buffer", "Closed", "Conn", "Counters", "CredentialsDialer", "CredentialsListener", "DefaultMaxMessageSize", "Dial", "ErrClosed", "ErrMessageTooLarge", "ErrNoDevice", "ErrProtocol", "ForTarget", "Foreign", "Gauges", "Listen", "Listener", "Logged", "Lookup", "NewBuffer", "Owner", "ParseTarget", "Register", "Secured", "SecuredListener", "StreamTransport", "Transport"},
+	"transport":                     {"Activity", "Arrivals", "BackgroundSender", "Buffer", "Closed", "Conn", "Counters", "CredentialsDialer", "CredentialsListener", "DefaultMaxMessageSize", "Dial", "ErrClosed", "ErrMessageTooLarge", "ErrNoDevice", "ErrProtocol", "ForTarget", "Foreign", "Gauges", "Listen", "Listener", "Logged", "Lookup", "NewBuffer", "Owner", "ParseTarget", "Register", "Secured", "SecuredListener", "StreamTransport", "Transport", "TrySender"},
 	"transport/pipe":                {"Addr", "Conn", "Default", "Listener", "New", "Options", "Transport"},
 	"transport/rdma":                {"CompletionLayout", "CompletionsPerConnection", "CompletionsShared", "DefaultCompletions", "DefaultReceive", "ErrMemoryBudget", "ErrRefused", "New", "Options", "ReceiveLayout", "ReceivePerConnection", "ReceiveShared", "Transport"},
 	"transport/rdma/rawverbs":       {"Completion", "Device", "Endpoint", "Open"},

@@ -175,6 +175,21 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 	return c.enqueue(frame{b: b, pooled: true})
 }
 
+// TrySend is Send when the send queue has room for msg now
+// (transport.TrySender).
+func (c *conn) TrySend(msg []byte) (bool, error) {
+	if err := c.checkSend(context.Background(), len(msg)); err != nil {
+		return false, err
+	}
+	if !c.sendBudget.TryAcquire(budget(len(msg), c.sendCap)) {
+		return false, nil
+	}
+	b := bufpool.Get(len(msg))
+	copy(b, msg)
+	err := c.enqueue(frame{b: b, pooled: true})
+	return err == nil, err
+}
+
 func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, error) {
 	if err := c.checkSend(ctx, n); err != nil {
 		return transport.Buffer{}, err

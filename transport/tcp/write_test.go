@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -361,5 +362,65 @@ func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	for !cond() {
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TrySend sends while the send queue has room and, once a peer that does
+// not read has filled it, reports false without waiting and without
+// sending; what it did send arrives whole and in order, it sends again
+// once the peer reads, and it fails on a closed connection.
+func TestTrySend(t *testing.T) {
+	tr := New(Options{SendQueueBytes: 256 << 10, RecvQueueBytes: 256 << 10})
+	ctx, cli, srv := pairConns(t, tr)
+	msg := make([]byte, 64<<10)
+	sent := 0
+	for ; ; sent++ {
+		if sent == 100_000 { // 6.4 GB: loopback's buffers hold a few MiB
+			t.Fatal("TrySend never reported a full queue to a peer that does not read")
+		}
+		binary.BigEndian.PutUint32(msg, uint32(sent))
+		ok, err := cli.TrySend(msg)
+		if err != nil {
+			t.Fatalf("TrySend %d: %v", sent, err)
+		}
+		if !ok {
+			break
+		}
+	}
+	t.Logf("%d messages of 64 KiB taken before the queue was full", sent)
+	for i := range sent {
+		m, err := srv.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, n := binary.BigEndian.Uint32(m.Bytes()), len(m.Bytes())
+		m.Release()
+		if got != uint32(i) || n != len(msg) {
+			t.Fatalf("message %d: got number %d, %d bytes", i, got, n)
+		}
+	}
+	// The peer read everything: the queue drains (the writer goroutine
+	// is finishing), so a TrySend goes through again.
+	for {
+		ok, err := cli.TrySend([]byte("again"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		runtime.Gosched()
+	}
+	m, err := srv.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Bytes()) != "again" {
+		t.Fatalf("got %q after the queue drained", m.Bytes())
+	}
+	m.Release()
+	cli.Close()
+	if ok, err := cli.TrySend([]byte("closed")); ok || err == nil {
+		t.Fatalf("TrySend on a closed connection: %v, %v", ok, err)
 	}
 }

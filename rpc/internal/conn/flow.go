@@ -22,7 +22,8 @@ const DefaultWindow = 64 << 10
 // to the sender.
 type Inbox struct {
 	mu       sync.Mutex
-	msgs     [][]byte
+	msgs     [][]byte // msgs[head:] wait; the array is kept for the next ones
+	head     int
 	ended    bool  // no more messages will come
 	endErr   error // what RecvMsg returns once msgs are drained: io.EOF or a status error
 	window   int   // what this side lets the sender have in flight
@@ -30,6 +31,10 @@ type Inbox struct {
 	consumed int   // bytes read and not yet granted back
 	wake     chan struct{}
 }
+
+// keptInbox is the most queued messages whose array an Inbox keeps once
+// it is drained.
+const keptInbox = 16
 
 func (in *Inbox) Init(window int) {
 	in.window = window
@@ -58,6 +63,15 @@ func (in *Inbox) Push(msg []byte, cost int) PushResult {
 		in.mu.Unlock()
 		return PushEnded
 	}
+	if len(in.msgs) == cap(in.msgs) && in.head > 0 && 2*in.head >= len(in.msgs) {
+		// Full, and at least half of it taken: move the waiting ones down
+		// rather than grow an array that never drains (growing copies
+		// the taken ones too, so the array stays within 4 times what
+		// waits).
+		n := copy(in.msgs, in.msgs[in.head:])
+		clear(in.msgs[n:])
+		in.msgs, in.head = in.msgs[:n], 0
+	}
 	in.msgs = append(in.msgs, msg)
 	in.mu.Unlock()
 	in.Signal()
@@ -80,10 +94,10 @@ func (in *Inbox) End(err error) {
 func (in *Inbox) Fail(err error) int {
 	in.mu.Lock()
 	dropped := 0
-	for _, m := range in.msgs {
+	for _, m := range in.msgs[in.head:] {
 		dropped += PayloadCost(m)
 	}
-	in.msgs = nil
+	in.msgs, in.head = nil, 0
 	if !in.ended {
 		in.ended = true
 	}
@@ -97,7 +111,7 @@ func (in *Inbox) Fail(err error) int {
 func (in *Inbox) Queued() bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return len(in.msgs) > 0
+	return len(in.msgs) > in.head
 }
 
 // Drop ends the stream at once and takes what is queued, for the caller to
@@ -106,8 +120,8 @@ func (in *Inbox) Queued() bool {
 // otherwise the end stays as it was.
 func (in *Inbox) Drop(err error) [][]byte {
 	in.mu.Lock()
-	msgs := in.msgs
-	in.msgs = nil
+	msgs := in.msgs[in.head:]
+	in.msgs, in.head = nil, 0
 	if !in.ended || len(msgs) > 0 {
 		in.ended, in.endErr = true, err
 	}
@@ -120,8 +134,8 @@ func (in *Inbox) Drop(err error) [][]byte {
 // takes what is queued, for the caller to release.
 func (in *Inbox) DropAll(err error) [][]byte {
 	in.mu.Lock()
-	msgs := in.msgs
-	in.msgs = nil
+	msgs := in.msgs[in.head:]
+	in.msgs, in.head = nil, 0
 	in.ended, in.endErr = true, err
 	in.mu.Unlock()
 	in.Signal()
@@ -141,12 +155,17 @@ func (in *Inbox) Signal() {
 func (in *Inbox) Pop(done <-chan struct{}, cost func([]byte) int) (msg []byte, grant int, err error, ok bool) {
 	for {
 		in.mu.Lock()
-		if len(in.msgs) > 0 {
-			msg = in.msgs[0]
-			in.msgs[0] = nil
-			in.msgs = in.msgs[1:]
-			if len(in.msgs) == 0 {
-				in.msgs = nil
+		if len(in.msgs) > in.head {
+			msg = in.msgs[in.head]
+			in.msgs[in.head] = nil
+			in.head++
+			if in.head == len(in.msgs) {
+				// Keep the array for the next messages (one allocation
+				// per stream, not one per message), unless a burst grew it.
+				in.msgs, in.head = in.msgs[:0], 0
+				if cap(in.msgs) > keptInbox {
+					in.msgs = nil
+				}
 			}
 			in.consumed += cost(msg)
 			// Grant in batches of half a window, so a stream of small

@@ -265,3 +265,51 @@ func stalledOf(m *flowModel) []bool {
 	}
 	return st
 }
+
+// TestInboxOrderAndMemory: whatever the order of pushes and pops, messages
+// come out in the order they went in, and the queue's array stays within a
+// small multiple of what waits in it (it is kept between messages, so a
+// stream does not allocate one per message, and must not grow without end
+// when it never drains).
+func TestInboxOrderAndMemory(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var in Inbox
+		in.Init(1 << 30)
+		next, want := 0, 0
+		for _, push := range rapid.SliceOfN(rapid.Bool(), 1, 2000).Draw(rt, "ops") {
+			if push {
+				if in.Push([]byte{byte(next)}, 1) != Pushed {
+					rt.Fatal("push refused")
+				}
+				next++
+			} else if in.Queued() {
+				msg, _, _, _ := in.Pop(nil, func([]byte) int { return 1 })
+				if msg[0] != byte(want) {
+					rt.Fatalf("popped %d, want %d", msg[0], byte(want))
+				}
+				want++
+			}
+			waiting := next - want
+			if c := cap(in.msgs); c > 4*max(waiting, 16)+8 {
+				rt.Fatalf("array of %d for %d waiting", c, waiting)
+			}
+		}
+	})
+}
+
+// TestInboxKeepsItsArray: a stream whose messages are each read before the
+// next comes allocates nothing per message in its queue.
+func TestInboxKeepsItsArray(t *testing.T) {
+	var in Inbox
+	in.Init(1 << 30)
+	msg := []byte{1}
+	cost := func([]byte) int { return 1 }
+	in.Push(msg, 1)
+	in.Pop(nil, cost)
+	if n := testing.AllocsPerRun(100, func() {
+		in.Push(msg, 1)
+		in.Pop(nil, cost)
+	}); n != 0 {
+		t.Errorf("%v allocations per message, want 0", n)
+	}
+}

@@ -70,6 +70,11 @@ type Link struct {
 	flushing   bool        // the flusher is running
 	ctlClosed  bool        // the link is closed: no goroutine starts any more
 	ctlDropped atomic.Bool // a CANCEL was dropped because the queue was full (logged once)
+	// try is the transport's TrySender (nil: none), with which SendWindow
+	// sends a WINDOW_UPDATE itself, encoded in winBuf under winMu.
+	try    transport.TrySender
+	winMu  sync.Mutex
+	winBuf [24]byte
 	// freed is called after a frame that frees a slot (ctlFrame.frees) was
 	// sent, or dropped; nil: nothing to do (the server's links).
 	freed func()
@@ -124,6 +129,7 @@ type Keepalive struct {
 func NewLink(tc transport.Conn, c LinkConfig) *Link {
 	l := &Link{Conn: tc, Log: c.Log, ka: c.Keepalive, watch: c.Watch, onPong: c.OnPong, freed: c.Freed}
 	l.activity, _ = tc.(transport.Activity)
+	l.try, _ = tc.(transport.TrySender)
 	l.Ctx, l.cancel = context.WithCancel(context.Background())
 	now := time.Now()
 	l.lastFrame.Store(now.UnixNano())
@@ -160,6 +166,40 @@ func (l *Link) RecvFrame(ctx context.Context) (transport.Buffer, error) {
 
 // ErrLinkClosed: the connection failed or was closed.
 var ErrLinkClosed = errors.New("rpc: connection closed")
+
+// SendWindow grants the peer n more bytes on stream id (ConnStream: the
+// whole connection). When the transport can take the WINDOW_UPDATE at once
+// and no control frame waits before it, the calling goroutine (one that
+// has just read a message, never the reader) sends it itself, allocating
+// nothing; otherwise the flusher sends it, as QueueControl. It reports
+// false, sending nothing, when limit frames already wait.
+func (l *Link) SendWindow(id uint64, n uint32, limit int) bool {
+	if l.try != nil && l.sendWindowNow(id, n) {
+		return true
+	}
+	return l.QueueControl(wire.AppendWindow(nil, id, n), limit)
+}
+
+// sendWindowNow reports whether it sent the update, or need not: the link
+// failed.
+func (l *Link) sendWindowNow(id uint64, n uint32) bool {
+	l.ctlMu.Lock()
+	behind := l.flushing || len(l.ctlQueue) > 0 || l.ctlClosed
+	l.ctlMu.Unlock()
+	if behind {
+		return false
+	}
+	l.winMu.Lock()
+	sent, err := l.try.TrySend(wire.AppendWindow(l.winBuf[:0], id, n))
+	l.winMu.Unlock()
+	if err != nil {
+		if l.Ctx.Err() == nil {
+			l.Close(TransportStatus(err))
+		}
+		return true
+	}
+	return sent
+}
 
 // QueueControl sends an encoded control frame from the flusher.
 // It reports false, queueing nothing, when limit frames already wait.
@@ -551,7 +591,7 @@ func TransportStatus(err error) *status.Status {
 // ConnFree gives cost bytes of the connection window back to the peer,
 // once a batch is due.
 func (l *Link) ConnFree(cost int) {
-	if grant := l.Flow.Free(cost); grant > 0 && !l.QueueControl(wire.AppendWindow(nil, ConnStream, uint32(grant)), MaxQueuedCancels) {
+	if grant := l.Flow.Free(cost); grant > 0 && !l.SendWindow(ConnStream, uint32(grant), MaxQueuedCancels) {
 		l.Flow.Ungrant(grant)
 	}
 }
