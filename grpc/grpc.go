@@ -42,6 +42,7 @@ type (
 	EmptyCallOption         = rpc.EmptyCallOption
 	EmptyServerOption       = rpc.EmptyServerOption
 	Keepalive               = rpc.Keepalive
+	LendingCodec            = rpc.LendingCodec
 	ListenOption            = rpc.ListenOption
 	Listener                = rpc.Listener
 	MethodConfig            = rpc.MethodConfig
@@ -163,6 +164,7 @@ var (
 	MaxSendMsgSize             = rpc.MaxSendMsgSize
 	MaxUnsentResponseBytes     = rpc.MaxUnsentResponseBytes
 	NumStreamWorkers           = rpc.NumStreamWorkers
+	LendRequestBytes           = rpc.LendRequestBytes
 	ResponseTimeout            = rpc.ResponseTimeout
 	ServerCodec                = rpc.ServerCodec
 	StatsHandler               = rpc.StatsHandler

@@ -3,7 +3,11 @@ package rpc
 import (
 	"fmt"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 )
 
 // Codec turns messages into payload bytes and back. Both ends of a
@@ -76,4 +80,112 @@ func (ProtoCodec) MarshalTo(b []byte, v any) error {
 		return fmt.Errorf("proto codec: %T changed while being encoded (%d bytes, sized %d)", v, len(out), len(b))
 	}
 	return nil
+}
+
+// LendingCodec is implemented by codecs that can decode a message whose
+// parts keep pointing into the bytes they were decoded from, instead of
+// copies. A server given LendRequestBytes(true) decodes requests with
+// UnmarshalLent, so a large bytes field reaches the handler without a copy;
+// the bytes are lent, valid until the handler returns (for a unary
+// request: until its response is sent; on a stream: until the handler's
+// next RecvMsg or its return).
+type LendingCodec interface {
+	Codec
+	// UnmarshalLent is Unmarshal, except that v may keep references into
+	// data.
+	UnmarshalLent(data []byte, v any) error
+}
+
+// lendMin is the smallest bytes field ProtoCodec lends: below it, copying
+// costs less than the second look at the message that lending takes.
+const lendMin = 1024
+
+// maxLent is how many lendable fields a message may have for UnmarshalLent
+// to lend them; with more, it copies them all.
+const maxLent = 4
+
+// UnmarshalLent decodes data into v as Unmarshal does, except that each
+// singular bytes field of v's own (not nested, not repeated, not in a
+// oneof) of at least 1 KiB points into data (up to maxLent such fields). protobuf-go always copies
+// bytes fields, so the message is decoded without those fields' bytes and
+// they are set afterwards. A message where such a field appears more than
+// once is decoded by Unmarshal.
+func (c ProtoCodec) UnmarshalLent(data []byte, v any) error {
+	m, err := asProto(v)
+	if err != nil {
+		return err
+	}
+	r := m.ProtoReflect()
+	fields := r.Descriptor().Fields()
+	type span struct {
+		fd         protoreflect.FieldDescriptor
+		val        []byte
+		start, end int
+	}
+	var lent [maxLent]span
+	n, kept := 0, 0
+	for off := 0; off < len(data); {
+		num, typ, tagLen := protowire.ConsumeTag(data[off:])
+		if tagLen < 0 {
+			return c.Unmarshal(data, v) // its error
+		}
+		valLen := protowire.ConsumeFieldValue(num, typ, data[off+tagLen:])
+		if valLen < 0 {
+			return c.Unmarshal(data, v)
+		}
+		end := off + tagLen + valLen
+		if fd := fields.ByNumber(num); fd != nil && typ == protowire.BytesType && lendable(fd) {
+			for _, s := range lent[:n] {
+				if s.fd == fd {
+					return c.Unmarshal(data, v) // the last one wins: leave it to protobuf
+				}
+			}
+			if n == maxLent {
+				return c.Unmarshal(data, v)
+			}
+			val, _ := protowire.ConsumeBytes(data[off+tagLen:])
+			if len(val) < lendMin {
+				lent[n] = span{fd: fd, start: off, end: off} // copied with the rest, and seen
+			} else {
+				lent[n] = span{fd: fd, val: val, start: off, end: end}
+			}
+			n++
+		}
+		off = end
+	}
+	for _, s := range lent[:n] {
+		kept += s.end - s.start
+	}
+	if kept == 0 {
+		return c.Unmarshal(data, v)
+	}
+	rest := bufpool.Get(len(data) - kept)[:0]
+	prev := 0
+	for _, s := range lent[:n] {
+		rest = append(rest, data[prev:s.start]...)
+		prev = s.end
+	}
+	rest = append(rest, data[prev:]...)
+	// Nothing decoded from rest points into it (no alias flag), so it goes
+	// back to the pool at once.
+	err = proto.UnmarshalOptions{AllowPartial: true}.Unmarshal(rest, m)
+	bufpool.Put(rest)
+	if err != nil {
+		return err
+	}
+	for _, s := range lent[:n] {
+		if s.val != nil {
+			r.Set(s.fd, protoreflect.ValueOfBytes(s.val))
+		}
+	}
+	return proto.CheckInitialized(m)
+}
+
+// lendable reports whether fd is a field UnmarshalLent may lend.
+func lendable(fd protoreflect.FieldDescriptor) bool {
+	if fd.Kind() != protoreflect.BytesKind || fd.Cardinality() == protoreflect.Repeated || fd.IsExtension() {
+		return false
+	}
+	o := fd.ContainingOneof()
+	return o == nil || o.IsSynthetic()
 }

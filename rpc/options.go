@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"net"
 	"time"
 
@@ -10,8 +9,10 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/backoff"
 	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/keepalive"
 	"github.com/rdmarpc/rdmarpc/resolver"
+	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
 	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -122,7 +123,8 @@ type serverOptions struct {
 	interceptors       []UnaryServerInterceptor
 	streamInterceptors []StreamServerInterceptor
 	maxConcurrentCalls int
-	numWorkers         int // -1: defaultStreamWorkers
+	lendRequests       bool // LendRequestBytes
+	numWorkers         int  // -1: defaultStreamWorkers
 	maxStreams         int
 	connTimeout        time.Duration
 	maxQueuedBytes     int
@@ -144,6 +146,32 @@ func Logger(l *zap.Logger) ServerOption {
 // package documentation for the order.
 func UnaryInterceptor(i ...UnaryServerInterceptor) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.interceptors = append(o.interceptors, i...) })
+}
+
+// LendRequestBytes, with true, lends the bytes of each request to the
+// handler instead of copying them: with a codec that can lend
+// (LendingCodec; ProtoCodec lends each singular bytes field of the request
+// message's own of 1 KiB or more), such a field points into the received
+// message. The bytes are valid until the handler returns — for a unary
+// request until its response has been sent (returning the request's
+// bytes in the response is fine), on a stream until the handler's next
+// RecvMsg or its return — and must not be changed. A handler that keeps
+// them longer must copy them (bytes.Clone). Compressed requests are
+// copied as before. A lent unary request holds its share of the
+// connection's receive memory until the response is sent.
+func LendRequestBytes(lend bool) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.lendRequests = lend })
+}
+
+// lender is the codec to decode a request with lending, nil when
+// requests are copied: the option is off, the codec cannot lend, or the
+// request is compressed (its bytes are a decompressed copy anyway).
+func (o *serverOptions) lender(comp encoding.Compressor) LendingCodec {
+	if !o.lendRequests || comp != nil {
+		return nil
+	}
+	lc, _ := o.codec.(LendingCodec)
+	return lc
 }
 
 // WaitForHandlers, with true, makes Stop wait until every handler has

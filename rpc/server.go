@@ -351,6 +351,7 @@ type callStream struct {
 	method   string
 	req      wire.Request
 	frame    transport.Buffer // holds req's bytes until the handler decoded them
+	lent     transport.Buffer // holds them until the response is sent, when decode lent them
 	deadline time.Time        // zero: none
 	fail     error            // the call fails with this before any handler runs
 	svc      *service
@@ -641,6 +642,7 @@ func (l *serverLink) serveStream(st *callStream) {
 		(*h)(l.closable())
 	}
 	err = l.respond(st, sc, resp, err)
+	st.lent.Release() // the response, which may have used them, is sent
 	l.ResponseDone()
 	l.adm.unreserve(st) // a response that did not go
 	l.adm.requestDone(st)
@@ -706,10 +708,19 @@ func (st *callStream) decode(v any) error {
 		return status.Error(codes.Internal, "request decoded twice")
 	}
 	st.decoded = true
-	err := decodeMsg(st.cc.l.s.opts.codec, st.comp, st.req.Payload, st.cc.l.s.opts.maxRecvSize, v)
-	// The codec copied what it needs: give the (possibly registered)
-	// memory back at once.
-	st.frame.Release()
+	o := &st.cc.l.s.opts
+	var err error
+	if lc := o.lender(st.comp); lc != nil {
+		// v may point into the frame: it is released once the response
+		// has been sent (serveStream).
+		err = lc.UnmarshalLent(st.req.Payload, v)
+		st.lent, st.frame = st.frame, transport.Buffer{}
+	} else {
+		err = decodeMsg(o.codec, st.comp, st.req.Payload, o.maxRecvSize, v)
+		// The codec copied what it needs: give the (possibly registered)
+		// memory back at once.
+		st.frame.Release()
+	}
 	st.req.Payload = nil
 	if err != nil {
 		return decodeError(err, "request", v)

@@ -37,8 +37,9 @@ type serverStream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	in  conn.Inbox
-	out conn.Credit
+	in   conn.Inbox
+	out  conn.Credit
+	lent []byte // the last message RecvMsg decoded lending its bytes; nil: none
 
 	// Owned by the reader (under l.adm.mu): what the client did.
 	halfClosed bool
@@ -443,7 +444,17 @@ func (ss *serverStream) run() {
 	l.answered()
 }
 
+// releaseLent gives back the bytes the last message RecvMsg decoded was
+// lent.
+func (ss *serverStream) releaseLent() {
+	if ss.lent != nil {
+		bufpool.Put(ss.lent)
+		ss.lent = nil
+	}
+}
+
 func (ss *serverStream) call() (err error) {
+	defer ss.releaseLent() // after the handler, whatever it did
 	defer func() {
 		if p := recover(); p != nil {
 			ss.l.Log.Error("handler panicked", zap.String("method", ss.method), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
@@ -644,6 +655,7 @@ func (ss *serverStream) sendError(err error) error {
 // RecvMsg receives the client's next message into m; io.EOF after the
 // client's half-close.
 func (ss *serverStream) RecvMsg(m any) error {
+	ss.releaseLent()
 	msg, grant, err, ok := ss.in.Pop(ss.ctx.Done(), conn.PayloadCost)
 	if !ok {
 		return status.FromContextError(ss.ctx.Err()).Err()
@@ -655,9 +667,14 @@ func (ss *serverStream) RecvMsg(m any) error {
 	if grant > 0 && !ss.l.SendWindow(ss.id, uint32(grant), conn.MaxQueuedCancels) {
 		ss.in.Ungrant(grant)
 	}
-	err = decodeMsg(ss.l.s.opts.codec, ss.comp, msg, ss.l.s.opts.maxRecvSize, m)
 	n := len(msg)
-	bufpool.Put(msg)
+	if lc := ss.l.s.opts.lender(ss.comp); lc != nil {
+		err = lc.UnmarshalLent(msg, m)
+		ss.lent = msg // until the next RecvMsg or the handler's return
+	} else {
+		err = decodeMsg(ss.l.s.opts.codec, ss.comp, msg, ss.l.s.opts.maxRecvSize, m)
+		bufpool.Put(msg)
+	}
 	if err != nil {
 		return decodeError(err, "request", m)
 	}

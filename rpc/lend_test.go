@@ -1,0 +1,144 @@
+package rpc_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/rdmarpc/rdmarpc/rpc"
+	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
+	"github.com/rdmarpc/rdmarpc/transport/tcp"
+)
+
+// lendServer serves the test service and the bench streams over tcp://,
+// with opts; it stops when the test ends.
+func lendServer(t *testing.T, opts ...rpc.ServerOption) *rpc.ClientConn {
+	t.Helper()
+	tr := tcp.New(tcp.Options{})
+	srv := rpc.NewServer(opts...)
+	testpb.RegisterTestServer(srv, newGate())
+	srv.RegisterService(&benchStreams, struct{}{})
+	lis, err := tr.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	cc, err := rpc.Dial(testCtx(t), "x://"+lis.Addr().String(), rpc.WithTransport(tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// With LendRequestBytes, the handlers answer with the request's own
+// (lent) bytes, unary and on a stream, many calls at once: every answer
+// is what was sent. A lent buffer given back before the response was sent
+// would be reused by the next message read, and some answers would carry
+// another call's bytes.
+func TestLendRequestBytes(t *testing.T) {
+	cc := lendServer(t, rpc.LendRequestBytes(true))
+	c := testpb.NewTestClient(cc)
+	ctx := testCtx(t)
+	payload := func(r *rand.Rand) []byte {
+		b := make([]byte, 1024+r.IntN(64<<10))
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return b
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for i := range 100 {
+				p := payload(r)
+				resp, err := c.Echo(ctx, &testpb.EchoRequest{Payload: p})
+				if err != nil {
+					t.Errorf("call %d/%d: %v", g, i, err)
+					return
+				}
+				if !bytes.Equal(resp.Payload, p) {
+					t.Errorf("call %d/%d: the answer is not the request's %d bytes", g, i, len(p))
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 2))
+			cs, err := cc.NewStream(ctx, &benchStreams.Streams[1], "/rdmarpc.bench.Streams/Ping")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp := new(testpb.EchoResponse)
+			for i := range 100 {
+				p := payload(r)
+				if err := cs.SendMsg(&testpb.EchoRequest{Payload: p}); err != nil {
+					t.Errorf("stream %d, message %d: %v", g, i, err)
+					return
+				}
+				if err := cs.RecvMsg(resp); err != nil {
+					t.Errorf("stream %d, message %d: %v", g, i, err)
+					return
+				}
+				if !bytes.Equal(resp.Payload, p) {
+					t.Errorf("stream %d, message %d: the answer is not the message's %d bytes", g, i, len(p))
+					return
+				}
+			}
+			cs.CloseSend()
+			if err := cs.RecvMsg(resp); err != io.EOF {
+				t.Errorf("stream %d: end: %v", g, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestLendingSavesTheCopy: a 64 KiB unary echo allocates at least 32 KiB
+// less per call, both ends counted, when the server lends the request's
+// bytes (the server's copy of the payload is gone).
+func TestLendingSavesTheCopy(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation sizes mean little under the race detector")
+	}
+	perCall := func(opts ...rpc.ServerOption) uint64 {
+		c := testpb.NewTestClient(lendServer(t, opts...))
+		req := &testpb.EchoRequest{Payload: make([]byte, 64<<10)}
+		ctx := context.Background()
+		call := func() {
+			if _, err := c.Echo(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 50 {
+			call()
+		}
+		const calls = 300
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range calls {
+			call()
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / calls
+	}
+	copied, lent := perCall(), perCall(rpc.LendRequestBytes(true))
+	t.Logf("64 KiB echo: %d bytes allocated per call copied, %d lent", copied, lent)
+	if lent+32<<10 > copied {
+		t.Errorf("lending saves %s per call, want at least 32 KiB", fmt.Sprint(int64(copied)-int64(lent)))
+	}
+}
