@@ -203,8 +203,8 @@ func (c *conn) next(wait bool) (transport.Buffer, error) {
 	}
 	for s.got < s.n {
 		if s.got == len(s.body) {
-			// Full, and more is announced: double it, up to n.
-			nb := bufpool.Get(min(2*s.got, s.n))
+			// Full, and more is announced: grow it fourfold, up to n.
+			nb := bufpool.Get(min(4*s.got, s.n))
 			c.frameBytes.Add(uint64(cap(nb)))
 			copy(nb, s.body)
 			bufpool.Put(s.body)
