@@ -167,7 +167,7 @@ type clientStream struct {
 // open makes a stream and opens it on l.
 func (l *clientLink) open(ctx context.Context, desc *StreamDesc, method string, md metadata.MD, ci *callInfo, rs *rpcStats) (*clientStream, error) {
 	cs := &clientStream{cc: l.cc, desc: desc, method: method, md: md, ci: *ci, gotHeader: make(chan struct{}), done: make(chan struct{}), stats: rs}
-	cs.in.Init(l.cc.opts.window)
+	l.cc.opts.initInbox(&cs.in)
 	cs.out.Init()
 	if rs != nil {
 		rs.onConn(l.stats) // before the reader can see the stream

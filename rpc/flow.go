@@ -14,6 +14,7 @@ const defaultWindow = conn.DefaultWindow
 // Defaults for what a connection buffers for streams nobody reads.
 const (
 	defaultConnWindow           = 16 << 20
+	maxAutoWindow               = 4 << 20 // how far a stream's window grows by itself
 	defaultMaxConcurrentStreams = 4096
 )
 

@@ -82,9 +82,20 @@ type settings struct {
 	maxRecvSize       int
 	maxSendSize       int
 	maxHeaderListSize int
-	window            int // a stream's receive window
-	connWindow        int // bytes of stream messages a connection buffers
+	window            int  // a stream's receive window
+	staticWindow      bool // set by the user: the windows do not grow by themselves
+	connWindow        int  // bytes of stream messages a connection buffers
 	statsHandlers     []stats.Handler
+}
+
+// initInbox sets up a stream's receive window: the configured one, which
+// grows by itself (conn.Inbox.Grow) up to maxAutoWindow unless the user
+// set a window, as gRPC-go's windows grow unless set.
+func (s *settings) initInbox(in *conn.Inbox) {
+	in.Init(s.window)
+	if !s.staticWindow {
+		in.Grow(maxAutoWindow)
+	}
 }
 
 func defaultSettings() settings {
@@ -366,9 +377,11 @@ func windowSize(n int32) int { return max(int(n), defaultWindow) }
 // InitialWindowSize sets each stream's receive window on the server: the
 // bytes of messages a client may send on one stream before the handler
 // reads them (docs/wire.md, "Flow control"). Values below 64 KiB, the
-// default, are raised to it.
+// default, are raised to it. Without it, a stream's window starts at 64 KiB
+// and grows by itself up to 4 MiB when its messages are large; with it (or
+// InitialConnWindowSize), as in gRPC-go, the windows stay as set.
 func InitialWindowSize(n int32) ServerOption {
-	return serverOptionFunc(func(o *serverOptions) { o.window = windowSize(n) })
+	return serverOptionFunc(func(o *serverOptions) { o.window, o.staticWindow = windowSize(n), true })
 }
 
 // InitialConnWindowSize sets the connection window on the server: the
@@ -378,7 +391,7 @@ func InitialWindowSize(n int32) ServerOption {
 // the window plus one message. Values below 64 KiB are raised to it;
 // default 16 MiB.
 func InitialConnWindowSize(n int32) ServerOption {
-	return serverOptionFunc(func(o *serverOptions) { o.connWindow = windowSize(n) })
+	return serverOptionFunc(func(o *serverOptions) { o.connWindow, o.staticWindow = windowSize(n), true })
 }
 
 // MaxConcurrentStreams caps the calls and streams open at once on one
@@ -421,13 +434,13 @@ func ChainUnaryInterceptor(is ...UnaryServerInterceptor) ServerOption { return U
 // WithInitialWindowSize sets each stream's receive window on the client
 // (see InitialWindowSize).
 func WithInitialWindowSize(n int32) DialOption {
-	return func(o *dialOptions) { o.window = windowSize(n) }
+	return func(o *dialOptions) { o.window, o.staticWindow = windowSize(n), true }
 }
 
 // WithInitialConnWindowSize sets the connection window on the client (see
 // InitialConnWindowSize).
 func WithInitialConnWindowSize(n int32) DialOption {
-	return func(o *dialOptions) { o.connWindow = windowSize(n) }
+	return func(o *dialOptions) { o.connWindow, o.staticWindow = windowSize(n), true }
 }
 
 // WithStreamInterceptor appends one interceptor to the client's stream

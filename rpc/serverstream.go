@@ -102,7 +102,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, svc: svc,
 		sc: &serverCall{method: req.Method}, comp: comp}
 	ss.sc.stream = ss
-	ss.in.Init(l.s.opts.window)
+	l.s.opts.initInbox(&ss.in)
 	ss.out.Init()
 	ctx, cancel := context.WithCancel(l.Ctx)
 	if req.Timeout > 0 {

@@ -27,6 +27,7 @@ type Inbox struct {
 	ended    bool  // no more messages will come
 	endErr   error // what RecvMsg returns once msgs are drained: io.EOF or a status error
 	window   int   // what this side lets the sender have in flight
+	maxAuto  int   // how far the window may grow by itself (Grow); at most window: it does not
 	inflight int   // bytes received and not yet granted back
 	consumed int   // bytes read and not yet granted back
 	wake     chan struct{}
@@ -38,7 +39,21 @@ const keptInbox = 16
 
 func (in *Inbox) Init(window int) {
 	in.window = window
+	in.maxAuto = window
 	in.wake = make(chan struct{}, 1)
+}
+
+// Grow lets the window grow by itself up to max: a message of more than a
+// quarter of the window, once read, raises the window to four such
+// messages (at least twice the window), so a stream of large messages
+// keeps several in flight instead of waiting a round trip for each grant
+// (a 64 KiB message in a 64 KiB window: one message per round trip). The
+// growth is granted to the sender with the next update. gRPC-go grows its
+// windows from a measured bandwidth-delay product; this needs no
+// measurement and stays within max per stream (and the connection's
+// window for all of them).
+func (in *Inbox) Grow(max int) {
+	in.maxAuto = max
 }
 
 // What push did with a message.
@@ -167,7 +182,13 @@ func (in *Inbox) Pop(done <-chan struct{}, cost func([]byte) int) (msg []byte, g
 					in.msgs = nil
 				}
 			}
-			in.consumed += cost(msg)
+			c := cost(msg)
+			in.consumed += c
+			extra := 0
+			if 4*c > in.window && in.window < in.maxAuto && !in.ended {
+				nw := min(max(4*c, 2*in.window), in.maxAuto)
+				extra, in.window = nw-in.window, nw
+			}
 			// Grant in batches of half a window, so a stream of small
 			// messages sends one update per half window, not one each.
 			if !in.ended && in.consumed >= in.window/2 {
@@ -175,6 +196,7 @@ func (in *Inbox) Pop(done <-chan struct{}, cost func([]byte) int) (msg []byte, g
 				in.consumed -= grant
 				in.inflight -= grant
 			}
+			grant = min(grant+extra, wire.MaxWindowIncrement)
 			in.mu.Unlock()
 			return msg, grant, nil, true
 		}

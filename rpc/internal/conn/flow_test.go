@@ -313,3 +313,53 @@ func TestInboxKeepsItsArray(t *testing.T) {
 		t.Errorf("%v allocations per message, want 0", n)
 	}
 }
+
+// TestInboxGrows: a message of more than a quarter of the window, once
+// read, raises the window to four such messages (granted to the sender at
+// once), up to the bound Grow set; small messages and an inbox without
+// Grow keep the window as it was.
+func TestInboxGrows(t *testing.T) {
+	cost := func(m []byte) int { return len(m) }
+	read := func(in *Inbox, n int) int {
+		if in.Push(make([]byte, n), n) != Pushed {
+			t.Fatalf("a %d-byte message refused", n)
+		}
+		_, grant, _, _ := in.Pop(nil, cost)
+		return grant
+	}
+	var in Inbox
+	in.Init(DefaultWindow)
+	in.Grow(1 << 20)
+	big := DefaultWindow + 12
+	if g := read(&in, big); g != 4*big-DefaultWindow || in.window != 4*big {
+		t.Fatalf("first large message: grant %d, window %d; want %d, %d", g, in.window, 4*big-DefaultWindow, 4*big)
+	}
+	// The sender now has three more messages' room: they are not past the
+	// window.
+	for i := range 3 {
+		if in.Push(make([]byte, big), big) != Pushed {
+			t.Fatalf("message %d of the grown window refused", i)
+		}
+	}
+	for range 3 {
+		in.Pop(nil, cost)
+	}
+	for range 4 {
+		read(&in, 512<<10)
+	}
+	if in.window != 1<<20 {
+		t.Fatalf("window %d after messages of 512 KiB, want the bound %d", in.window, 1<<20)
+	}
+
+	var small, static Inbox
+	small.Init(DefaultWindow)
+	small.Grow(1 << 20)
+	static.Init(DefaultWindow)
+	for range 100 {
+		read(&small, 1024)
+		read(&static, big)
+	}
+	if small.window != DefaultWindow || static.window != DefaultWindow {
+		t.Fatalf("windows %d (1 KiB messages) and %d (no Grow), want both %d", small.window, static.window, DefaultWindow)
+	}
+}
