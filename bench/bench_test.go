@@ -130,9 +130,11 @@ func TestRun(t *testing.T) {
 }
 
 // TestGRPCStaysInBench guards the rule that gRPC-go is a benchmark baseline
-// and the adapter module's reason to be: no package outside bench/ and
+// and the adapter module's reason to be: no package outside bench/,
 // contrib/grpcgo (which adapts rdmarpc to gRPC-go's generated code, in a
-// module of its own) may depend on it, and none outside bench/ on bench/.
+// module of its own) and test/peers (gRPC-go as a real peer, in a module
+// of its own too: go list sees it through go.work) may depend on it, and
+// none outside bench/ on bench/.
 func TestGRPCStaysInBench(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list over the module")
@@ -146,7 +148,7 @@ func TestGRPCStaysInBench(t *testing.T) {
 		if strings.HasPrefix(pkg, "github.com/rdmarpc/rdmarpc/bench") {
 			continue
 		}
-		adapter := strings.HasPrefix(pkg, "github.com/rdmarpc/rdmarpc/contrib/grpcgo")
+		adapter := strings.HasPrefix(pkg, "github.com/rdmarpc/rdmarpc/contrib/grpcgo") || strings.HasPrefix(pkg, "github.com/rdmarpc/rdmarpc/test/peers")
 		for _, d := range strings.Fields(deps) {
 			if (d == "google.golang.org/grpc" && !adapter) || strings.HasPrefix(d, "github.com/rdmarpc/rdmarpc/bench") {
 				t.Errorf("%s depends on %s: gRPC and bench/ are for benchmarks only", pkg, d)

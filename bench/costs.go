@@ -1,10 +1,15 @@
 package bench
 
 import (
+	"fmt"
+	"os"
 	"runtime"
 	"runtime/metrics"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rdmarpc/rdmarpc/bench/internal/callgrind"
 )
 
 // procCosts is a snapshot of what this process has spent so far, beyond
@@ -15,6 +20,29 @@ type procCosts struct {
 	cpu     time.Duration // user + system
 	cgo     int64
 	wakeups uint64 // estimated goroutine wake-ups
+	instr   uint64 // instructions, under callgrind (0 otherwise)
+}
+
+// instrTotal is the instructions counted so far under callgrind: each
+// callgrind.Take returns those since the one before.
+var (
+	instrMu    sync.Mutex
+	instrTotal uint64
+)
+
+// instructions is what this process has executed so far, as far as
+// callgrind counted (0 outside callgrind). The count's own cost (a dump
+// and its file read, about 80k instructions) falls in the interval after
+// it: a few instructions per call over a measured cell.
+func instructions() uint64 {
+	instrMu.Lock()
+	defer instrMu.Unlock()
+	n, err := callgrind.Take()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
+	instrTotal += n
+	return instrTotal
 }
 
 // schedTrackingPeriod: the runtime records the scheduling latency (time
@@ -39,6 +67,7 @@ func readProcCosts() procCosts {
 		cpu:     time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
 		cgo:     runtime.NumCgoCall(),
 		wakeups: n * schedTrackingPeriod,
+		instr:   instructions(),
 	}
 }
 
@@ -53,6 +82,7 @@ func (b procCosts) setPerCall(a procCosts, r *Result) {
 	r.WakeupsPerCall = float64(a.wakeups-b.wakeups) / n
 	r.CgoPerCall = float64(a.cgo-b.cgo) / n
 	r.CPUPerCall = (a.cpu - b.cpu) / time.Duration(r.Calls)
+	r.InstrPerCall = float64(a.instr-b.instr) / n
 }
 
 // EndCosts is what one end of a cell spent per measured call, read in its
@@ -61,6 +91,7 @@ type EndCosts struct {
 	CPU    time.Duration // user + system
 	VCSW   float64       // voluntary context switches (the process's threads slept)
 	Allocs float64       // heap allocations
+	Instr  float64       // instructions, under callgrind (0 otherwise)
 }
 
 // Meter measures the other end of a cell (a server in another process)
@@ -78,6 +109,7 @@ type Snapshot struct {
 	CPU     time.Duration
 	VCSW    int64
 	Mallocs uint64
+	Instr   uint64
 }
 
 // TakeSnapshot reads what this process has spent so far (getrusage
@@ -87,7 +119,7 @@ func TakeSnapshot() Snapshot {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return Snapshot{CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), VCSW: ru.Nvcsw, Mallocs: m.Mallocs}
+	return Snapshot{CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), VCSW: ru.Nvcsw, Mallocs: m.Mallocs, Instr: instructions()}
 }
 
 // PerCall is what was spent from s to later, per call.
@@ -100,5 +132,6 @@ func (s Snapshot) PerCall(later Snapshot, calls int64) EndCosts {
 		CPU:    (later.CPU - s.CPU) / time.Duration(calls),
 		VCSW:   float64(later.VCSW-s.VCSW) / n,
 		Allocs: float64(later.Mallocs-s.Mallocs) / n,
+		Instr:  float64(later.Instr-s.Instr) / n,
 	}
 }

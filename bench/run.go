@@ -41,6 +41,7 @@ type Result struct {
 	CSWPerCall, WakeupsPerCall, CgoPerCall float64
 	CPUPerCall                             time.Duration
 	VCSWPerCall                            float64 // voluntary context switches only
+	InstrPerCall                           float64 // instructions, under callgrind (0 otherwise)
 	// Server is the server's end, measured in its own process (zero when
 	// it ran in this one, or was not measured: then this process's
 	// figures count both ends).

@@ -9,9 +9,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rdmarpc/rdmarpc/bench"
+	"github.com/rdmarpc/rdmarpc/bench/internal/callgrind"
 	"github.com/rdmarpc/rdmarpc/rpc"
 )
 
@@ -19,7 +21,7 @@ import (
 // childEnv naming the implementation (rdmarpc, or a peer of --compare). The
 // child serves on loopback, prints "ready ADDR", then answers its parent
 // on stdin: "begin" (it notes what it has spent: "ok"), "end CALLS" (what
-// it spent since, per call: "CPU_NS VCSW ALLOCS"), until stdin ends, when
+// it spent since, per call: "CPU_NS VCSW ALLOCS INSTR"), until stdin ends, when
 // it stops its server and exits.
 const (
 	childEnv       = "RPCBENCH_CHILD"
@@ -48,7 +50,7 @@ func childMain(impl string, stdin io.Reader, stdout io.Writer) int {
 			now := bench.TakeSnapshot()
 			calls, _ := strconv.ParseInt(arg, 10, 64)
 			c := begin.PerCall(now, calls)
-			fmt.Fprintln(stdout, int64(c.CPU), c.VCSW, c.Allocs)
+			fmt.Fprintln(stdout, int64(c.CPU), c.VCSW, c.Allocs, c.Instr)
 		default:
 			fmt.Fprintf(os.Stderr, "rpcbench server: unknown command %q\n", sc.Text())
 			return 1
@@ -94,7 +96,12 @@ func startChild(impl, listen string, window int) (*child, error) {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childEnv+"="+impl, childListenEnv+"="+listen, childWindowEnv+"="+strconv.Itoa(window))
+	if dir := os.Getenv(callgrindDirEnv); dir != "" && callgrind.Running() {
+		cmd = callgrindCommand(dir, "server", exe)
+	} else {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, childEnv+"="+impl, childListenEnv+"="+listen, childWindowEnv+"="+strconv.Itoa(window))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -150,7 +157,7 @@ func (c *child) End(calls int64) (bench.EndCosts, error) {
 	}
 	var ns int64
 	var e bench.EndCosts
-	if _, err := fmt.Sscan(l, &ns, &e.VCSW, &e.Allocs); err != nil {
+	if _, err := fmt.Sscan(l, &ns, &e.VCSW, &e.Allocs, &e.Instr); err != nil {
 		return e, fmt.Errorf("server process: %q: %w", l, err)
 	}
 	e.CPU = time.Duration(ns)
@@ -160,7 +167,7 @@ func (c *child) End(calls int64) (bench.EndCosts, error) {
 // stop ends the child (its stdin closes) and waits for it.
 func (c *child) stop() {
 	c.in.Close()
-	if err := c.cmd.Wait(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := c.cmd.Wait(); err != nil && !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ECHILD) { // ECHILD: reaped already (--callgrind)
 		fmt.Fprintln(os.Stderr, "rpcbench: server process:", err)
 	}
 }

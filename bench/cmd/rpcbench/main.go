@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rdmarpc/rdmarpc/bench"
+	"github.com/rdmarpc/rdmarpc/bench/internal/callgrind"
 	"github.com/rdmarpc/rdmarpc/bench/plot"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -43,6 +44,7 @@ type options struct {
 
 	cpuProfile, tracePath string
 	inProcess             bool
+	callgrind             bool
 }
 
 func main() {
@@ -59,6 +61,14 @@ func run(args []string, stdout io.Writer) error {
 	o, err := parseFlags(args)
 	if err != nil {
 		return err
+	}
+	if o.callgrind {
+		if !callgrind.Running() {
+			return runUnderCallgrind(args, stdout)
+		}
+		// Callgrind fails an assertion on the SIGCHLD of a server
+		// process's exit; ignored, the kernel reaps the child itself.
+		signal.Ignore(syscall.SIGCHLD)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -127,6 +137,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.ibLat, "ib-lat", "", "read ib_send_lat output from these `files` (comma-separated) instead of running it")
 	fs.StringVar(&o.ibBW, "ib-bw", "", "read ib_send_bw output from these `files` (comma-separated) instead of running it")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this `file`")
+	fs.BoolVar(&o.callgrind, "callgrind", false, "count the instructions each end executes per call: the client and every server process run under valgrind's callgrind (about 50 times slower, so use a short --duration and --warmup); the counts do not depend on the machine's load, and include the runtime's work in every thread")
 	fs.StringVar(&o.tracePath, "trace", "", "write a runtime execution trace of the run to this `file` (go tool trace)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -428,6 +439,9 @@ func progress(w io.Writer, r bench.Result) {
 	if r.Server != (bench.EndCosts{}) {
 		fmt.Fprintf(w, "           per call, client / server process: CPU %.1f / %.1f µs, voluntary context switches %.2f / %.2f, allocs %.1f / %.1f\n",
 			float64(r.CPUPerCall)/1e3, float64(r.Server.CPU)/1e3, r.VCSWPerCall, r.Server.VCSW, r.AllocsPerCall, r.Server.Allocs)
+	}
+	if r.InstrPerCall > 0 {
+		fmt.Fprintf(w, "           instructions per call (callgrind), client / server process: %.0f / %.0f\n", r.InstrPerCall, r.Server.Instr)
 	}
 }
 

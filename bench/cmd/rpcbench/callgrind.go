@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/rdmarpc/rdmarpc/bench/internal/callgrind"
+)
+
+// callgrindDirEnv names the directory where the client and the server
+// processes under callgrind write their dumps (--callgrind).
+const callgrindDirEnv = "RPCBENCH_CALLGRIND_DIR"
+
+// runUnderCallgrind runs rpcbench again, with the same arguments, under
+// valgrind's callgrind; its servers then run under it too (startChild).
+func runUnderCallgrind(args []string, stdout io.Writer) error {
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		return fmt.Errorf("--callgrind needs valgrind (apt-get install valgrind): %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "rpcbench-callgrind-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cmd := callgrindCommand(dir, "client", exe, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
+	return cmd.Run()
+}
+
+// callgrindCommand runs exe with args under callgrind, its dumps in dir
+// named after role.
+func callgrindCommand(dir, role, exe string, args ...string) *exec.Cmd {
+	out := filepath.Join(dir, role+".%p")
+	cmd := exec.Command("valgrind", append([]string{"--tool=callgrind", "--quiet", "--callgrind-out-file=" + out, exe}, args...)...)
+	// Go preempts goroutines with signals, which callgrind does not survive.
+	cmd.Env = append(os.Environ(), callgrind.OutEnv+"="+out, callgrindDirEnv+"="+dir, "GODEBUG=asyncpreemptoff=1")
+	return cmd
+}
