@@ -11,7 +11,9 @@
 #
 #   tcp    rpcbench --compare raw,drpc,grpc on loopback, each server in a process of its own
 #          (peers.csv), then rdmarpc alone with both ends in one process (--inproc, inproc.csv)
-#          (BENCH_FLAGS replaces the default --sizes 64,1KiB,64KiB --conc 1,16 --duration 3s)
+#          (BENCH_FLAGS replaces the default --sizes 64,1KiB,64KiB --conc 1,16 --duration 3s),
+#          then every implementation again under valgrind's callgrind (--callgrind, instr.csv:
+#          instructions per call at each end; installs valgrind when missing)
 #   rdma   bench/softroce.sh, the latency ladder in one Soft-RoCE boot (RDMA_FLAGS: its
 #          rpcbench flags; STREAM_FLAGS as softroce.sh reads it)
 #   kv     in one Soft-RoCE boot, kvserver and two echo servers (rpcbench --serve) in
@@ -56,6 +58,13 @@ tcp)
   "$WORK/rpcbench" --compare raw,drpc,grpc "${FLAGS[@]}" --csv "$WORK/peers.csv" | tee "$WORK/peers.txt"
   "$WORK/rpcbench" --inproc "${FLAGS[@]}" --csv "$WORK/inproc.csv" | tee "$WORK/inproc.txt"
   FILES=(peers.csv peers.txt inproc.csv inproc.txt)
+  # Instructions per call at each end, under callgrind: the column the machine's load does
+  # not move (INSTR_FLAGS replaces the sizes and the short cells callgrind's slowness wants).
+  command -v valgrind >/dev/null || apt-get install -y -q valgrind >/dev/null
+  read -r -a IFLAGS <<<"${INSTR_FLAGS:---sizes 64,1KiB,64KiB --conc 1 --duration 3s --warmup 1s}"
+  CMD="$CMD; rpcbench --callgrind --compare raw,drpc,grpc ${IFLAGS[*]}"
+  "$WORK/rpcbench" --callgrind --compare raw,drpc,grpc "${IFLAGS[@]}" --csv "$WORK/instr.csv" | tee "$WORK/instr.txt"
+  FILES+=(instr.csv instr.txt)
   ;;
 rdma)
   read -r -a FLAGS <<<"${RDMA_FLAGS:-}"

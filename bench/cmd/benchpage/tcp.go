@@ -135,6 +135,9 @@ func tcpFigures(w io.Writer, dir string) error {
 	if inproc == nil {
 		fmt.Fprintf(w, "\nThe last column waits for a run with client and server in one process (`rpcbench --inproc`, inproc.csv here).\n")
 	}
+	if err := instrFigures(w, dir); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "\n## Every implementation\n\n")
 	fmt.Fprintf(w, "| impl | size | callers | p50 µs | p99 µs | p99.9 µs | calls/s | CPU µs/call | vol. cs/call | allocs/call |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|\n")
@@ -166,4 +169,53 @@ func ends(r bench.Result, client, server float64, format string) string {
 		return perCall(client, format)
 	}
 	return perCall(client, format) + " / " + perCall(server, format)
+}
+
+// instrFigures writes the instructions per call of instr.csv (rpcbench
+// --callgrind), when the run has one.
+func instrFigures(w io.Writer, dir string) error {
+	rs, err := readResults(filepath.Join(dir, "instr.csv"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n## Instructions per call\n\n")
+	fmt.Fprintf(w, "Each end under valgrind's callgrind (`rpcbench --callgrind`), client / server, thousands: what the machine's load does not move, ")
+	fmt.Fprintf(w, "though the Go runtime's idle spinning and the collector still vary it by a few percent. Calls were back to back, one caller.\n\n")
+	fmt.Fprintf(w, "| size | callers | rdmarpc |")
+	for _, p := range peers {
+		fmt.Fprintf(w, " %s |", p.name)
+	}
+	for _, p := range peers {
+		fmt.Fprintf(w, " rdmarpc / %s |", p.name)
+	}
+	fmt.Fprintf(w, "\n|---|---|---|")
+	for range peers {
+		fmt.Fprintf(w, "---|---|")
+	}
+	fmt.Fprintf(w, "\n")
+	k := func(r bench.Result) string {
+		if r.InstrPerCall == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.1f / %.1f", r.InstrPerCall/1e3, r.Server.Instr/1e3)
+	}
+	for _, r := range rs {
+		if r.Impl != "rdmarpc" {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %d | %s |", sizeName(r.Size), r.Concurrency, k(r))
+		for _, p := range peers {
+			pr, _ := find(rs, p.impl, r.Size, r.Concurrency)
+			fmt.Fprintf(w, " %s |", k(pr))
+		}
+		for _, p := range peers {
+			pr, _ := find(rs, p.impl, r.Size, r.Concurrency)
+			fmt.Fprintf(w, " %s |", ratio(r.InstrPerCall+r.Server.Instr, pr.InstrPerCall+pr.Server.Instr))
+		}
+		fmt.Fprintf(w, "\n")
+	}
+	return nil
 }
