@@ -27,7 +27,16 @@ const (
 	childEnv       = "RPCBENCH_CHILD"
 	childListenEnv = "RPCBENCH_CHILD_LISTEN" // rdmarpc's listen URL
 	childWindowEnv = "RPCBENCH_CHILD_WINDOW" // rdmarpc's --window
+	lendEnv        = "RPCBENCH_LEND"         // --lend, in every process
 )
+
+// lendOpts is the server options of --lend.
+func lendOpts() []rpc.ServerOption {
+	if os.Getenv(lendEnv) == "" {
+		return nil
+	}
+	return []rpc.ServerOption{rpc.LendRequestBytes(true)}
+}
 
 // childMain is the child's whole life; it returns the exit code.
 func childMain(impl string, stdin io.Reader, stdout io.Writer) int {
@@ -69,7 +78,7 @@ func serveImpl(impl, listen, window string) (addr string, stop func(), err error
 		}
 		return k.serve()
 	}
-	var opts []rpc.ServerOption
+	opts := lendOpts()
 	if w, _ := strconv.Atoi(window); w > 0 {
 		opts = append(opts, rpc.InitialWindowSize(int32(w)))
 	}

@@ -45,6 +45,7 @@ type options struct {
 	cpuProfile, tracePath string
 	inProcess             bool
 	callgrind             bool
+	lend                  bool
 }
 
 func main() {
@@ -61,6 +62,9 @@ func run(args []string, stdout io.Writer) error {
 	o, err := parseFlags(args)
 	if err != nil {
 		return err
+	}
+	if o.lend {
+		os.Setenv(lendEnv, "1") // for the server processes too
 	}
 	if o.callgrind {
 		if !callgrind.Running() {
@@ -137,6 +141,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.ibLat, "ib-lat", "", "read ib_send_lat output from these `files` (comma-separated) instead of running it")
 	fs.StringVar(&o.ibBW, "ib-bw", "", "read ib_send_bw output from these `files` (comma-separated) instead of running it")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this `file`")
+	fs.BoolVar(&o.lend, "lend", false, "rdmarpc's server lends each request's bytes to the handler instead of copying them (rpc.LendRequestBytes; the echo answers with them)")
 	fs.BoolVar(&o.callgrind, "callgrind", false, "count the instructions each end executes per call: the client and every server process run under valgrind's callgrind (about 50 times slower, so use a short --duration and --warmup); the counts do not depend on the machine's load, and include the runtime's work in every thread")
 	fs.StringVar(&o.tracePath, "trace", "", "write a runtime execution trace of the run to this `file` (go tool trace)")
 	if err := fs.Parse(args); err != nil {
@@ -197,7 +202,7 @@ func parseFlags(args []string) (options, error) {
 }
 
 func serve(ctx context.Context, target string, stdout io.Writer) error {
-	srv, err := bench.StartServer(target)
+	srv, err := bench.StartServer(target, lendOpts()...)
 	if err != nil {
 		return err
 	}
@@ -228,7 +233,7 @@ func plotOnly(o options) error {
 // --compare, so that the figures compared were measured seconds apart.
 func drive(ctx context.Context, o options, stdout io.Writer) error {
 	target := o.target
-	var sopts []rpc.ServerOption
+	sopts := lendOpts()
 	var dopts []rpc.DialOption
 	if o.window > 0 {
 		sopts = append(sopts, rpc.InitialWindowSize(int32(o.window)))
