@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -156,22 +155,7 @@ func TestMemoryBudgetRefuses(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var (
-					mu       sync.Mutex
-					accepted []transport.Conn
-					wg       sync.WaitGroup
-				)
-				wg.Go(func() {
-					for {
-						c, err := lis.Accept(ctx)
-						if err != nil {
-							return
-						}
-						mu.Lock()
-						accepted = append(accepted, c)
-						mu.Unlock()
-					}
-				})
+				acc := acceptAll(ctx, lis, nil)
 				var dialed []transport.Conn
 				refused := 0
 				for range tries {
@@ -196,10 +180,7 @@ func TestMemoryBudgetRefuses(t *testing.T) {
 					c.Close()
 				}
 				lis.Close()
-				wg.Wait()
-				for _, c := range accepted {
-					c.Close()
-				}
+				acc.closeAll()
 				for _, tr := range []*Transport{srvTr, cliTr} {
 					if n := tr.Gauges()["registered_bytes"]; n != 0 {
 						t.Errorf("%d bytes still counted as registered after every connection closed", n)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
-	"github.com/rdmarpc/rdmarpc/transport"
 )
 
 // TestHandshakeFlood floods a server with default Options with well-formed
@@ -38,35 +37,7 @@ func TestHandshakeFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		accepted []transport.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := lis.Accept(ctx)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			accepted = append(accepted, c)
-			mu.Unlock()
-			wg.Go(func() {
-				for {
-					b, err := c.Recv(ctx)
-					if err != nil {
-						return
-					}
-					err = c.Send(ctx, b.Bytes())
-					b.Release()
-					if err != nil {
-						return
-					}
-				}
-			})
-		}
-	})
+	acc := acceptAll(ctx, lis, echo(ctx))
 
 	// The flood.
 	forged := hello{features: featLend, qpn: 0x1234, psn: 1, gid: ep.GID, mtu: 1024,
@@ -158,11 +129,6 @@ func TestHandshakeFlood(t *testing.T) {
 	}
 
 	lis.Close()
-	mu.Lock()
-	for _, c := range accepted {
-		c.Close()
-	}
-	mu.Unlock()
-	wg.Wait()
+	acc.closeAll()
 	waitFor(t, "every queue pair destroyed", func() bool { return resources(t)["qp"] == before["qp"] })
 }

@@ -265,34 +265,14 @@ func TestMemlockServer(t *testing.T) {
 		rdmadev.Bytes(c.perConn), rdmadev.Bytes(c.fixed), c.fit(tr.o.MemoryBudget))
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []transport.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := lis.Accept(ctx)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() { echoRegistered(ctx, tr, c) })
-		}
-	})
+	acc := acceptAll(ctx, lis, func(c transport.Conn) { echoRegistered(ctx, tr, c) })
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the test closes it
 	lis.Close()
 	cancel()
-	mu.Lock()
-	for _, c := range conns {
-		c.Close()
-	}
-	mu.Unlock()
-	wg.Wait()
+	n := len(acc.accepted())
+	acc.closeAll()
 	fmt.Printf("AFTER %d connections accepted, handshakes_refused %d, registered %s\n",
-		len(conns), tr.Counters()["handshakes_refused"], rdmadev.Bytes(int64(tr.Gauges()["registered_bytes"])))
+		n, tr.Counters()["handshakes_refused"], rdmadev.Bytes(int64(tr.Gauges()["registered_bytes"])))
 }
 
 // echoRegistered answers each message on c with the bytes tr has

@@ -55,22 +55,7 @@ func TestThousandConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu       sync.Mutex
-		accepted []transport.Conn
-		wg       sync.WaitGroup
-	)
-	wg.Go(func() {
-		for {
-			c, err := lis.Accept(ctx)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			accepted = append(accepted, c)
-			mu.Unlock()
-		}
-	})
+	acc := acceptAll(ctx, lis, nil)
 
 	start := time.Now()
 	dialed := make([]transport.Conn, n)
@@ -107,17 +92,11 @@ func TestThousandConnections(t *testing.T) {
 			t.Errorf("dial beyond the budget: %v, want ErrMemoryBudget", err)
 		}
 		// Every connection held still works: a round trip on each.
-		waitFor(t, "every connection accepted", func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(accepted) == n
-		})
-		mu.Lock()
+		waitFor(t, "every connection accepted", func() bool { return len(acc.accepted()) == n })
 		byAddr := map[string]transport.Conn{}
-		for _, s := range accepted {
+		for _, s := range acc.accepted() {
 			byAddr[s.RemoteAddr().String()] = s
 		}
-		mu.Unlock()
 		for i, c := range dialed {
 			s := byAddr[c.LocalAddr().String()]
 			if s == nil {
@@ -141,10 +120,7 @@ func TestThousandConnections(t *testing.T) {
 		}
 	}
 	lis.Close()
-	wg.Wait()
-	for _, s := range accepted {
-		s.Close()
-	}
+	acc.closeAll()
 	for _, tr := range []*Transport{cliTr, srvTr} {
 		if got := tr.Gauges()["registered_bytes"]; got != 0 {
 			t.Errorf("%d bytes still counted as registered after every connection closed", got)
@@ -160,7 +136,7 @@ func TestThousandConnections(t *testing.T) {
 		}
 	}
 	// Closed connections' goroutines (poller, watcher) have returned once
-	// Close has; the accept loop's too after wg.Wait.
+	// Close has; the accept loop's too after closeAll.
 	waitFor(t, "goroutines back to where they were", func() bool { return runtime.NumGoroutine() <= goroutinesBefore })
 	if got := openFDs(t); got > fdsBefore {
 		t.Errorf("%d fds open after every connection closed, %d before", got, fdsBefore)

@@ -101,36 +101,7 @@ func TestSharedPoolIdle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu       sync.Mutex
-		accepted []transport.Conn
-		wg       sync.WaitGroup
-	)
-	wg.Go(func() {
-		for {
-			c, err := lis.Accept(ctx)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			accepted = append(accepted, c)
-			mu.Unlock()
-			// The server echoes whatever comes, until the connection ends.
-			wg.Go(func() {
-				for {
-					b, err := c.Recv(ctx)
-					if err != nil {
-						return
-					}
-					err = c.Send(ctx, b.Bytes())
-					b.Release()
-					if err != nil {
-						return
-					}
-				}
-			})
-		}
-	})
+	acc := acceptAll(ctx, lis, echo(ctx)) // the server echoes whatever comes
 	dialed := make([]transport.Conn, n)
 	errs := make(chan error, n)
 	var dwg sync.WaitGroup
@@ -207,12 +178,7 @@ func TestSharedPoolIdle(t *testing.T) {
 		c.Close()
 	}
 	lis.Close()
-	mu.Lock()
-	for _, s := range accepted {
-		s.Close()
-	}
-	mu.Unlock()
-	wg.Wait()
+	acc.closeAll()
 	for side, tr := range map[string]*Transport{"client": cliTr, "server": srvTr} {
 		if got := tr.Gauges()["registered_bytes"]; got != 0 {
 			t.Errorf("%s: %d bytes still registered after every connection closed", side, got)
