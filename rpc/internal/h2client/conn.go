@@ -19,6 +19,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/grpcwire"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
@@ -127,6 +128,8 @@ type stream struct {
 	prefixN    int
 	asm        []byte // the message being assembled: wire header + payload so far
 	msgLen     int
+	sendComp   bool   // the request named a compressor: its messages are flagged compressed
+	recvEnc    string // the response's grpc-encoding, "" for none
 }
 
 func newConn(nc net.Conn, authority string, secure bool, auth credentials.AuthInfo) *Conn {
@@ -421,6 +424,9 @@ func (c *Conn) grant(rid uint64, cost int) {
 // an OPEN, waiting for a stream slot within ctx.
 func (c *Conn) open(ctx context.Context, rid uint64, unary bool, req wire.Request, cost int) error {
 	s := &stream{rid: rid, unary: unary, credit: 64 << 10}
+	if v := req.MD["grpc-encoding"]; len(v) > 0 && grpcwire.Encoding(v[0]) != "" {
+		s.sendComp = true // the rpc layer compresses every message (rpc/compress.go)
+	}
 	if req.Timeout > 0 {
 		s.deadline = time.Now().Add(req.Timeout)
 	}
@@ -486,7 +492,7 @@ func (c *Conn) open(ctx context.Context, rid uint64, unary bool, req wire.Reques
 		}
 		c.mu.Unlock()
 		if fits {
-			c.dbuf = append(grpcwire.AppendPrefix(c.dbuf[:0], false, len(req.Payload)), req.Payload...)
+			c.dbuf = append(grpcwire.AppendPrefix(c.dbuf[:0], s.sendComp, len(req.Payload)), req.Payload...)
 			err = c.fr.WriteData(s.id, true, c.dbuf)
 			if cap(c.dbuf) > 64<<10 {
 				c.dbuf = nil
@@ -540,6 +546,16 @@ func (c *Conn) requestHeaders(req wire.Request) []hpack.HeaderField {
 	if req.Timeout > 0 {
 		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: grpcwire.EncodeTimeout(req.Timeout)})
 	}
+	if v := req.MD["grpc-encoding"]; len(v) > 0 && grpcwire.Encoding(v[0]) != "" {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-encoding", Value: v[0]})
+	}
+	// Which compressors a response may use, as gRPC-go's client says on
+	// every call; the rpc layer decompresses what the server chose.
+	if v := req.MD["grpc-accept-encoding"]; len(v) > 0 {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-accept-encoding", Value: v[0]})
+	} else if names := encoding.RegisteredCompressorNames(); len(names) > 0 {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-accept-encoding", Value: strings.Join(names, ",")})
+	}
 	fields = grpcwire.AppendMetadata(fields, req.MD)
 	return fields
 }
@@ -562,7 +578,7 @@ func (c *Conn) writeHeaders(id uint32, fields []hpack.HeaderField, maxFrame int)
 func (c *Conn) writeData(ctx context.Context, s *stream, payload []byte, msg, end bool) error {
 	var prefix []byte
 	if msg {
-		prefix = grpcwire.AppendPrefix(make([]byte, 0, grpcwire.PrefixLen), false, len(payload))
+		prefix = grpcwire.AppendPrefix(make([]byte, 0, grpcwire.PrefixLen), s.sendComp, len(payload))
 	}
 	if !msg {
 		c.wmu.Lock()

@@ -169,9 +169,15 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) {
 		if s.header == nil {
 			s.header = metadata.MD{}
 		}
+		if r.encoding != "" {
+			// The rpc layer decompresses the messages (bounded by its
+			// limit), or fails the call for a compressor it lacks.
+			s.recvEnc = r.encoding
+			s.header["grpc-encoding"] = []string{r.encoding}
+		}
 		if !s.unary {
 			s.gotHeaders = true
-			c.push(wire.AppendHeaders(nil, s.rid, r.md))
+			c.push(wire.AppendHeaders(nil, s.rid, s.header))
 		}
 	case !end:
 		c.endLocked(s, uint32(codes.Internal), "the server sent a second header block that does not end the stream", nil, nil, true)
@@ -307,8 +313,8 @@ func (c *Conn) messagesLocked(s *stream, p []byte) error {
 			if err != nil {
 				return fmt.Errorf("a message from the server: %w", err)
 			}
-			if compressed {
-				return errors.New("the server sent a compressed message, but this client accepts no compression (grpc-encoding)")
+			if compressed && s.recvEnc == "" {
+				return errors.New("the server sent a compressed message without a grpc-encoding")
 			}
 			s.msgLen = n
 			s.asm = make([]byte, wire.HeaderLen, wire.HeaderLen+min(n, 64<<10))
@@ -321,6 +327,13 @@ func (c *Conn) messagesLocked(s *stream, p []byte) error {
 		}
 		msg := s.asm
 		s.asm, s.prefixN = nil, 0
+		if s.prefix[0] == 0 && s.recvEnc != "" {
+			z, _, err := grpcwire.Compress(s.recvEnc, msg[wire.HeaderLen:])
+			if err != nil {
+				return fmt.Errorf("compressing an uncompressed message of a %s response: %w", s.recvEnc, err)
+			}
+			msg = append(msg[:wire.HeaderLen:wire.HeaderLen], z...)
+		}
 		if s.unary {
 			if len(s.msgs) > 0 {
 				return errors.New("the server sent more than one response message for a unary call")

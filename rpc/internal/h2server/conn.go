@@ -153,6 +153,7 @@ type stream struct {
 	headersSent bool
 	srvDone     bool // the server ended it
 	grant       int64
+	respEnc     bool // the response headers named a compressor: messages are flagged compressed
 }
 
 // New serves fc, whose client sent HTTP/2's client preface, as a
@@ -543,7 +544,7 @@ func (c *Conn) messages(st *stream, b []byte) bool {
 			case err != nil:
 				c.failStream(st, codes.Internal, err.Error())
 				return false
-			case compressed:
+			case compressed && st.req.encoding == "":
 				c.failStream(st, codes.Internal, "grpc: compressed message without a grpc-encoding")
 				return false
 			}
@@ -556,6 +557,14 @@ func (c *Conn) messages(st *stream, b []byte) bool {
 		if len(st.msg) == st.want {
 			msg := st.msg
 			st.msg, st.want, st.npre = nil, -1, 0
+			if st.pre[0] == 0 && st.req.encoding != "" {
+				z, _, err := grpcwire.Compress(st.req.encoding, msg)
+				if err != nil {
+					c.failStream(st, codes.Internal, fmt.Sprintf("grpc: compressing an uncompressed message of a %s request: %v", st.req.encoding, err))
+					return false
+				}
+				msg = z
+			}
 			if !c.message(st, msg) {
 				return false
 			}
@@ -834,6 +843,11 @@ func (c *Conn) headerFields(st *stream, header metadata.MD) []hpack.HeaderField 
 		ct = "application/grpc"
 	}
 	fs := []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: ct}}
+	if v := header["grpc-encoding"]; len(v) > 0 && grpcwire.Encoding(v[0]) != "" {
+		// The server compresses what it sends (rpc/compress.go).
+		st.respEnc = true
+		fs = append(fs, hpack.HeaderField{Name: "grpc-encoding", Value: v[0]})
+	}
 	return grpcwire.AppendMetadata(fs, header)
 }
 
@@ -919,7 +933,7 @@ func (c *Conn) Send(_ context.Context, f []byte) error {
 		if !st.headersSent {
 			st.push(c, outItem{kind: outHeaders, fields: c.headerFields(st, nil)})
 		}
-		d := grpcwire.AppendPrefix(make([]byte, 0, grpcwire.PrefixLen+len(body)), false, len(body))
+		d := grpcwire.AppendPrefix(make([]byte, 0, grpcwire.PrefixLen+len(body)), st.respEnc, len(body))
 		st.push(c, outItem{kind: outData, data: append(d, body...), cost: len(f)})
 	case wire.KindResponse, wire.KindTrailers:
 		var r wire.Response
@@ -958,7 +972,7 @@ func (c *Conn) Send(_ context.Context, f []byte) error {
 				return fmt.Errorf("%w: a RESPONSE on stream %d after its HEADERS", transport.ErrProtocol, id)
 			}
 			st.push(c, outItem{kind: outHeaders, fields: c.headerFields(st, r.Header)})
-			d := grpcwire.AppendPrefix(make([]byte, 0, grpcwire.PrefixLen+len(r.Payload)), false, len(r.Payload))
+			d := grpcwire.AppendPrefix(make([]byte, 0, grpcwire.PrefixLen+len(r.Payload)), st.respEnc, len(r.Payload))
 			st.push(c, outItem{kind: outData, data: append(d, r.Payload...)})
 		}
 		if !st.headersSent && len(r.Header) > 0 {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/credentials"
+	_ "github.com/rdmarpc/rdmarpc/encoding/gzip" // gRPC clients may compress with gzip
 	"github.com/rdmarpc/rdmarpc/health"
 	healthpb "github.com/rdmarpc/rdmarpc/health/grpc_health_v1"
 	"github.com/rdmarpc/rdmarpc/interop"
