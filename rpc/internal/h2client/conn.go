@@ -96,6 +96,7 @@ type Conn struct {
 	tableLimit   *uint32            // the server's new SETTINGS_HEADER_TABLE_SIZE
 	settingsSent bool
 	owed         int      // the rpc layer's connection credit to give back
+	rpcConn      int64    // the rpc layer's connection window left for MESSAGEs (docs/wire.md, "The connection window")
 	rq           [][]byte // frames for Recv
 	rqWake       chan struct{}
 	closeErr     error
@@ -146,6 +147,7 @@ func newConn(nc net.Conn, authority string, secure bool, auth credentials.AuthIn
 		changed:    make(chan struct{}),
 		pings:      make(map[[8]byte]uint64),
 		rqWake:     make(chan struct{}, 1),
+		rpcConn:    wire.MinConnectionWindow,
 		done:       make(chan struct{}),
 	}
 	if secure {
@@ -359,12 +361,23 @@ func (c *Conn) Send(ctx context.Context, msg []byte) error {
 		}
 		return nil
 	case wire.KindWindow:
-		if h.CallID != 0 {
-			n, err := wire.ParseWindow(body)
-			if err != nil {
-				return err
-			}
+		n, err := wire.ParseWindow(body)
+		if err != nil {
+			return err
+		}
+		if h.CallID == 0 {
+			c.rpcConnWindow(int64(n))
+		} else {
 			c.rpcWindow(h.CallID, int(n))
+		}
+		return nil
+	case wire.KindSettings:
+		set, err := wire.ParseSettings(body)
+		if err != nil {
+			return err
+		}
+		if set.ConnectionWindow > wire.MinConnectionWindow {
+			c.rpcConnWindow(int64(set.ConnectionWindow) - wire.MinConnectionWindow)
 		}
 		return nil
 	case wire.KindPing:
@@ -374,7 +387,7 @@ func (c *Conn) Send(ctx context.Context, msg []byte) error {
 		}
 		return c.ping(data)
 	}
-	return nil // SETTINGS (rdmarpc's client has nothing to say), PONG, GOAWAY
+	return nil // PONG, GOAWAY
 }
 
 func (c *Conn) closedErr() error {
@@ -773,14 +786,17 @@ func (c *Conn) endLocked(s *stream, code uint32, msg string, details [][]byte, t
 	c.deliverLocked(s)
 }
 
-// deliverLocked hands the rpc layer the messages its stream window takes,
-// then the end.
+// deliverLocked hands the rpc layer the messages its windows take (the
+// stream's and the connection's: a MESSAGE goes while both are positive,
+// and costs its frame of each), then the end. What waits keeps its HTTP/2
+// window ungranted, so the server stops within this side's windows.
 func (c *Conn) deliverLocked(s *stream) {
-	for len(s.pending) > 0 && s.credit > 0 {
+	for len(s.pending) > 0 && s.credit > 0 && c.rpcConn > 0 {
 		f := s.pending[0]
 		s.pending[0] = nil
 		s.pending = s.pending[1:]
 		s.credit -= len(f)
+		c.rpcConn -= int64(len(f))
 		c.push(f)
 	}
 	if len(s.pending) == 0 {
@@ -821,6 +837,29 @@ func (c *Conn) rpcWindow(rid uint64, n int) {
 	c.mu.Unlock()
 	c.flushWindows()
 	c.mu.Lock()
+}
+
+// rpcConnWindow takes the rpc layer's connection window: its SETTINGS
+// (beyond the 65536 bytes assumed until then) or a WINDOW_UPDATE of call
+// id 0. The rpc layer grants in batches of a quarter of its window, so
+// streams held back wait for at most that much to be read.
+func (c *Conn) rpcConnWindow(n int64) {
+	c.mu.Lock()
+	was := c.rpcConn
+	c.rpcConn += n
+	if was <= 0 && c.rpcConn > 0 {
+		for _, s := range c.byRPC {
+			if len(s.pending) > 0 && !s.unary {
+				c.deliverLocked(s)
+				if c.rpcConn <= 0 {
+					break
+				}
+			}
+		}
+		c.grantConnLocked()
+	}
+	c.mu.Unlock()
+	c.flushWindows()
 }
 
 // grantConnLocked grants connection window back once a quarter of it is
