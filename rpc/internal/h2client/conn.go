@@ -95,8 +95,10 @@ type Conn struct {
 	winOut       []windowUpdate     // granted, to be written
 	tableLimit   *uint32            // the server's new SETTINGS_HEADER_TABLE_SIZE
 	settingsSent bool
-	owed         int      // the rpc layer's connection credit to give back
-	rpcConn      int64    // the rpc layer's connection window left for MESSAGEs (docs/wire.md, "The connection window")
+	owed         int   // the rpc layer's connection credit to give back
+	rpcConn      int64 // the rpc layer's connection window left for MESSAGEs (docs/wire.md, "The connection window")
+	streamWin    int64 // the streams' receive window announced now: StreamWindow, grown by bdp
+	bdp          *grpcwire.BDP
 	rq           [][]byte // frames for Recv
 	rqWake       chan struct{}
 	closeErr     error
@@ -119,6 +121,7 @@ type stream struct {
 	remoteEnd  bool      // the server ended its side (END_STREAM, RST_STREAM, refused by GOAWAY)
 	recvUsed   int64
 	recvUnack  int64 // received and not granted back
+	connDone   int64 // of recvUnack, what the connection's window was given back for
 	gotHeaders bool
 	header     metadata.MD
 	msgs       [][]byte // unary: the response message(s), payload only
@@ -148,6 +151,8 @@ func newConn(nc net.Conn, authority string, secure bool, auth credentials.AuthIn
 		pings:      make(map[[8]byte]uint64),
 		rqWake:     make(chan struct{}, 1),
 		rpcConn:    wire.MinConnectionWindow,
+		streamWin:  StreamWindow,
+		bdp:        grpcwire.NewBDP(StreamWindow, min(grpcwire.MaxBDPWindow, ConnWindow)),
 		done:       make(chan struct{}),
 	}
 	if secure {
@@ -727,8 +732,8 @@ func (c *Conn) closeH2Locked(s *stream) {
 	s.h2closed = true
 	delete(c.byID, s.id)
 	c.active--
-	c.recvUnack += s.recvUnack
-	s.recvUnack = 0
+	c.recvUnack += s.recvUnack - s.connDone
+	s.recvUnack, s.connDone = 0, 0
 	c.broadcast()
 }
 
@@ -813,13 +818,21 @@ func (c *Conn) deliverLocked(s *stream) {
 // grantStreamLocked gives the server back the HTTP/2 stream window of
 // what this side is done with; force grants even a little.
 func (c *Conn) grantStreamLocked(s *stream, force bool) {
-	if s.h2closed || s.recvUnack == 0 || (!force && s.recvUnack < StreamWindow/8) {
+	if s.h2closed || s.recvUnack == 0 {
+		return
+	}
+	// The connection's window comes back for all of it at once, the
+	// stream's in batches: many streams each below a batch must not
+	// hold the connection's window (a grown stream window makes the
+	// batch large).
+	c.recvUnack += s.recvUnack - s.connDone
+	s.connDone = s.recvUnack
+	if !force && s.recvUnack < c.streamWin/8 {
 		return
 	}
 	n := s.recvUnack
-	s.recvUnack = 0
+	s.recvUnack, s.connDone = 0, 0
 	s.recvUsed -= n
-	c.recvUnack += n
 	c.winOut = append(c.winOut, windowUpdate{s.id, uint32(n)})
 }
 

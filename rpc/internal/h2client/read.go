@@ -112,6 +112,9 @@ func (c *Conn) handle(f http2.Frame) error {
 		return c.onWindow(f)
 	case *http2.PingFrame:
 		if f.IsAck() {
+			if f.Data == grpcwire.BDPPing {
+				return c.bdpAck()
+			}
 			c.mu.Lock()
 			if data, ok := c.pings[f.Data]; ok {
 				delete(c.pings, f.Data)
@@ -130,6 +133,29 @@ func (c *Conn) handle(f http2.Frame) error {
 		return c.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: PUSH_PROMISE, which this client disabled", transport.ErrProtocol))
 	}
 	return nil // PRIORITY, unknown types: ignored
+}
+
+// bdpAck takes the ack of the BDP PING: when the estimate grew, every
+// stream's window grows to it (SETTINGS_INITIAL_WINDOW_SIZE changes the
+// open streams' windows too), within the connection's window, which
+// bounds what the connection holds.
+func (c *Conn) bdpAck() error {
+	c.mu.Lock()
+	w := c.bdp.Acked(time.Now())
+	if w > 0 {
+		c.streamWin = int64(w)
+	}
+	c.mu.Unlock()
+	if w == 0 {
+		return nil
+	}
+	if err := c.writeFlush(func() error {
+		return c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: w})
+	}); err != nil {
+		c.fail(err)
+		return err
+	}
+	return nil
 }
 
 // onHeaders takes a response's headers or trailers.
@@ -243,6 +269,14 @@ func isGRPC(ct string) bool {
 func (c *Conn) onData(f *http2.DataFrame) error {
 	n := int64(f.Length)
 	c.mu.Lock()
+	if n > 0 && c.bdp.Received(int(n), time.Now()) {
+		c.mu.Unlock()
+		if err := c.writeFlush(func() error { return c.fr.WritePing(false, grpcwire.BDPPing) }); err != nil {
+			c.fail(err)
+			return err
+		}
+		c.mu.Lock()
+	}
 	c.recvUsed += n
 	if c.recvUsed > ConnWindow {
 		c.mu.Unlock()
@@ -261,9 +295,10 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	}
 	s.recvUsed += n
 	s.recvUnack += n
-	if s.recvUsed > StreamWindow {
+	if s.recvUsed > c.streamWin {
+		w := c.streamWin
 		c.mu.Unlock()
-		return c.connError(http2.ErrCodeFlowControl, fmt.Errorf("%w: the server sent past stream %d's receive window of %d bytes", transport.ErrProtocol, f.StreamID, StreamWindow))
+		return c.connError(http2.ErrCodeFlowControl, fmt.Errorf("%w: the server sent past stream %d's receive window of %d bytes", transport.ErrProtocol, f.StreamID, w))
 	}
 	var bad error
 	if !s.gotHeaders && s.header == nil {

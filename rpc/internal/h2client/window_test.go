@@ -86,3 +86,52 @@ func TestRPCConnectionWindow(t *testing.T) {
 		t.Fatalf("%d messages handed over after the grant, want %d", frames+more, streams*msgs)
 	}
 }
+
+// A transfer that fills the stream window in a round trip grows it (BDP
+// estimation, as gRPC-go's): the client PINGs on the first DATA, and on
+// the ack announces a larger SETTINGS_INITIAL_WINDOW_SIZE, within the
+// connection's window, which bounds what the connection holds.
+func TestBDPGrowsStreamWindow(t *testing.T) {
+	grown := make(chan uint32, 1)
+	c := startFake(t, func(s *fakeServer) {
+		h := next[*http2.MetaHeadersFrame](s)
+		s.headers(h.StreamID, false, ":status", "200", "content-type", "application/grpc")
+		// One message of 1 MiB, of which the stream window's worth now.
+		data := append(grpcwire.AppendPrefix(nil, false, 1<<20), make([]byte, StreamWindow-grpcwire.PrefixLen)...)
+		for len(data) > 0 {
+			n := min(len(data), 16384)
+			s.fr.WriteData(h.StreamID, false, data[:n])
+			data = data[n:]
+		}
+		for {
+			p := next[*http2.PingFrame](s)
+			if p == nil {
+				return
+			}
+			if !p.IsAck() && p.Data == grpcwire.BDPPing {
+				s.fr.WritePing(true, p.Data)
+				break
+			}
+		}
+		for {
+			f := next[*http2.SettingsFrame](s)
+			if f == nil {
+				return
+			}
+			if v, ok := f.Value(http2.SettingInitialWindowSize); ok && v > StreamWindow {
+				grown <- v
+				break
+			}
+		}
+		next[*http2.GoAwayFrame](s)
+	})
+	send(t, c, request(1, nil))
+	select {
+	case v := <-grown:
+		if v != 2*StreamWindow {
+			t.Fatalf("the window grew to %d, want twice the sample (%d)", v, 2*StreamWindow)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the stream window never grew")
+	}
+}

@@ -146,3 +146,52 @@ func TestUnknownEncoding(t *testing.T) {
 		t.Fatalf("trailers %v, want grpc-status 12", got)
 	}
 }
+
+// A request that fills the stream window in a round trip grows it (BDP
+// estimation, as gRPC-go's): the server PINGs on the first DATA, and on
+// the ack announces a larger SETTINGS_INITIAL_WINDOW_SIZE, bounded by the
+// connection's window.
+func TestBDPGrowsStreamWindow(t *testing.T) {
+	c := dial(t, serve(t, &service{}, tcp.Options{}))
+	var w0 uint32
+	c.until(func(f http2.Frame) bool {
+		if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+			w0, _ = s.Value(http2.SettingInitialWindowSize)
+			return true
+		}
+		return false
+	})
+	if w0 == 0 {
+		w0 = 65535
+	}
+	c.headers(1, false)
+	data := append(grpcwire.AppendPrefix(nil, false, 1<<20), make([]byte, int(w0)-grpcwire.PrefixLen)...)
+	for len(data) > 0 {
+		n := min(len(data), 16384)
+		if err := c.fr.WriteData(1, false, data[:n]); err != nil {
+			t.Fatal(err)
+		}
+		data = data[n:]
+	}
+	c.until(func(f http2.Frame) bool {
+		p, ok := f.(*http2.PingFrame)
+		if ok && !p.IsAck() && p.Data == grpcwire.BDPPing {
+			if err := c.fr.WritePing(true, p.Data); err != nil {
+				t.Fatal(err)
+			}
+			return true
+		}
+		return false
+	})
+	var w uint32
+	c.until(func(f http2.Frame) bool {
+		if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+			w, ok = s.Value(http2.SettingInitialWindowSize)
+			return ok && w > w0
+		}
+		return false
+	})
+	if w != 2*w0 || w > grpcwire.MaxBDPWindow {
+		t.Fatalf("the window grew from %d to %d, want twice the sample, at most %d", w0, w, grpcwire.MaxBDPWindow)
+	}
+}

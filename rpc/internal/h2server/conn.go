@@ -105,6 +105,8 @@ type Conn struct {
 	srvConn     int64 // the server's rdmarpc connection credit
 	connInFl    int64 // bytes received on the connection not yet granted back
 	srvGrant    int64 // rdmarpc connection window owed to the server
+	streamWin   int64 // the streams' receive window announced now: cfg.StreamWindow, grown by bdp
+	bdp         *grpcwire.BDP
 	resets      int
 }
 
@@ -189,6 +191,8 @@ func New(fc transport.Foreign, cfg Config) *Conn {
 		sendConn:   65535,
 		srvConn:    wire.MinConnectionWindow,
 	}
+	c.streamWin = int64(cfg.StreamWindow)
+	c.bdp = grpcwire.NewBDP(uint32(cfg.StreamWindow), uint32(min(grpcwire.MaxBDPWindow, cfg.ConnWindow)))
 	c.rcond = sync.NewCond(&c.mu)
 	c.wcond = sync.NewCond(&c.mu)
 	c.rfr = http2.NewFramer(nil, countingReader{nc, &c.received})
@@ -352,6 +356,10 @@ func (c *Conn) frame(f http2.Frame) {
 		c.windowUpdate(f)
 	case *http2.PingFrame:
 		if f.IsAck() {
+			if f.Data == grpcwire.BDPPing {
+				c.bdpAck()
+				return
+			}
 			c.deliver(wire.AppendPing(nil, true, 0))
 			return
 		}
@@ -455,6 +463,21 @@ func (c *Conn) headers(f *http2.MetaHeadersFrame) {
 	}
 }
 
+// bdpAck takes the ack of the BDP PING: when the estimate grew, every
+// stream's window grows to it (SETTINGS_INITIAL_WINDOW_SIZE changes the
+// open streams' windows too). The connection's window bounds the growth,
+// so what a connection holds stays within it (c.mu held).
+func (c *Conn) bdpAck() {
+	w := c.bdp.Acked(time.Now())
+	if w == 0 {
+		return
+	}
+	c.streamWin = int64(w)
+	c.control(func() error {
+		return c.wfr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: w})
+	})
+}
+
 // conn64k is the rdmarpc stream window each side starts with.
 const conn64k = 65536
 
@@ -499,6 +522,9 @@ func (c *Conn) data(f *http2.DataFrame) {
 		c.connInFl = 0
 		c.control(func() error { return c.wfr.WriteWindowUpdate(0, g) })
 	}
+	if n > 0 && c.bdp.Received(int(n), time.Now()) {
+		c.control(func() error { return c.wfr.WritePing(false, grpcwire.BDPPing) })
+	}
 	st := c.streams[f.StreamID]
 	if st == nil {
 		if f.StreamID > c.maxID || f.StreamID == 0 {
@@ -511,7 +537,7 @@ func (c *Conn) data(f *http2.DataFrame) {
 		return
 	}
 	st.inflight += n
-	if st.inflight > int64(c.cfg.StreamWindow) {
+	if st.inflight > c.streamWin {
 		c.resetStream(st.id, http2.ErrCodeFlowControl)
 		return
 	}
@@ -690,7 +716,7 @@ func (c *Conn) grantStream(st *stream) {
 	g := st.inflight - st.held
 	// In updates of a quarter window at least: a client whose window is
 	// spent has a quarter not held, or waits for the server to read.
-	if st.ended || g < int64(c.cfg.StreamWindow)/4 {
+	if st.ended || g < c.streamWin/4 {
 		return
 	}
 	st.inflight -= g
