@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: demo echo-demo test fresh-test deps lint build unit vm-test generate check-generate fuzz bench bench-rdma bench-kv bench-scale
+.PHONY: demo echo-demo test fresh-test deps lint build unit vm-test generate check-generate fuzz bench bench-rdma bench-kv bench-scale bench-grpc
 
 # The repository's modules: the library (what users require), the
 # instrumentation packages and the gRPC-go adapter (contrib/: OpenTelemetry,
@@ -101,3 +101,8 @@ bench-kv:
 
 bench-scale:
 	bash bench/pages.sh scale
+
+# The gRPC protocol path against gRPC-go (servers in processes of their
+# own) and what sniffing costs rdmarpc's framing: bench/grpcwire.sh.
+bench-grpc:
+	bash bench/grpcwire.sh
