@@ -319,3 +319,22 @@ func TestBDP(t *testing.T) {
 		t.Fatal("an ack without a PING changed the window")
 	}
 }
+
+// AppendPart ends with the message in a buffer of its size, having grown
+// by doubling from a small start.
+func TestAppendPart(t *testing.T) {
+	const total = 65540
+	msg := make([]byte, 0, 1024)
+	want := make([]byte, 0, total)
+	for i := 0; len(want) < total; i++ {
+		p := bytes.Repeat([]byte{byte(i)}, min(16384, total-len(want)))
+		want = append(want, p...)
+		msg = AppendPart(msg, p, total)
+		if cap(msg) > total {
+			t.Fatalf("capacity %d past the message's %d", cap(msg), total)
+		}
+	}
+	if !bytes.Equal(msg, want) || cap(msg) != total {
+		t.Fatalf("assembled %d bytes in %d, want %d in %d", len(msg), cap(msg), total, total)
+	}
+}

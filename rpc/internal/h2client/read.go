@@ -355,7 +355,7 @@ func (c *Conn) messagesLocked(s *stream, p []byte) error {
 			s.asm = make([]byte, wire.HeaderLen, wire.HeaderLen+min(n, 64<<10))
 		}
 		k := min(len(p), s.msgLen-(len(s.asm)-wire.HeaderLen))
-		s.asm = append(s.asm, p[:k]...)
+		s.asm = grpcwire.AppendPart(s.asm, p[:k], wire.HeaderLen+s.msgLen)
 		p = p[k:]
 		if len(s.asm)-wire.HeaderLen < s.msgLen {
 			return nil

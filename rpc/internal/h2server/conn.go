@@ -575,21 +575,22 @@ func (c *Conn) messages(st *stream, b []byte) bool {
 				return false
 			}
 			st.want = n
-			st.msg = make([]byte, 0, min(n, 64<<10))
+			st.msg = make([]byte, st.head(), st.head()+min(n, 64<<10))
 		}
-		k := min(len(b), st.want-len(st.msg))
-		st.msg = append(st.msg, b[:k]...)
+		head := st.head()
+		k := min(len(b), st.want-(len(st.msg)-head))
+		st.msg = grpcwire.AppendPart(st.msg, b[:k], head+st.want)
 		b = b[k:]
-		if len(st.msg) == st.want {
+		if len(st.msg)-head == st.want {
 			msg := st.msg
 			st.msg, st.want, st.npre = nil, -1, 0
 			if st.pre[0] == 0 && st.req.encoding != "" {
-				z, _, err := grpcwire.Compress(st.req.encoding, msg)
+				z, _, err := grpcwire.Compress(st.req.encoding, msg[head:])
 				if err != nil {
 					c.failStream(st, codes.Internal, fmt.Sprintf("grpc: compressing an uncompressed message of a %s request: %v", st.req.encoding, err))
 					return false
 				}
-				msg = z
+				msg = append(msg[:head:head], z...)
 			}
 			if !c.message(st, msg) {
 				return false
@@ -599,7 +600,19 @@ func (c *Conn) messages(st *stream, b []byte) bool {
 	return true
 }
 
-// message hands one whole message towards the server.
+// head is the room a message of st is assembled behind: a streaming
+// method's become MESSAGE frames in place, a unary request's is its
+// REQUEST's payload.
+func (st *stream) head() int {
+	if st.unary {
+		return 0
+	}
+	return wire.HeaderLen
+}
+
+// message hands one whole message towards the server: for a unary
+// method the payload, else the payload behind room for the MESSAGE
+// frame's header.
 func (c *Conn) message(st *stream, msg []byte) bool {
 	st.msgs++
 	if st.unary {
@@ -610,10 +623,9 @@ func (c *Conn) message(st *stream, msg []byte) bool {
 		st.body = msg // the REQUEST is built at END_STREAM
 		return true
 	}
-	f := wire.AppendMessageHead(make([]byte, 0, wire.HeaderLen+len(msg)), uint64(st.id))
-	f = append(f, msg...)
-	st.pending = append(st.pending, f)
-	st.held += int64(grpcwire.PrefixLen + len(msg))
+	wire.AppendMessageHead(msg[:0], uint64(st.id))
+	st.pending = append(st.pending, msg)
+	st.held += int64(grpcwire.PrefixLen + len(msg) - wire.HeaderLen)
 	c.flushPending(st)
 	return true
 }
