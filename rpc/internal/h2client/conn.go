@@ -30,7 +30,9 @@ import (
 // connection holds of the server's data is bounded by them plus, per
 // stream, the one message being assembled (at most MaxRecvMessage).
 const (
-	// StreamWindow is the HTTP/2 receive window of each stream.
+	// StreamWindow is the HTTP/2 receive window each stream starts with;
+	// it grows from measured bandwidth-delay (grpcwire.BDP) up to
+	// ConnWindow.
 	StreamWindow = 64 << 10
 	// ConnWindow is the HTTP/2 receive window of the connection.
 	ConnWindow = 16 << 20
