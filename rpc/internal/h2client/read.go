@@ -270,12 +270,13 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	n := int64(f.Length)
 	c.mu.Lock()
 	if n > 0 && c.bdp.Received(int(n), time.Now()) {
-		c.mu.Unlock()
-		if err := c.writeFlush(func() error { return c.fr.WritePing(false, grpcwire.BDPPing) }); err != nil {
-			c.fail(err)
-			return err
-		}
-		c.mu.Lock()
+		// Written once the frame's messages are handed on: the PING
+		// measures the path, it need not delay them.
+		defer func() {
+			if err := c.writeFlush(func() error { return c.fr.WritePing(false, grpcwire.BDPPing) }); err != nil {
+				c.fail(err)
+			}
+		}()
 	}
 	c.recvUsed += n
 	if c.recvUsed > ConnWindow {
