@@ -2,16 +2,16 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: demo echo-demo test fresh-test deps lint build unit vm-test generate check-generate fuzz bench bench-rdma bench-kv bench-scale
+.PHONY: demo echo-demo test fresh-test deps lint build unit vm-test generate check-generate fuzz bench bench-rdma bench-kv bench-scale bench-grpc
 
 # The repository's modules: the library (what users require), the
 # instrumentation packages and the gRPC-go adapter (contrib/: OpenTelemetry,
-# Prometheus and gRPC-go, so that the library does not require them), the examples, the benchmarks and the real-peer tests (test/peers: gRPC-go), each
+# Prometheus and gRPC-go, so that the library does not require them), the examples, the benchmarks and the real-peer tests (test/peers: gRPC-go; test/ghz: ghz, pinned to the old gRPC-go it builds with, so not in go.work), each
 # with its own go.mod (and go.work joining them for
 # development). Every target below runs over each of them as its users build
 # it, alone (GOWORK=off), so a module that only builds inside the workspace
 # fails here.
-MODULES := . contrib/otel contrib/prometheus contrib/grpcgo examples bench test/peers
+MODULES := . contrib/otel contrib/prometheus contrib/grpcgo examples bench test/peers test/ghz
 STATICCHECK := $(shell /usr/local/go/bin/go env GOPATH 2>/dev/null)/bin/staticcheck
 # each CMD: runs CMD in every module, stops at the first failure.
 each = @set -e; for m in $(MODULES); do echo "== $$m: $(1)"; (cd $$m && GOWORK=off $(1)); done
@@ -101,3 +101,8 @@ bench-kv:
 
 bench-scale:
 	bash bench/pages.sh scale
+
+# The gRPC protocol path against gRPC-go (servers in processes of their
+# own) and what sniffing costs rdmarpc's framing: bench/grpcwire.sh.
+bench-grpc:
+	bash bench/grpcwire.sh

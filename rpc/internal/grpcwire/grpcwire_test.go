@@ -282,3 +282,59 @@ func FuzzDecodeBinary(f *testing.F) {
 		}
 	})
 }
+
+// A sample that fills the window at the best bandwidth doubles it, up to
+// the bound; a small one, or a slower one, leaves it.
+func TestBDP(t *testing.T) {
+	b := NewBDP(64<<10, 1<<20)
+	now := time.Unix(100, 0)
+	if !b.Received(1000, now) {
+		t.Fatal("the first DATA starts no measurement")
+	}
+	if b.Received(63<<10, now) {
+		t.Fatal("a second PING while one is out")
+	}
+	if w := b.Acked(now.Add(time.Millisecond)); w != 2*(1000+63<<10) {
+		t.Fatalf("window %d after a full sample, want twice the sample", w)
+	}
+	// A small sample: no growth.
+	b.Received(100, now)
+	if w := b.Acked(now.Add(time.Millisecond)); w != 0 {
+		t.Fatalf("window %d after a small sample", w)
+	}
+	// Full samples grow it to the bound, and then no PING is asked for.
+	for range 10 {
+		if !b.Received(int(b.Window()), now) {
+			break
+		}
+		b.Acked(now.Add(time.Millisecond))
+	}
+	if b.Window() != 1<<20 {
+		t.Fatalf("window %d, want the bound", b.Window())
+	}
+	if b.Received(1, now) {
+		t.Fatal("a PING asked for at the bound")
+	}
+	if b.Acked(now) != 0 {
+		t.Fatal("an ack without a PING changed the window")
+	}
+}
+
+// AppendPart ends with the message in a buffer of its size, having grown
+// by doubling from a small start.
+func TestAppendPart(t *testing.T) {
+	const total = 65540
+	msg := make([]byte, 0, 1024)
+	want := make([]byte, 0, total)
+	for i := 0; len(want) < total; i++ {
+		p := bytes.Repeat([]byte{byte(i)}, min(16384, total-len(want)))
+		want = append(want, p...)
+		msg = AppendPart(msg, p, total)
+		if cap(msg) > total {
+			t.Fatalf("capacity %d past the message's %d", cap(msg), total)
+		}
+	}
+	if !bytes.Equal(msg, want) || cap(msg) != total {
+		t.Fatalf("assembled %d bytes in %d, want %d in %d", len(msg), cap(msg), total, total)
+	}
+}

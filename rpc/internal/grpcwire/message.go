@@ -106,3 +106,18 @@ func ended(n int, err error) error {
 	}
 	return err
 }
+
+// AppendPart appends p, the next bytes of a message being assembled in
+// msg, whose whole size (what msg will hold in the end) is total. The
+// capacity grows by doubling, never past total: a message is not
+// allocated from its announced length before its bytes come (the caller
+// starts msg small), and a large one does not end in a buffer of twice
+// its size, as append's growth would leave it.
+func AppendPart(msg, p []byte, total int) []byte {
+	if need := len(msg) + len(p); need > cap(msg) {
+		grown := make([]byte, len(msg), min(max(2*cap(msg), need), max(total, need)))
+		copy(grown, msg)
+		msg = grown
+	}
+	return append(msg, p...)
+}

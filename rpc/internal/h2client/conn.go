@@ -19,6 +19,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/grpcwire"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
@@ -29,7 +30,9 @@ import (
 // connection holds of the server's data is bounded by them plus, per
 // stream, the one message being assembled (at most MaxRecvMessage).
 const (
-	// StreamWindow is the HTTP/2 receive window of each stream.
+	// StreamWindow is the HTTP/2 receive window each stream starts with;
+	// it grows from measured bandwidth-delay (grpcwire.BDP) up to
+	// ConnWindow.
 	StreamWindow = 64 << 10
 	// ConnWindow is the HTTP/2 receive window of the connection.
 	ConnWindow = 16 << 20
@@ -94,7 +97,10 @@ type Conn struct {
 	winOut       []windowUpdate     // granted, to be written
 	tableLimit   *uint32            // the server's new SETTINGS_HEADER_TABLE_SIZE
 	settingsSent bool
-	owed         int      // the rpc layer's connection credit to give back
+	owed         int   // the rpc layer's connection credit to give back
+	rpcConn      int64 // the rpc layer's connection window left for MESSAGEs (docs/wire.md, "The connection window")
+	streamWin    int64 // the streams' receive window announced now: StreamWindow, grown by bdp
+	bdp          *grpcwire.BDP
 	rq           [][]byte // frames for Recv
 	rqWake       chan struct{}
 	closeErr     error
@@ -117,6 +123,7 @@ type stream struct {
 	remoteEnd  bool      // the server ended its side (END_STREAM, RST_STREAM, refused by GOAWAY)
 	recvUsed   int64
 	recvUnack  int64 // received and not granted back
+	connDone   int64 // of recvUnack, what the connection's window was given back for
 	gotHeaders bool
 	header     metadata.MD
 	msgs       [][]byte // unary: the response message(s), payload only
@@ -127,6 +134,8 @@ type stream struct {
 	prefixN    int
 	asm        []byte // the message being assembled: wire header + payload so far
 	msgLen     int
+	sendComp   bool   // the request named a compressor: its messages are flagged compressed
+	recvEnc    string // the response's grpc-encoding, "" for none
 }
 
 func newConn(nc net.Conn, authority string, secure bool, auth credentials.AuthInfo) *Conn {
@@ -143,6 +152,9 @@ func newConn(nc net.Conn, authority string, secure bool, auth credentials.AuthIn
 		changed:    make(chan struct{}),
 		pings:      make(map[[8]byte]uint64),
 		rqWake:     make(chan struct{}, 1),
+		rpcConn:    wire.MinConnectionWindow,
+		streamWin:  StreamWindow,
+		bdp:        grpcwire.NewBDP(StreamWindow, min(grpcwire.MaxBDPWindow, ConnWindow)),
 		done:       make(chan struct{}),
 	}
 	if secure {
@@ -356,12 +368,23 @@ func (c *Conn) Send(ctx context.Context, msg []byte) error {
 		}
 		return nil
 	case wire.KindWindow:
-		if h.CallID != 0 {
-			n, err := wire.ParseWindow(body)
-			if err != nil {
-				return err
-			}
+		n, err := wire.ParseWindow(body)
+		if err != nil {
+			return err
+		}
+		if h.CallID == 0 {
+			c.rpcConnWindow(int64(n))
+		} else {
 			c.rpcWindow(h.CallID, int(n))
+		}
+		return nil
+	case wire.KindSettings:
+		set, err := wire.ParseSettings(body)
+		if err != nil {
+			return err
+		}
+		if set.ConnectionWindow > wire.MinConnectionWindow {
+			c.rpcConnWindow(int64(set.ConnectionWindow) - wire.MinConnectionWindow)
 		}
 		return nil
 	case wire.KindPing:
@@ -371,7 +394,7 @@ func (c *Conn) Send(ctx context.Context, msg []byte) error {
 		}
 		return c.ping(data)
 	}
-	return nil // SETTINGS (rdmarpc's client has nothing to say), PONG, GOAWAY
+	return nil // PONG, GOAWAY
 }
 
 func (c *Conn) closedErr() error {
@@ -421,6 +444,9 @@ func (c *Conn) grant(rid uint64, cost int) {
 // an OPEN, waiting for a stream slot within ctx.
 func (c *Conn) open(ctx context.Context, rid uint64, unary bool, req wire.Request, cost int) error {
 	s := &stream{rid: rid, unary: unary, credit: 64 << 10}
+	if v := req.MD["grpc-encoding"]; len(v) > 0 && grpcwire.Encoding(v[0]) != "" {
+		s.sendComp = true // the rpc layer compresses every message (rpc/compress.go)
+	}
 	if req.Timeout > 0 {
 		s.deadline = time.Now().Add(req.Timeout)
 	}
@@ -486,7 +512,7 @@ func (c *Conn) open(ctx context.Context, rid uint64, unary bool, req wire.Reques
 		}
 		c.mu.Unlock()
 		if fits {
-			c.dbuf = append(grpcwire.AppendPrefix(c.dbuf[:0], false, len(req.Payload)), req.Payload...)
+			c.dbuf = append(grpcwire.AppendPrefix(c.dbuf[:0], s.sendComp, len(req.Payload)), req.Payload...)
 			err = c.fr.WriteData(s.id, true, c.dbuf)
 			if cap(c.dbuf) > 64<<10 {
 				c.dbuf = nil
@@ -540,6 +566,16 @@ func (c *Conn) requestHeaders(req wire.Request) []hpack.HeaderField {
 	if req.Timeout > 0 {
 		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: grpcwire.EncodeTimeout(req.Timeout)})
 	}
+	if v := req.MD["grpc-encoding"]; len(v) > 0 && grpcwire.Encoding(v[0]) != "" {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-encoding", Value: v[0]})
+	}
+	// Which compressors a response may use, as gRPC-go's client says on
+	// every call; the rpc layer decompresses what the server chose.
+	if v := req.MD["grpc-accept-encoding"]; len(v) > 0 {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-accept-encoding", Value: v[0]})
+	} else if names := encoding.RegisteredCompressorNames(); len(names) > 0 {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-accept-encoding", Value: strings.Join(names, ",")})
+	}
 	fields = grpcwire.AppendMetadata(fields, req.MD)
 	return fields
 }
@@ -562,7 +598,7 @@ func (c *Conn) writeHeaders(id uint32, fields []hpack.HeaderField, maxFrame int)
 func (c *Conn) writeData(ctx context.Context, s *stream, payload []byte, msg, end bool) error {
 	var prefix []byte
 	if msg {
-		prefix = grpcwire.AppendPrefix(make([]byte, 0, grpcwire.PrefixLen), false, len(payload))
+		prefix = grpcwire.AppendPrefix(make([]byte, 0, grpcwire.PrefixLen), s.sendComp, len(payload))
 	}
 	if !msg {
 		c.wmu.Lock()
@@ -698,8 +734,8 @@ func (c *Conn) closeH2Locked(s *stream) {
 	s.h2closed = true
 	delete(c.byID, s.id)
 	c.active--
-	c.recvUnack += s.recvUnack
-	s.recvUnack = 0
+	c.recvUnack += s.recvUnack - s.connDone
+	s.recvUnack, s.connDone = 0, 0
 	c.broadcast()
 }
 
@@ -757,14 +793,17 @@ func (c *Conn) endLocked(s *stream, code uint32, msg string, details [][]byte, t
 	c.deliverLocked(s)
 }
 
-// deliverLocked hands the rpc layer the messages its stream window takes,
-// then the end.
+// deliverLocked hands the rpc layer the messages its windows take (the
+// stream's and the connection's: a MESSAGE goes while both are positive,
+// and costs its frame of each), then the end. What waits keeps its HTTP/2
+// window ungranted, so the server stops within this side's windows.
 func (c *Conn) deliverLocked(s *stream) {
-	for len(s.pending) > 0 && s.credit > 0 {
+	for len(s.pending) > 0 && s.credit > 0 && c.rpcConn > 0 {
 		f := s.pending[0]
 		s.pending[0] = nil
 		s.pending = s.pending[1:]
 		s.credit -= len(f)
+		c.rpcConn -= int64(len(f))
 		c.push(f)
 	}
 	if len(s.pending) == 0 {
@@ -781,13 +820,21 @@ func (c *Conn) deliverLocked(s *stream) {
 // grantStreamLocked gives the server back the HTTP/2 stream window of
 // what this side is done with; force grants even a little.
 func (c *Conn) grantStreamLocked(s *stream, force bool) {
-	if s.h2closed || s.recvUnack == 0 || (!force && s.recvUnack < StreamWindow/8) {
+	if s.h2closed || s.recvUnack == 0 {
+		return
+	}
+	// The connection's window comes back for all of it at once, the
+	// stream's in batches: many streams each below a batch must not
+	// hold the connection's window (a grown stream window makes the
+	// batch large).
+	c.recvUnack += s.recvUnack - s.connDone
+	s.connDone = s.recvUnack
+	if !force && s.recvUnack < c.streamWin/8 {
 		return
 	}
 	n := s.recvUnack
-	s.recvUnack = 0
+	s.recvUnack, s.connDone = 0, 0
 	s.recvUsed -= n
-	c.recvUnack += n
 	c.winOut = append(c.winOut, windowUpdate{s.id, uint32(n)})
 }
 
@@ -805,6 +852,29 @@ func (c *Conn) rpcWindow(rid uint64, n int) {
 	c.mu.Unlock()
 	c.flushWindows()
 	c.mu.Lock()
+}
+
+// rpcConnWindow takes the rpc layer's connection window: its SETTINGS
+// (beyond the 65536 bytes assumed until then) or a WINDOW_UPDATE of call
+// id 0. The rpc layer grants in batches of a quarter of its window, so
+// streams held back wait for at most that much to be read.
+func (c *Conn) rpcConnWindow(n int64) {
+	c.mu.Lock()
+	was := c.rpcConn
+	c.rpcConn += n
+	if was <= 0 && c.rpcConn > 0 {
+		for _, s := range c.byRPC {
+			if len(s.pending) > 0 && !s.unary {
+				c.deliverLocked(s)
+				if c.rpcConn <= 0 {
+					break
+				}
+			}
+		}
+		c.grantConnLocked()
+	}
+	c.mu.Unlock()
+	c.flushWindows()
 }
 
 // grantConnLocked grants connection window back once a quarter of it is

@@ -13,5 +13,10 @@
 // here until the rpc layer's stream window lets them through, and HTTP/2
 // window is granted back only for what it took, so what one connection
 // holds is bounded by the windows this side announces plus one message
-// per stream (docs/wire.md, "gRPC over HTTP/2: the client").
+// per stream (docs/wire.md, "gRPC over HTTP/2: the client"). The rpc
+// layer's own connection window (its SETTINGS, its WINDOW_UPDATEs of call
+// id 0) is kept to as well; stream windows grow from measured
+// bandwidth-delay, as gRPC-go's do. A call's compressor (UseCompressor)
+// is named in grpc-encoding and marked on each message; a compressed
+// response goes to the rpc layer to decompress.
 package h2client

@@ -112,6 +112,9 @@ func (c *Conn) handle(f http2.Frame) error {
 		return c.onWindow(f)
 	case *http2.PingFrame:
 		if f.IsAck() {
+			if f.Data == grpcwire.BDPPing {
+				return c.bdpAck()
+			}
 			c.mu.Lock()
 			if data, ok := c.pings[f.Data]; ok {
 				delete(c.pings, f.Data)
@@ -130,6 +133,29 @@ func (c *Conn) handle(f http2.Frame) error {
 		return c.connError(http2.ErrCodeProtocol, fmt.Errorf("%w: PUSH_PROMISE, which this client disabled", transport.ErrProtocol))
 	}
 	return nil // PRIORITY, unknown types: ignored
+}
+
+// bdpAck takes the ack of the BDP PING: when the estimate grew, every
+// stream's window grows to it (SETTINGS_INITIAL_WINDOW_SIZE changes the
+// open streams' windows too), within the connection's window, which
+// bounds what the connection holds.
+func (c *Conn) bdpAck() error {
+	c.mu.Lock()
+	w := c.bdp.Acked(time.Now())
+	if w > 0 {
+		c.streamWin = int64(w)
+	}
+	c.mu.Unlock()
+	if w == 0 {
+		return nil
+	}
+	if err := c.writeFlush(func() error {
+		return c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: w})
+	}); err != nil {
+		c.fail(err)
+		return err
+	}
+	return nil
 }
 
 // onHeaders takes a response's headers or trailers.
@@ -169,9 +195,15 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) {
 		if s.header == nil {
 			s.header = metadata.MD{}
 		}
+		if r.encoding != "" {
+			// The rpc layer decompresses the messages (bounded by its
+			// limit), or fails the call for a compressor it lacks.
+			s.recvEnc = r.encoding
+			s.header["grpc-encoding"] = []string{r.encoding}
+		}
 		if !s.unary {
 			s.gotHeaders = true
-			c.push(wire.AppendHeaders(nil, s.rid, r.md))
+			c.push(wire.AppendHeaders(nil, s.rid, s.header))
 		}
 	case !end:
 		c.endLocked(s, uint32(codes.Internal), "the server sent a second header block that does not end the stream", nil, nil, true)
@@ -237,6 +269,15 @@ func isGRPC(ct string) bool {
 func (c *Conn) onData(f *http2.DataFrame) error {
 	n := int64(f.Length)
 	c.mu.Lock()
+	if n > 0 && c.bdp.Received(int(n), time.Now()) {
+		// Written once the frame's messages are handed on: the PING
+		// measures the path, it need not delay them.
+		defer func() {
+			if err := c.writeFlush(func() error { return c.fr.WritePing(false, grpcwire.BDPPing) }); err != nil {
+				c.fail(err)
+			}
+		}()
+	}
 	c.recvUsed += n
 	if c.recvUsed > ConnWindow {
 		c.mu.Unlock()
@@ -255,9 +296,10 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	}
 	s.recvUsed += n
 	s.recvUnack += n
-	if s.recvUsed > StreamWindow {
+	if s.recvUsed > c.streamWin {
+		w := c.streamWin
 		c.mu.Unlock()
-		return c.connError(http2.ErrCodeFlowControl, fmt.Errorf("%w: the server sent past stream %d's receive window of %d bytes", transport.ErrProtocol, f.StreamID, StreamWindow))
+		return c.connError(http2.ErrCodeFlowControl, fmt.Errorf("%w: the server sent past stream %d's receive window of %d bytes", transport.ErrProtocol, f.StreamID, w))
 	}
 	var bad error
 	if !s.gotHeaders && s.header == nil {
@@ -307,20 +349,27 @@ func (c *Conn) messagesLocked(s *stream, p []byte) error {
 			if err != nil {
 				return fmt.Errorf("a message from the server: %w", err)
 			}
-			if compressed {
-				return errors.New("the server sent a compressed message, but this client accepts no compression (grpc-encoding)")
+			if compressed && s.recvEnc == "" {
+				return errors.New("the server sent a compressed message without a grpc-encoding")
 			}
 			s.msgLen = n
 			s.asm = make([]byte, wire.HeaderLen, wire.HeaderLen+min(n, 64<<10))
 		}
 		k := min(len(p), s.msgLen-(len(s.asm)-wire.HeaderLen))
-		s.asm = append(s.asm, p[:k]...)
+		s.asm = grpcwire.AppendPart(s.asm, p[:k], wire.HeaderLen+s.msgLen)
 		p = p[k:]
 		if len(s.asm)-wire.HeaderLen < s.msgLen {
 			return nil
 		}
 		msg := s.asm
 		s.asm, s.prefixN = nil, 0
+		if s.prefix[0] == 0 && s.recvEnc != "" {
+			z, _, err := grpcwire.Compress(s.recvEnc, msg[wire.HeaderLen:])
+			if err != nil {
+				return fmt.Errorf("compressing an uncompressed message of a %s response: %w", s.recvEnc, err)
+			}
+			msg = append(msg[:wire.HeaderLen:wire.HeaderLen], z...)
+		}
 		if s.unary {
 			if len(s.msgs) > 0 {
 				return errors.New("the server sent more than one response message for a unary call")

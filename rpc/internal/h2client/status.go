@@ -27,6 +27,7 @@ type response struct {
 	message     string
 	details     [][]byte
 	md          metadata.MD
+	encoding    string // grpc-encoding: the messages' compressor, "" for none
 }
 
 // parseResponseHeaders reads a decoded response header block: the
@@ -52,6 +53,13 @@ func parseResponseHeaders(fields []hpack.HeaderField) (response, error) {
 				return r, fmt.Errorf("malformed grpc-status %q", grpcwire.Clip(f.Value))
 			}
 			r.hasGRPC, r.code = true, uint32(c)
+		case "grpc-encoding":
+			if e := grpcwire.Encoding(f.Value); e != "" {
+				if wire.CheckValue([]byte(f.Name), []byte(e)) != nil {
+					return r, fmt.Errorf("malformed grpc-encoding %q", grpcwire.Clip(e))
+				}
+				r.encoding = e
+			}
 		case "grpc-message":
 			r.message = grpcwire.DecodeMessage(f.Value)
 		case "grpc-status-details-bin":

@@ -105,6 +105,8 @@ type Conn struct {
 	srvConn     int64 // the server's rdmarpc connection credit
 	connInFl    int64 // bytes received on the connection not yet granted back
 	srvGrant    int64 // rdmarpc connection window owed to the server
+	streamWin   int64 // the streams' receive window announced now: cfg.StreamWindow, grown by bdp
+	bdp         *grpcwire.BDP
 	resets      int
 }
 
@@ -153,6 +155,7 @@ type stream struct {
 	headersSent bool
 	srvDone     bool // the server ended it
 	grant       int64
+	respEnc     bool // the response headers named a compressor: messages are flagged compressed
 }
 
 // New serves fc, whose client sent HTTP/2's client preface, as a
@@ -188,6 +191,8 @@ func New(fc transport.Foreign, cfg Config) *Conn {
 		sendConn:   65535,
 		srvConn:    wire.MinConnectionWindow,
 	}
+	c.streamWin = int64(cfg.StreamWindow)
+	c.bdp = grpcwire.NewBDP(uint32(cfg.StreamWindow), uint32(min(grpcwire.MaxBDPWindow, cfg.ConnWindow)))
 	c.rcond = sync.NewCond(&c.mu)
 	c.wcond = sync.NewCond(&c.mu)
 	c.rfr = http2.NewFramer(nil, countingReader{nc, &c.received})
@@ -351,6 +356,10 @@ func (c *Conn) frame(f http2.Frame) {
 		c.windowUpdate(f)
 	case *http2.PingFrame:
 		if f.IsAck() {
+			if f.Data == grpcwire.BDPPing {
+				c.bdpAck()
+				return
+			}
 			c.deliver(wire.AppendPing(nil, true, 0))
 			return
 		}
@@ -454,6 +463,21 @@ func (c *Conn) headers(f *http2.MetaHeadersFrame) {
 	}
 }
 
+// bdpAck takes the ack of the BDP PING: when the estimate grew, every
+// stream's window grows to it (SETTINGS_INITIAL_WINDOW_SIZE changes the
+// open streams' windows too). The connection's window bounds the growth,
+// so what a connection holds stays within it (c.mu held).
+func (c *Conn) bdpAck() {
+	w := c.bdp.Acked(time.Now())
+	if w == 0 {
+		return
+	}
+	c.streamWin = int64(w)
+	c.control(func() error {
+		return c.wfr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: w})
+	})
+}
+
 // conn64k is the rdmarpc stream window each side starts with.
 const conn64k = 65536
 
@@ -498,6 +522,9 @@ func (c *Conn) data(f *http2.DataFrame) {
 		c.connInFl = 0
 		c.control(func() error { return c.wfr.WriteWindowUpdate(0, g) })
 	}
+	if n > 0 && c.bdp.Received(int(n), time.Now()) {
+		c.control(func() error { return c.wfr.WritePing(false, grpcwire.BDPPing) })
+	}
 	st := c.streams[f.StreamID]
 	if st == nil {
 		if f.StreamID > c.maxID || f.StreamID == 0 {
@@ -510,7 +537,7 @@ func (c *Conn) data(f *http2.DataFrame) {
 		return
 	}
 	st.inflight += n
-	if st.inflight > int64(c.cfg.StreamWindow) {
+	if st.inflight > c.streamWin {
 		c.resetStream(st.id, http2.ErrCodeFlowControl)
 		return
 	}
@@ -543,19 +570,28 @@ func (c *Conn) messages(st *stream, b []byte) bool {
 			case err != nil:
 				c.failStream(st, codes.Internal, err.Error())
 				return false
-			case compressed:
+			case compressed && st.req.encoding == "":
 				c.failStream(st, codes.Internal, "grpc: compressed message without a grpc-encoding")
 				return false
 			}
 			st.want = n
-			st.msg = make([]byte, 0, min(n, 64<<10))
+			st.msg = make([]byte, st.head(), st.head()+min(n, 64<<10))
 		}
-		k := min(len(b), st.want-len(st.msg))
-		st.msg = append(st.msg, b[:k]...)
+		head := st.head()
+		k := min(len(b), st.want-(len(st.msg)-head))
+		st.msg = grpcwire.AppendPart(st.msg, b[:k], head+st.want)
 		b = b[k:]
-		if len(st.msg) == st.want {
+		if len(st.msg)-head == st.want {
 			msg := st.msg
 			st.msg, st.want, st.npre = nil, -1, 0
+			if st.pre[0] == 0 && st.req.encoding != "" {
+				z, _, err := grpcwire.Compress(st.req.encoding, msg[head:])
+				if err != nil {
+					c.failStream(st, codes.Internal, fmt.Sprintf("grpc: compressing an uncompressed message of a %s request: %v", st.req.encoding, err))
+					return false
+				}
+				msg = append(msg[:head:head], z...)
+			}
 			if !c.message(st, msg) {
 				return false
 			}
@@ -564,7 +600,19 @@ func (c *Conn) messages(st *stream, b []byte) bool {
 	return true
 }
 
-// message hands one whole message towards the server.
+// head is the room a message of st is assembled behind: a streaming
+// method's become MESSAGE frames in place, a unary request's is its
+// REQUEST's payload.
+func (st *stream) head() int {
+	if st.unary {
+		return 0
+	}
+	return wire.HeaderLen
+}
+
+// message hands one whole message towards the server: for a unary
+// method the payload, else the payload behind room for the MESSAGE
+// frame's header.
 func (c *Conn) message(st *stream, msg []byte) bool {
 	st.msgs++
 	if st.unary {
@@ -575,10 +623,9 @@ func (c *Conn) message(st *stream, msg []byte) bool {
 		st.body = msg // the REQUEST is built at END_STREAM
 		return true
 	}
-	f := wire.AppendMessageHead(make([]byte, 0, wire.HeaderLen+len(msg)), uint64(st.id))
-	f = append(f, msg...)
-	st.pending = append(st.pending, f)
-	st.held += int64(grpcwire.PrefixLen + len(msg))
+	wire.AppendMessageHead(msg[:0], uint64(st.id))
+	st.pending = append(st.pending, msg)
+	st.held += int64(grpcwire.PrefixLen + len(msg) - wire.HeaderLen)
 	c.flushPending(st)
 	return true
 }
@@ -681,7 +728,7 @@ func (c *Conn) grantStream(st *stream) {
 	g := st.inflight - st.held
 	// In updates of a quarter window at least: a client whose window is
 	// spent has a quarter not held, or waits for the server to read.
-	if st.ended || g < int64(c.cfg.StreamWindow)/4 {
+	if st.ended || g < c.streamWin/4 {
 		return
 	}
 	st.inflight -= g
@@ -834,6 +881,11 @@ func (c *Conn) headerFields(st *stream, header metadata.MD) []hpack.HeaderField 
 		ct = "application/grpc"
 	}
 	fs := []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: ct}}
+	if v := header["grpc-encoding"]; len(v) > 0 && grpcwire.Encoding(v[0]) != "" {
+		// The server compresses what it sends (rpc/compress.go).
+		st.respEnc = true
+		fs = append(fs, hpack.HeaderField{Name: "grpc-encoding", Value: v[0]})
+	}
 	return grpcwire.AppendMetadata(fs, header)
 }
 
@@ -919,7 +971,7 @@ func (c *Conn) Send(_ context.Context, f []byte) error {
 		if !st.headersSent {
 			st.push(c, outItem{kind: outHeaders, fields: c.headerFields(st, nil)})
 		}
-		d := grpcwire.AppendPrefix(make([]byte, 0, grpcwire.PrefixLen+len(body)), false, len(body))
+		d := grpcwire.AppendPrefix(make([]byte, 0, grpcwire.PrefixLen+len(body)), st.respEnc, len(body))
 		st.push(c, outItem{kind: outData, data: append(d, body...), cost: len(f)})
 	case wire.KindResponse, wire.KindTrailers:
 		var r wire.Response
@@ -958,7 +1010,7 @@ func (c *Conn) Send(_ context.Context, f []byte) error {
 				return fmt.Errorf("%w: a RESPONSE on stream %d after its HEADERS", transport.ErrProtocol, id)
 			}
 			st.push(c, outItem{kind: outHeaders, fields: c.headerFields(st, r.Header)})
-			d := grpcwire.AppendPrefix(make([]byte, 0, grpcwire.PrefixLen+len(r.Payload)), false, len(r.Payload))
+			d := grpcwire.AppendPrefix(make([]byte, 0, grpcwire.PrefixLen+len(r.Payload)), st.respEnc, len(r.Payload))
 			st.push(c, outItem{kind: outData, data: append(d, r.Payload...)})
 		}
 		if !st.headersSent && len(r.Header) > 0 {

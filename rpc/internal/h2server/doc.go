@@ -8,7 +8,11 @@
 // CLOSE_SEND at END_STREAM; RST_STREAM becomes CANCEL or RESET. The
 // server's RESPONSE, HEADERS, MESSAGE, TRAILERS and RESET frames become
 // HTTP/2 HEADERS, DATA and trailers. So services, interceptors, stats
-// handlers, limits and keepalive policy apply unchanged.
+// handlers, limits and keepalive policy apply unchanged. A request's
+// grpc-encoding goes to the server as rdmarpc's own compression metadata
+// (rpc/compress.go): the server decompresses, bounded by its message
+// limit, and answers with the same compressor, which the response headers
+// name and its messages' compressed flag marks.
 //
 // HTTP/2's flow control is the Conn's own: it grants a stream's window as
 // the server takes its messages (within the server's own rdmarpc windows,

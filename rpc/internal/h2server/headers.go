@@ -19,6 +19,7 @@ type request struct {
 	timeout     time.Duration // grpc-timeout; 0: none
 	md          metadata.MD   // the call's metadata: no pseudo or reserved headers, -bin values decoded
 	contentType string        // the content-type to answer with
+	encoding    string        // grpc-encoding: the messages' compressor, "" for none
 }
 
 // refusal is why a request cannot be served: an HTTP status other than 200
@@ -54,8 +55,14 @@ func decodeRequest(fields []hpack.HeaderField) (request, *refusal) {
 			}
 			r.timeout = d
 		case "grpc-encoding":
-			if f.Value != "identity" {
-				return request{}, &refusal{code: codes.Unimplemented, msg: fmt.Sprintf("grpc-encoding %q is not supported (only identity)", grpcwire.Clip(f.Value))}
+			// The rpc layer decompresses (bounded) and answers in kind, or
+			// answers Unimplemented for a compressor it does not have.
+			if e := grpcwire.Encoding(f.Value); e != "" {
+				if wire.CheckValue([]byte(f.Name), []byte(e)) != nil {
+					return request{}, &refusal{code: codes.Internal, msg: fmt.Sprintf("malformed grpc-encoding %q", grpcwire.Clip(e))}
+				}
+				r.encoding = e
+				r.md = appendMD(r.md, f.Name, e)
 			}
 		case "user-agent":
 			if wire.CheckValue([]byte(f.Name), []byte(f.Value)) == nil {

@@ -15,12 +15,14 @@ import (
 	"io"
 	"log"
 	"os"
+	"runtime/pprof"
 
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/credentials"
+	_ "github.com/rdmarpc/rdmarpc/encoding/gzip" // gRPC clients may compress with gzip
 	"github.com/rdmarpc/rdmarpc/health"
 	healthpb "github.com/rdmarpc/rdmarpc/health/grpc_health_v1"
 	"github.com/rdmarpc/rdmarpc/interop"
@@ -61,7 +63,23 @@ func main() {
 	graceful := flag.Bool("graceful", false, "GracefulStop at the end of stdin, not Stop")
 	certFile := flag.String("cert", "", "TLS certificate (PEM); with -key, every listener runs TLS")
 	keyFile := flag.String("key", "", "TLS key (PEM)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (for the benchmarks)")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				log.Fatal(err)
+			}
+		}()
+	}
 	var sopts []rpc.ServerOption
 	var lopts []rpc.ListenOption
 	if *certFile != "" {
