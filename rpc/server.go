@@ -589,7 +589,7 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 			st.svc, st.md = l.lookup(req.Method)
 		}
 		if st.md == nil && l.s.opts.unknownHandler != nil {
-			st.svc, st.md = unknownService, unknownAsUnary(l.s.opts.unknownHandler, req.Method)
+			st.svc, st.md = unknownService, unknownAsUnary(l.s.opts.unknownHandler, l.s.streamInterceptor, req.Method)
 		}
 		switch {
 		case st.md == nil:

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +33,9 @@ type serverOpts struct {
 	maxSendMsgSize  int
 	waitForHandlers bool
 	unknown         grpc.StreamHandler
+	// record, when set, gets a line from each interceptor the server and
+	// the client run: "server unary /m", "client stream /m", ...
+	record func(string)
 }
 
 // started is a server under test and a client of it.
@@ -61,6 +66,27 @@ func startGRPC(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
 	if o.unknown != nil {
 		opts = append(opts, grpc.UnknownServiceHandler(o.unknown))
 	}
+	var dialOpts []grpc.DialOption
+	if r := o.record; r != nil {
+		opts = append(opts,
+			grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				r("server unary " + info.FullMethod)
+				return h(ctx, req)
+			}),
+			grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+				r("server stream " + info.FullMethod)
+				return h(srv, ss)
+			}))
+		dialOpts = append(dialOpts,
+			grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				r("client unary " + method)
+				return inv(ctx, method, req, reply, cc, opts...)
+			}),
+			grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, st grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				r("client stream " + method)
+				return st(ctx, desc, cc, method, opts...)
+			}))
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +95,7 @@ func startGRPC(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
 	s.RegisterService(desc, struct{}{})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(lis.Addr().String(), append(dialOpts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +119,27 @@ func startRdmarpc(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
 	if o.unknown != nil {
 		opts = append(opts, rpc.UnknownServiceHandler(grpcgo.StreamHandler(o.unknown)))
 	}
+	var dialOpts []rpc.DialOption
+	if r := o.record; r != nil {
+		opts = append(opts,
+			rpc.UnaryInterceptor(func(ctx context.Context, req any, info *rpc.UnaryServerInfo, h rpc.UnaryHandler) (any, error) {
+				r("server unary " + info.FullMethod)
+				return h(ctx, req)
+			}),
+			rpc.StreamInterceptor(func(srv any, ss rpc.ServerStream, info *rpc.StreamServerInfo, h rpc.StreamHandler) error {
+				r("server stream " + info.FullMethod)
+				return h(srv, ss)
+			}))
+		dialOpts = append(dialOpts,
+			rpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *rpc.ClientConn, inv rpc.UnaryInvoker, opts ...rpc.CallOption) error {
+				r("client unary " + method)
+				return inv(ctx, method, req, reply, cc, opts...)
+			}),
+			rpc.WithStreamInterceptor(func(ctx context.Context, desc *rpc.StreamDesc, cc *rpc.ClientConn, method string, st rpc.Streamer, opts ...rpc.CallOption) (rpc.ClientStream, error) {
+				r("client stream " + method)
+				return st(ctx, desc, cc, method, opts...)
+			}))
+	}
 	lis, err := rpc.Listen(tcp)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +148,7 @@ func startRdmarpc(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
 	grpcgo.NewServer(s).RegisterService(desc, struct{}{})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
-	cc, err := rpc.NewClient("tcp://" + lis.Addr().String())
+	cc, err := rpc.NewClient("tcp://"+lis.Addr().String(), dialOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,12 +172,18 @@ func (h handlers) desc() *grpc.ServiceDesc {
 	d := &grpc.ServiceDesc{ServiceName: "behave.Svc", HandlerType: (*any)(nil)}
 	if h.unary != nil {
 		d.Methods = append(d.Methods, grpc.MethodDesc{MethodName: "Unary",
-			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
 				in := new(wrapperspb.StringValue)
 				if err := dec(in); err != nil {
 					return nil, err
 				}
-				return h.unary(ctx, in)
+				if ic == nil {
+					return h.unary(ctx, in)
+				}
+				info := &grpc.UnaryServerInfo{Server: srv, FullMethod: "/behave.Svc/Unary"}
+				return ic(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+					return h.unary(ctx, req.(*wrapperspb.StringValue))
+				})
 			}})
 	}
 	if h.serverStream != nil {
@@ -575,4 +628,98 @@ func TestBehaveResponseContentType(t *testing.T) {
 			t.Errorf("stream: content-type %q, %v; want application/grpc", h.Get("content-type"), err)
 		}
 	})
+}
+
+// interceptorLog is the lines a case's interceptors recorded.
+type interceptorLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *interceptorLog) record(s string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, s)
+	l.mu.Unlock()
+}
+
+// take returns the lines so far and forgets them.
+func (l *interceptorLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.lines
+	l.lines = nil
+	return out
+}
+
+// TestBehaveInterceptorKinds: which interceptors run for each way of
+// calling. A unary method opened with NewStream runs the client's stream
+// interceptor and the server's unary one (the server serves the method it
+// has, as it has it); a method only UnknownServiceHandler serves runs the
+// server's stream interceptor, whether called unary or as a stream.
+func TestBehaveInterceptorKinds(t *testing.T) {
+	h := handlers{
+		unary:        func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) { return in, nil },
+		serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error { return ss.SendMsg(in) },
+	}
+	unknown := func(srv any, ss grpc.ServerStream) error {
+		in := new(wrapperspb.StringValue)
+		if err := ss.RecvMsg(in); err != nil {
+			return err
+		}
+		return ss.SendMsg(in)
+	}
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			var log interceptorLog
+			s := sd.start(t, serverOpts{record: log.record, unknown: unknown}, h.desc())
+			ctx := ctxOf(t)
+			// stream opens a stream on method, sends one message and reads
+			// to the end.
+			stream := func(method string, desc *grpc.StreamDesc) {
+				cs, err := s.cc.NewStream(ctx, desc, method)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+					t.Fatal(err)
+				}
+				cs.CloseSend()
+				for err == nil {
+					err = cs.RecvMsg(new(wrapperspb.StringValue))
+				}
+				if err != io.EOF {
+					t.Fatalf("%s: %v", method, err)
+				}
+			}
+			for _, c := range []struct {
+				name string
+				call func()
+				want []string
+			}{
+				{"Invoke unary", func() {
+					if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue)); err != nil {
+						t.Fatal(err)
+					}
+				}, []string{"client unary /behave.Svc/Unary", "server unary /behave.Svc/Unary"}},
+				{"NewStream on unary", func() { stream("/behave.Svc/Unary", &grpc.StreamDesc{}) },
+					[]string{"client stream /behave.Svc/Unary", "server unary /behave.Svc/Unary"}},
+				{"NewStream on server-streaming", func() { stream("/behave.Svc/ServerStream", &grpc.StreamDesc{ServerStreams: true}) },
+					[]string{"client stream /behave.Svc/ServerStream", "server stream /behave.Svc/ServerStream"}},
+				{"Invoke unknown", func() {
+					if err := s.cc.Invoke(ctx, "/nowhere.Svc/M", wrapperspb.String("x"), new(wrapperspb.StringValue)); err != nil {
+						t.Fatal(err)
+					}
+				}, []string{"client unary /nowhere.Svc/M", "server stream /nowhere.Svc/M"}},
+				{"NewStream unknown", func() { stream("/nowhere.Svc/S", &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}) },
+					[]string{"client stream /nowhere.Svc/S", "server stream /nowhere.Svc/S"}},
+			} {
+				c.call()
+				// The server's interceptor ran before the client saw the
+				// end of the call: the lines are all there.
+				if got := log.take(); !slices.Equal(got, c.want) {
+					t.Errorf("%s: interceptors %q, want %q", c.name, got, c.want)
+				}
+			}
+		})
+	}
 }
