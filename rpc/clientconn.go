@@ -176,7 +176,7 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 		log:     o.log.Named("rpc.client").With(zap.String("target", target)),
 		changed: make(chan struct{}),
 		all:     make(map[*clientLink]bool),
-		uaMD:    metadata.Pairs(userAgentKey, joinUserAgent(o.userAgent)),
+		uaMD:    connMD(o.userAgent),
 	}
 	cc.ser.wg = &cc.wg
 	if parsed.URL.Scheme == "dns" {

@@ -34,9 +34,13 @@ type serverStream struct {
 	unary  bool // desc serves a unary method (NewStream on it): no stream interceptor
 	svc    *service
 	sc     *serverCall         // header and trailer, shared with SetHeader(ctx)
-	comp   encoding.Compressor // the client's, which the stream answers with too; nil: none
-	ctx    context.Context
-	cancel context.CancelFunc
+	comp   encoding.Compressor // the client's; nil: none
+	// sendComp is what the stream's messages are compressed with (nil:
+	// not), fixed when the header goes: the client's compressor unless
+	// the handler chose another (SetSendCompressor).
+	sendComp encoding.Compressor
+	ctx      context.Context
+	cancel   context.CancelFunc
 
 	in  conn.Inbox
 	out conn.Credit
@@ -101,7 +105,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		return l.queueOrClose(wire.AppendTrailers(nil, h.CallID, uint32(fail.Code()), fail.Message(), nil, nil, nil))
 	}
 	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, unary: unary, svc: svc,
-		sc: &serverCall{method: req.Method}, comp: comp}
+		sc: &serverCall{method: req.Method, comp: comp, accept: l.acceptEncoding(req.MD)}, comp: comp}
 	ss.sc.stream = ss
 	ss.in.Init(l.s.opts.window)
 	ss.out.Init()
@@ -561,8 +565,9 @@ func (ss *serverStream) sendHeader() error {
 	ss.sc.mu.Lock()
 	md := ss.sc.header
 	ss.sc.sent = true
+	ss.sendComp = ss.sc.comp
 	ss.sc.mu.Unlock()
-	frame := wire.AppendHeaders(nil, ss.id, headerWithEncoding(md, ss.comp))
+	frame := wire.AppendHeaders(nil, ss.id, headerWithEncoding(md, ss.sendComp))
 	if err := ss.l.Conn.Send(ss.ctx, frame); err != nil {
 		return ss.sendError(err)
 	}
@@ -598,7 +603,7 @@ func (ss *serverStream) SendMsg(m any) error {
 	// Counted by the send watch as responses are: a client that takes
 	// nothing for ResponseTimeout is disconnected.
 	ss.l.ResponseStart()
-	n, err := sendFrame(ss.ctx, ss.l.Conn, sendCodec(ss.l.s.opts.codec, ss.comp), head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.Flow, nil)
+	n, err := sendFrame(ss.ctx, ss.l.Conn, sendCodec(ss.l.s.opts.codec, ss.sendComp), head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.Flow, nil)
 	ss.l.ResponseDone()
 	bufpool.Put(head)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rdmarpc/rdmarpc/contrib/grpcgo"
+	_ "github.com/rdmarpc/rdmarpc/encoding/gzip" // the rdmarpc client advertises gzip, as gRPC-go's does with its own
 	"github.com/rdmarpc/rdmarpc/rpc"
 )
 
@@ -719,6 +720,110 @@ func TestBehaveInterceptorKinds(t *testing.T) {
 				if got := log.take(); !slices.Equal(got, c.want) {
 					t.Errorf("%s: interceptors %q, want %q", c.name, got, c.want)
 				}
+			}
+		})
+	}
+}
+
+// sendCompressor is each side's SetSendCompressor and
+// ClientSupportedCompressors: gRPC-go's work only on its own server's
+// streams, so a handler calls its server's.
+var sendCompressor = map[string]struct {
+	set       func(ctx context.Context, name string) error
+	supported func(ctx context.Context) ([]string, error)
+}{
+	"grpc-go": {grpc.SetSendCompressor, grpc.ClientSupportedCompressors},
+	"rdmarpc": {rpc.SetSendCompressor, rpc.ClientSupportedCompressors},
+}
+
+// TestBehaveSetSendCompressor: a handler picks its responses' compressor
+// among those the client advertised (a client advertises what its process
+// registered, gzip here), whatever the request's: a 1 MiB response of
+// zeros passes a 64 KiB server send limit only compressed. An unregistered
+// name, or one after the header went, is refused.
+func TestBehaveSetSendCompressor(t *testing.T) {
+	big := strings.Repeat("\x00", 1<<20)
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			sc := sendCompressor[sd.name]
+			// The request names the compressor the handler sets ("" for
+			// none); a refusal is FailedPrecondition with its reason.
+			choose := func(ctx context.Context, name string) error {
+				if name == "" {
+					return nil
+				}
+				if err := sc.set(ctx, name); err != nil {
+					return gstatus.Error(gcodes.FailedPrecondition, err.Error())
+				}
+				return nil
+			}
+			h := handlers{
+				unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+					if in.Value == "supported" {
+						names, err := sc.supported(ctx)
+						return wrapperspb.String(strings.Join(names, ",")), err
+					}
+					if err := choose(ctx, in.Value); err != nil {
+						return nil, err
+					}
+					return wrapperspb.String(big), nil
+				},
+				serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error {
+					if err := choose(ss.Context(), in.Value); err != nil {
+						return err
+					}
+					if err := ss.SendMsg(wrapperspb.String(big)); err != nil {
+						return err
+					}
+					// The header went with the message: too late now.
+					if err := sc.set(ss.Context(), "gzip"); err == nil {
+						return gstatus.Error(gcodes.Internal, "SetSendCompressor after the header succeeded")
+					}
+					return nil
+				},
+			}
+			s := sd.start(t, serverOpts{maxSendMsgSize: 64 << 10}, h.desc())
+			ctx := ctxOf(t)
+			unary := func(choice string, opts ...grpc.CallOption) error {
+				out := new(wrapperspb.StringValue)
+				err := s.cc.Invoke(ctx, "/behave.Svc/Unary", wrapperspb.String(choice), out, opts...)
+				if err == nil && out.Value != big {
+					t.Errorf("%q: %d bytes back, want %d", choice, len(out.Value), len(big))
+				}
+				return err
+			}
+			out := new(wrapperspb.StringValue)
+			if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", wrapperspb.String("supported"), out); err != nil || !slices.Contains(strings.Split(out.Value, ","), "gzip") {
+				t.Errorf("ClientSupportedCompressors: %q, %v; want gzip among them", out.Value, err)
+			}
+			if err := unary(""); gstatus.Code(err) != gcodes.ResourceExhausted {
+				t.Errorf("no compressor: %v, want ResourceExhausted", err)
+			}
+			if err := unary("gzip"); err != nil {
+				t.Errorf("SetSendCompressor(gzip) on a plain request: %v", err)
+			}
+			if err := unary("identity", grpc.UseCompressor("gzip")); gstatus.Code(err) != gcodes.ResourceExhausted {
+				t.Errorf("SetSendCompressor(identity) on a gzip request: %v, want ResourceExhausted", err)
+			}
+			if err := unary("", grpc.UseCompressor("gzip")); err != nil {
+				t.Errorf("a gzip request answered in kind: %v", err)
+			}
+			if err := unary("snappy"); gstatus.Code(err) != gcodes.FailedPrecondition {
+				t.Errorf("SetSendCompressor(snappy): %v, want the handler's FailedPrecondition", err)
+			}
+			cs, err := s.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/behave.Svc/ServerStream")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cs.SendMsg(wrapperspb.String("gzip")); err != nil {
+				t.Fatal(err)
+			}
+			cs.CloseSend()
+			for err == nil {
+				err = cs.RecvMsg(out)
+			}
+			if err != io.EOF {
+				t.Errorf("stream with SetSendCompressor(gzip): %v", err)
 			}
 		})
 	}
