@@ -42,7 +42,7 @@ var portAPI = map[string][]string{
 	"rpc/rpctest":                   {"Config", "Run"},
 	"rpc/rpctest/testpb":            {"BlockRequest", "BlockResponse", "EchoRequest", "EchoResponse", "FailRequest", "FailResponse", "File_test_proto", "MetadataRequest", "MetadataResponse", "NewTestClient", "PanicRequest", "PanicResponse", "RegisterTestServer", "TestClient", "TestServer", "Test_Block_FullMethodName", "Test_Echo_FullMethodName", "Test_Fail_FullMethodName", "Test_Metadata_FullMethodName", "Test_Panic_FullMethodName", "Test_ServiceDesc", "UnimplementedTestServer", "UnsafeTestServer"},
 	"serviceconfig":                 {"LoadBalancingConfig"},
-	"stats":                         {"Begin", "ConnBegin", "ConnEnd", "ConnStats", "ConnTagInfo", "End", "Handler", "InHeader", "InPayload", "InTrailer", "OutHeader", "OutPayload", "OutTrailer", "RPCStats", "RPCTagInfo"},
+	"stats":                         {"Begin", "ConnBegin", "ConnEnd", "ConnStats", "ConnTagInfo", "DelayedPickComplete", "End", "Handler", "InHeader", "InPayload", "InTrailer", "OutHeader", "OutPayload", "OutTrailer", "PickerUpdated", "RPCStats", "RPCTagInfo"},
 	"status":                        {"Code", "Convert", "Error", "ErrorProto", "ErrorWithCause", "Errorf", "FromContextError", "FromError", "FromParts", "FromProto", "New", "Newf", "Status"},
 	"test/bufconn":                  {"ErrClosed", "Listen", "Listener"},
 	"test/conformance":              {"Config", "DefaultTimeout", "Run", "Test"},
