@@ -2,6 +2,7 @@ package grpcgo_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -37,6 +38,11 @@ type serverOpts struct {
 	// record, when set, gets a line from each interceptor the server and
 	// the client run: "server unary /m", "client stream /m", ...
 	record func(string)
+	// The client's: a default service config, WithMaxCallAttempts (0:
+	// not given) and WithDisableRetry.
+	serviceConfig   string
+	maxCallAttempts int
+	disableRetry    bool
 }
 
 // started is a server under test and a client of it.
@@ -87,6 +93,15 @@ func startGRPC(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
 				r("client stream " + method)
 				return st(ctx, desc, cc, method, opts...)
 			}))
+	}
+	if o.serviceConfig != "" {
+		dialOpts = append(dialOpts, grpc.WithDefaultServiceConfig(o.serviceConfig))
+	}
+	if o.maxCallAttempts > 0 {
+		dialOpts = append(dialOpts, grpc.WithMaxCallAttempts(o.maxCallAttempts))
+	}
+	if o.disableRetry {
+		dialOpts = append(dialOpts, grpc.WithDisableRetry())
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -140,6 +155,15 @@ func startRdmarpc(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
 				r("client stream " + method)
 				return st(ctx, desc, cc, method, opts...)
 			}))
+	}
+	if o.serviceConfig != "" {
+		dialOpts = append(dialOpts, rpc.WithDefaultServiceConfig(o.serviceConfig))
+	}
+	if o.maxCallAttempts > 0 {
+		dialOpts = append(dialOpts, rpc.WithMaxCallAttempts(o.maxCallAttempts))
+	}
+	if o.disableRetry {
+		dialOpts = append(dialOpts, rpc.WithDisableRetry())
 	}
 	lis, err := rpc.Listen(tcp)
 	if err != nil {
@@ -301,11 +325,9 @@ func TestBehaveInvalidUTF8Status(t *testing.T) {
 // what the handler returns later is ignored.
 func TestBehaveSendMsgFailureEndsRPC(t *testing.T) {
 	release := make(chan struct{})
-	var sendErr atomic.Value
+	sendCode := make(chan gcodes.Code, 1) // what the handler's SendMsg returned
 	h := handlers{serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error {
-		if err := ss.SendMsg(wrapperspb.String(strings.Repeat("x", 4096))); err != nil {
-			sendErr.Store(gstatus.Code(err))
-		}
+		sendCode <- gstatus.Code(ss.SendMsg(wrapperspb.String(strings.Repeat("x", 4096))))
 		<-release
 		return gstatus.Error(gcodes.Aborted, "the handler's own return")
 	}}
@@ -323,7 +345,9 @@ func TestBehaveSendMsgFailureEndsRPC(t *testing.T) {
 		if err := cs.RecvMsg(new(wrapperspb.StringValue)); gstatus.Code(err) != gcodes.ResourceExhausted {
 			t.Errorf("RecvMsg: %v, want ResourceExhausted while the handler still runs", err)
 		}
-		if c, _ := sendErr.Load().(gcodes.Code); c != gcodes.ResourceExhausted {
+		// The client can see the status before the handler's SendMsg
+		// returned: wait for it.
+		if c := <-sendCode; c != gcodes.ResourceExhausted {
 			t.Errorf("the handler's SendMsg: %v, want ResourceExhausted", c)
 		}
 	})
@@ -824,6 +848,124 @@ func TestBehaveSetSendCompressor(t *testing.T) {
 			}
 			if err != io.EOF {
 				t.Errorf("stream with SetSendCompressor(gzip): %v", err)
+			}
+		})
+	}
+}
+
+// retryConfig retries behave.Svc's methods on Unavailable up to
+// maxAttempts, after a backoff of backoff seconds (before jitter).
+func retryConfig(maxAttempts int, backoff string) string {
+	return `{"methodConfig": [{"name": [{"service": "behave.Svc"}], "retryPolicy": {
+		"maxAttempts": ` + fmt.Sprint(maxAttempts) + `, "initialBackoff": "` + backoff + `s", "maxBackoff": "` + backoff + `s",
+		"backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`
+}
+
+// failing is a unary handler that fails Unavailable, with trailer
+// grpc-retry-pushback-ms set to pushback unless it is "", until it has
+// run failures times, and counts its runs.
+func failing(failures int32, pushback string, runs *atomic.Int32) handlers {
+	return handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		if runs.Add(1) > failures {
+			return in, nil
+		}
+		if pushback != "" {
+			grpc.SetTrailer(ctx, gmetadata.Pairs("grpc-retry-pushback-ms", pushback))
+		}
+		return nil, gstatus.Error(gcodes.Unavailable, "not yet")
+	}}
+}
+
+// TestBehaveRetryPushback: the server's grpc-retry-pushback-ms (gRFC A6)
+// decides the retry: a negative or malformed value stops retrying, a
+// positive one is the delay (the policy's backoff, 1000 s, would outlast
+// the test's minute).
+func TestBehaveRetryPushback(t *testing.T) {
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			for _, c := range []struct {
+				pushback string
+				wantRuns int32
+				wantCode gcodes.Code
+			}{
+				{"-1", 1, gcodes.Unavailable},
+				{"soon", 1, gcodes.Unavailable},
+				{"1", 2, gcodes.OK},
+			} {
+				var runs atomic.Int32
+				s := sd.start(t, serverOpts{serviceConfig: retryConfig(4, "1000")}, failing(1, c.pushback, &runs).desc())
+				err := s.cc.Invoke(ctxOf(t), "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue))
+				if gstatus.Code(err) != c.wantCode || runs.Load() != c.wantRuns {
+					t.Errorf("pushback %q: %v after %d runs, want %v after %d", c.pushback, err, runs.Load(), c.wantCode, c.wantRuns)
+				}
+			}
+		})
+	}
+}
+
+// TestBehaveRetryAttempts: how many attempts a call that always fails
+// makes: the service config's maxAttempts (10) capped by
+// WithMaxCallAttempts (default 5), one with WithDisableRetry.
+func TestBehaveRetryAttempts(t *testing.T) {
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			for _, c := range []struct {
+				o        serverOpts
+				wantRuns int32
+			}{
+				{serverOpts{}, 5},
+				{serverOpts{maxCallAttempts: 7}, 7},
+				{serverOpts{maxCallAttempts: 2}, 2},
+				{serverOpts{disableRetry: true}, 1},
+			} {
+				var runs atomic.Int32
+				c.o.serviceConfig = retryConfig(10, "0.001")
+				s := sd.start(t, c.o, failing(100, "", &runs).desc())
+				err := s.cc.Invoke(ctxOf(t), "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue))
+				if gstatus.Code(err) != gcodes.Unavailable || runs.Load() != c.wantRuns {
+					t.Errorf("%+v: %v after %d runs, want Unavailable after %d", c.o, err, runs.Load(), c.wantRuns)
+				}
+			}
+		})
+	}
+}
+
+// TestBehaveRetryContextCommits: a stream whose first attempt fails
+// Unavailable before any response is retried, unless the caller asked for
+// its Context first: that commits the stream to the attempt.
+func TestBehaveRetryContextCommits(t *testing.T) {
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			for _, askContext := range []bool{false, true} {
+				var runs atomic.Int32
+				h := handlers{serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error {
+					if runs.Add(1) == 1 {
+						return gstatus.Error(gcodes.Unavailable, "not yet")
+					}
+					return ss.SendMsg(in)
+				}}
+				s := sd.start(t, serverOpts{serviceConfig: retryConfig(4, "0.001")}, h.desc())
+				cs, err := s.cc.NewStream(ctxOf(t), &grpc.StreamDesc{ServerStreams: true}, "/behave.Svc/ServerStream")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.CloseSend(); err != nil {
+					t.Fatal(err)
+				}
+				if askContext {
+					_ = cs.Context()
+				}
+				err = cs.RecvMsg(new(wrapperspb.StringValue))
+				want, wantRuns := gcodes.OK, int32(2)
+				if askContext {
+					want, wantRuns = gcodes.Unavailable, 1
+				}
+				if gstatus.Code(err) != want || runs.Load() != wantRuns {
+					t.Errorf("Context asked %v: %v after %d runs, want %v after %d", askContext, err, runs.Load(), want, wantRuns)
+				}
 			}
 		})
 	}
