@@ -7,6 +7,7 @@ package main
 // use.
 var portAPI = map[string][]string{
 	"attributes":                    {"Attributes", "New"},
+	"authz":                         {"FileWatcherInterceptor", "NewFileWatcher", "NewStatic", "StaticInterceptor"},
 	"backoff":                       {"Config", "DefaultConfig"},
 	"balancer":                      {"Balancer", "BuildOptions", "Builder", "ClientConn", "ClientConnState", "ConfigParser", "DoneInfo", "ErrBadResolverState", "ErrNoSubConnAvailable", "Get", "NewSubConnOptions", "PickInfo", "PickResult", "Picker", "Register", "State", "SubConn", "SubConnState"},
 	"balancer/base":                 {"Config", "NewBalancerBuilder", "NewErrPicker", "PickerBuildInfo", "PickerBuilder", "SubConnInfo"},

@@ -31,7 +31,7 @@ var layerOf = map[string]int{
 
 	"rpc": 4, "rpc/internal/": 4,
 
-	"health": 5, "health/": 5, "reflection": 5, "reflection/": 5,
+	"health": 5, "health/": 5, "authz": 5, "reflection": 5, "reflection/": 5,
 	"interop/grpc_testing": 5, "rpc/rpctest/testpb": 5, "codegen/internal/golden/": 5,
 
 	"cmd/": 6, "interop": 6, "interop/": 6, "rpc/rpctest": 6, "grpc": 6,
