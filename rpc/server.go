@@ -357,7 +357,7 @@ type callStream struct {
 	svc      *service
 	md       *MethodDesc
 	est      *conn.RespEstimate  // the method's on this connection, nil for an unknown one
-	comp     encoding.Compressor // the request's compressor, and the response's; nil: none
+	comp     encoding.Compressor // the request's compressor (the response's is sc.comp); nil: none
 	ua       string              // the connection's user-agent when it arrived
 	accept   string              // the compressors the client advertised (acceptEncoding)
 

@@ -34,15 +34,20 @@ for m in "" /stats/opentelemetry /experimental/opentelemetry; do
   go mod edit -require "github.com/rdmarpc/rdmarpc$m@$zero" -replace "github.com/rdmarpc/rdmarpc$m=$root$m"
 done
 go mod tidy -e > "$work/tidy.out" 2>&1 || true # what rdmarpc lacks stays missing
-ok=0 fail=0
+ok=0 fail=0 failed=
 for rel in $(grep -rl --include='*.go' '^package main$' . | xargs -n1 dirname | sed 's|^\./||' | sort -u); do
   if out=$(go build -o /dev/null "./$rel" 2>&1); then
     ok=$((ok + 1)); echo "OK   $rel"
   else
-    fail=$((fail + 1)); echo "FAIL $rel: $(echo "$out" | grep -v '^#' | head -1)"
+    fail=$((fail + 1)); failed="$failed $rel"; echo "FAIL $rel: $(echo "$out" | grep -v '^#' | head -1)"
   fi
 done
 echo "$ok of $((ok + fail)) example programs compile by the import rule"
 if [ "${RUN:-}" = 1 ]; then
+  # gRPC-go's harness stops at the first example that does not build:
+  # leave those out of its list.
+  for rel in $failed; do
+    sed -i "\|^    \"${rel%/*}\"\$|d" examples_test.sh
+  done
   bash examples_test.sh
 fi
