@@ -100,6 +100,9 @@ var (
 	SetTrailer = rpc.SetTrailer
 	SendReady  = rpc.SendReady
 
+	SetSendCompressor          = rpc.SetSendCompressor
+	ClientSupportedCompressors = rpc.ClientSupportedCompressors
+
 	PeerFromContext = rpc.PeerFromContext
 
 	// Call options.

@@ -1,7 +1,10 @@
 package rpc
 
 import (
+	"strings"
+
 	"github.com/rdmarpc/rdmarpc/credentials"
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
@@ -79,6 +82,17 @@ func (l *serverLink) userAgent(md metadata.MD) string {
 	return l.ua
 }
 
+// acceptEncoding is the grpc-accept-encoding of a request whose decoded
+// metadata is md: its own, which the connection then remembers (a client
+// sends it with its user-agent), else the connection's last. The
+// reader's.
+func (l *serverLink) acceptEncoding(md metadata.MD) string {
+	if v := md[acceptEncodingKey]; len(v) > 0 {
+		l.accept = strings.Join(v, ",")
+	}
+	return l.accept
+}
+
 // outgoingMD is the metadata a call sends before the link adds its part
 // (withUserAgent): md, the caller's (a copy) or nil, without a
 // "user-agent" of the caller's, which gRPC-go does not send either.
@@ -87,9 +101,24 @@ func outgoingMD(md metadata.MD) metadata.MD {
 	return md
 }
 
-// withUserAgent is md with the client's user-agent, until a call that
-// carried it has succeeded on l: the server has it then, and applies it to
-// every later request on the connection.
+// connMD is what a client sends with a connection's calls until one has
+// succeeded (withUserAgent): its user-agent (prefix: WithUserAgent's) and,
+// when compressors are registered, their names as grpc-accept-encoding,
+// which the server remembers for the connection as it does the
+// user-agent, so that a handler may answer compressed
+// (SetSendCompressor).
+func connMD(prefix string) metadata.MD {
+	md := metadata.Pairs(userAgentKey, joinUserAgent(prefix))
+	if names := encoding.RegisteredCompressorNames(); len(names) > 0 {
+		md[acceptEncodingKey] = []string{strings.Join(names, ",")}
+	}
+	return md
+}
+
+// withUserAgent is md with the client's user-agent and
+// grpc-accept-encoding (connMD), until a call that carried them has
+// succeeded on l: the server has them then, and applies them to every
+// later request on the connection.
 func (l *clientLink) withUserAgent(md metadata.MD) metadata.MD {
 	if l.uaKnown.Load() {
 		return md
@@ -98,6 +127,11 @@ func (l *clientLink) withUserAgent(md metadata.MD) metadata.MD {
 		return l.cc.uaMD // read only: the encoder never changes it
 	}
 	md[userAgentKey] = l.cc.uaMD[userAgentKey]
+	if v, ok := l.cc.uaMD[acceptEncodingKey]; ok {
+		if _, own := md[acceptEncodingKey]; !own {
+			md[acceptEncodingKey] = v
+		}
+	}
 	return md
 }
 

@@ -89,7 +89,7 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 	// of the link's calls ends (or a backoff passes), then goes again.
 	notSent, refused := 0, 0
 	for {
-		l, done, err := cc.link(ctx, method, ci.waitForReady)
+		l, done, err := cc.link(ctx, method, ci.waitForReady, rs)
 		if err != nil {
 			return err
 		}

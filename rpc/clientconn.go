@@ -24,6 +24,7 @@ import (
 	_ "github.com/rdmarpc/rdmarpc/resolver/unix"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/timers"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
+	"github.com/rdmarpc/rdmarpc/stats"
 	"github.com/rdmarpc/rdmarpc/status"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
@@ -176,7 +177,7 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 		log:     o.log.Named("rpc.client").With(zap.String("target", target)),
 		changed: make(chan struct{}),
 		all:     make(map[*clientLink]bool),
-		uaMD:    metadata.Pairs(userAgentKey, joinUserAgent(o.userAgent)),
+		uaMD:    connMD(o.userAgent),
 	}
 	cc.ser.wg = &cc.wg
 	if parsed.URL.Scheme == "dns" {
@@ -451,8 +452,8 @@ func (cc *ClientConn) failure() error {
 // waits for a picker that has one: while the ClientConn connects, and in
 // TransientFailure with waitForReady, until ctx ends; without
 // waitForReady a failed pick fails the call at once with Unavailable.
-func (cc *ClientConn) link(ctx context.Context, method string, waitForReady bool) (*clientLink, func(balancer.DoneInfo), error) {
-	for {
+func (cc *ClientConn) link(ctx context.Context, method string, waitForReady bool, rs *rpcStats) (*clientLink, func(balancer.DoneInfo), error) {
+	for waited := false; ; waited = true {
 		cc.exitIdle() // again after a wait: the ClientConn may have gone idle
 		cc.mu.Lock()
 		if cc.closed {
@@ -462,6 +463,11 @@ func (cc *ClientConn) link(ctx context.Context, method string, waitForReady bool
 		p, ch := cc.picker, cc.changed
 		cc.mu.Unlock()
 		l, done, err := cc.pick(ctx, p, method, waitForReady)
+		if l != nil && waited && rs != nil {
+			// The pick waited for the picker to change, as gRPC-go's
+			// reports a blocked pick.
+			rs.handle(&stats.DelayedPickComplete{})
+		}
 		if l != nil || err != nil {
 			return l, done, err
 		}

@@ -76,7 +76,7 @@ func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method s
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		l, done, err := cc.link(ctx, method, ci.waitForReady)
+		l, done, err := cc.link(ctx, method, ci.waitForReady, rs)
 		if err != nil {
 			return nil, err
 		}
@@ -325,7 +325,7 @@ func (cs *clientStream) reopen(l *clientLink, n int) {
 		err := l.waitForSlot(cs.ctx, n)
 		for attempt := 1; err == nil; attempt++ {
 			var done func(balancer.DoneInfo)
-			if l, done, err = cs.cc.link(cs.ctx, cs.method, cs.ci.waitForReady); err != nil {
+			if l, done, err = cs.cc.link(cs.ctx, cs.method, cs.ci.waitForReady, cs.stats); err != nil {
 				break
 			}
 			if err = l.start(cs); err == nil {

@@ -2,7 +2,11 @@ package rpc
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/rdmarpc/rdmarpc/codes"
@@ -165,4 +169,57 @@ func decodeError(err error, what string, v any) error {
 		return err
 	}
 	return status.Errorf(codes.Internal, "decoding %s into %T: %v", what, v, err)
+}
+
+// SetSendCompressor makes the responses of the call ctx (a handler's
+// context) belongs to compressed with the compressor registered under
+// name, or not compressed when name is encoding.Identity, as gRPC-go's
+// does. By default a call answers with its request's compressor. It fails
+// when the compressor is not registered, when the client did not
+// advertise it (ClientSupportedCompressors), or when the header has gone
+// (SendHeader, a stream's first SendMsg).
+func SetSendCompressor(ctx context.Context, name string) error {
+	c, err := callFromContext(ctx)
+	if err != nil {
+		return err
+	}
+	var comp encoding.Compressor
+	if name != encoding.Identity {
+		if comp = encoding.GetCompressor(name); comp == nil {
+			return fmt.Errorf("rpc: unable to set send compressor: compressor not registered %q", name)
+		}
+		if !slices.Contains(splitAccept(c.accept), name) {
+			return fmt.Errorf("rpc: unable to set send compressor: client does not support compressor %q", name)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sent {
+		return errors.New("rpc: SetSendCompressor after the header was sent")
+	}
+	c.comp = comp
+	return nil
+}
+
+// ClientSupportedCompressors returns the names of the compressors the
+// client of the call ctx (a handler's context) belongs to advertised in
+// grpc-accept-encoding, as gRPC-go's does. An rdmarpc client advertises
+// the compressors registered in its process when it connects.
+func ClientSupportedCompressors(ctx context.Context) ([]string, error) {
+	c, err := callFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return splitAccept(c.accept), nil
+}
+
+// splitAccept is a grpc-accept-encoding value's names.
+func splitAccept(v string) []string {
+	var names []string
+	for n := range strings.SplitSeq(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
 }

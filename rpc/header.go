@@ -9,6 +9,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/status"
 
+	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/internal/ctxkey"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/wire"
@@ -21,9 +22,14 @@ type serverCall struct {
 	mu      sync.Mutex
 	header  metadata.MD
 	trailer metadata.MD
-	sent    bool          // SendHeader was called: the header is final
-	stats   *rpcStats     // nil without stats handlers
-	stream  *serverStream // the stream, nil for a unary call
+	sent    bool // SendHeader was called: the header is final
+	// comp is the compressor of the response's messages (nil: none),
+	// the request's unless SetSendCompressor chose another; accept is the
+	// client's grpc-accept-encoding, the names it can decompress.
+	comp   encoding.Compressor
+	accept string
+	stats  *rpcStats     // nil without stats handlers
+	stream *serverStream // the stream, nil for a unary call
 }
 
 type serverCallKey struct{}

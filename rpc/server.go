@@ -332,6 +332,7 @@ type serverLink struct {
 	refusedIDs  refusedSet                          // streams refused lately, whose frames are dropped (the reader's)
 	ests        map[*methodEntry]*conn.RespEstimate // the unary methods' response estimates on this connection (the reader's)
 	ua          string                              // the last user-agent received (the reader's)
+	accept      string                              // the last grpc-accept-encoding received (the reader's)
 	lastPing    time.Time                           // the reader's, for the enforcement policy
 	pingStrikes int                                 // the reader's
 	timers      connTimers
@@ -357,8 +358,9 @@ type callStream struct {
 	svc      *service
 	md       *MethodDesc
 	est      *conn.RespEstimate  // the method's on this connection, nil for an unknown one
-	comp     encoding.Compressor // the request's compressor, and the response's; nil: none
+	comp     encoding.Compressor // the request's compressor (the response's is sc.comp); nil: none
 	ua       string              // the connection's user-agent when it arrived
+	accept   string              // the compressors the client advertised (acceptEncoding)
 
 	cost    int           // bytes charged to the queue while queued
 	elem    *list.Element // in the queue, nil once started
@@ -590,7 +592,7 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 			st.svc, st.md = l.lookup(req.Method)
 		}
 		if st.md == nil && l.s.opts.unknownHandler != nil {
-			st.svc, st.md = unknownService, unknownAsUnary(l.s.opts.unknownHandler, req.Method)
+			st.svc, st.md = unknownService, unknownAsUnary(l.s.opts.unknownHandler, l.s.streamInterceptor, req.Method)
 		}
 		switch {
 		case st.md == nil:
@@ -606,7 +608,7 @@ func (l *serverLink) newStream(id uint64, body []byte, b transport.Buffer) *call
 				// now or waits for a slot.
 				st.deadline = time.Now().Add(req.Timeout)
 			}
-			st.req, st.frame, st.ua = req, b, l.userAgent(req.MD)
+			st.req, st.frame, st.ua, st.accept = req, b, l.userAgent(req.MD), l.acceptEncoding(req.MD)
 			return st
 		}
 	}
@@ -622,7 +624,7 @@ var testHookUnaryEnded atomic.Pointer[func(closable bool)]
 // serveStream runs st's handler and sends its outcome.
 func (l *serverLink) serveStream(st *callStream) {
 	sc := &st.sc
-	sc.method = st.method
+	sc.method, sc.comp, sc.accept = st.method, st.comp, st.accept
 	st.cc = callContext{Context: callBase{st}, sc: sc, peer: l.peer, l: l, ua: st.ua}
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 && st.fail == nil {
 		st.cc.Context = l.beginStats(callBase{st}, hs, st, sc)
@@ -766,16 +768,17 @@ func (l *serverLink) unknownMethod(method string, svc *service) error {
 func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err error) error {
 	id := call.id
 	sc.mu.Lock()
-	header, trailer := sc.header, sc.trailer
+	header, trailer, comp := sc.header, sc.trailer, sc.comp
+	sc.sent = true // SetSendCompressor is too late now
 	sc.mu.Unlock()
 	if err == nil && resp == nil {
 		err = status.Errorf(codes.Internal, "handler for %s returned neither a response nor an error", sc.method)
 	}
 	if err == nil {
-		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, headerWithEncoding(header, call.comp), trailer)
+		head := wire.AppendResponseHead(bufpool.Get(128)[:0], id, 0, "", nil, headerWithEncoding(header, comp), trailer)
 		var n int
 		l.adm.unreserve(call) // the response takes its own size of the budget
-		n, err = sendFrame(l.Ctx, l.Conn, sendCodec(l.s.opts.codec, call.comp), head, resp, l.s.opts.maxSendSize, l.budget, nil, call.est)
+		n, err = sendFrame(l.Ctx, l.Conn, sendCodec(l.s.opts.codec, comp), head, resp, l.s.opts.maxSendSize, l.budget, nil, call.est)
 		if rs := sc.stats; rs != nil && err == nil {
 			rs.outHeader(header, "", nil)
 			rs.outPayload(resp, n, len(head)+n)

@@ -31,11 +31,16 @@ type serverStream struct {
 	id     uint64
 	method string
 	desc   *StreamDesc
+	unary  bool // desc serves a unary method (NewStream on it): no stream interceptor
 	svc    *service
 	sc     *serverCall         // header and trailer, shared with SetHeader(ctx)
-	comp   encoding.Compressor // the client's, which the stream answers with too; nil: none
-	ctx    context.Context
-	cancel context.CancelFunc
+	comp   encoding.Compressor // the client's; nil: none
+	// sendComp is what the stream's messages are compressed with (nil:
+	// not), fixed when the header goes: the client's compressor unless
+	// the handler chose another (SetSendCompressor).
+	sendComp encoding.Compressor
+	ctx      context.Context
+	cancel   context.CancelFunc
 
 	in   conn.Inbox
 	out  conn.Credit
@@ -61,6 +66,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	var fail *status.Status
 	var svc *service
 	var desc *StreamDesc
+	var unary bool
 	var comp encoding.Compressor
 	switch {
 	case errors.Is(err, wire.ErrMetadataTooLarge):
@@ -69,7 +75,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		l.s.peerLog.warn("malformed open frame", zap.Stringer("peer", l.peer.Addr), zap.Uint64("stream", h.CallID), zap.Error(err))
 		fail = status.Newf(codes.Internal, "malformed open frame: %v", err)
 	default:
-		svc, desc = l.lookupStream(req.Method)
+		svc, desc, unary = l.lookupStream(req.Method)
 		var encName string
 		var encOK bool
 		comp, encName, encOK = takeEncoding(req.MD)
@@ -99,8 +105,8 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 		l.adm.mu.Unlock()
 		return l.queueOrClose(wire.AppendTrailers(nil, h.CallID, uint32(fail.Code()), fail.Message(), nil, nil, nil))
 	}
-	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, svc: svc,
-		sc: &serverCall{method: req.Method}, comp: comp}
+	ss := &serverStream{l: l, id: h.CallID, method: req.Method, desc: desc, unary: unary, svc: svc,
+		sc: &serverCall{method: req.Method, comp: comp, accept: l.acceptEncoding(req.MD)}, comp: comp}
 	ss.sc.stream = ss
 	l.s.opts.initInbox(&ss.in)
 	ss.out.Init()
@@ -164,23 +170,27 @@ func (l *serverLink) queueOrClose(frame []byte) bool {
 // as open, and the server never closes it for them.
 func (l *serverLink) peerCtlLimit() int { return 2*l.s.opts.maxStreams + 64 }
 
-func (l *serverLink) lookupStream(method string) (*service, *StreamDesc) {
-	svc, _ := l.lookup(method)
+// lookupStream finds the handler of a stream opened on method; unary
+// reports a unary method's, which runs the unary interceptor and not the
+// stream one.
+func (l *serverLink) lookupStream(method string) (svc *service, desc *StreamDesc, unary bool) {
+	svc, _ = l.lookup(method)
 	_, m, _ := cutMethod(method)
 	if svc != nil {
 		if d := svc.streams[m]; d != nil {
-			return svc, d
+			return svc, d, false
 		}
 		if md := svc.methods[m]; md != nil {
 			// A unary method opened as a stream (cc.NewStream), as
-			// gRPC-go serves it: one request, one response.
-			return svc, &StreamDesc{StreamName: m, Handler: unaryAsStream(md, l.s.interceptor)}
+			// gRPC-go serves it: one request, one response, and the
+			// unary interceptor.
+			return svc, &StreamDesc{StreamName: m, Handler: unaryAsStream(md, l.s.interceptor)}, true
 		}
 	}
 	if h := l.s.opts.unknownHandler; h != nil {
-		return unknownService, &StreamDesc{StreamName: m, Handler: h, ClientStreams: true, ServerStreams: true}
+		return unknownService, &StreamDesc{StreamName: m, Handler: h, ClientStreams: true, ServerStreams: true}, false
 	}
-	return svc, nil
+	return svc, nil, false
 }
 
 // unknownService is the service of the methods UnknownServiceHandler
@@ -188,11 +198,18 @@ func (l *serverLink) lookupStream(method string) (*service, *StreamDesc) {
 var unknownService = &service{}
 
 // unknownAsUnary serves a unary call (a REQUEST) to an unregistered method
-// with UnknownServiceHandler's h, on a stream of one message each way.
-func unknownAsUnary(h StreamHandler, method string) *MethodDesc {
+// with UnknownServiceHandler's h, on a stream of one message each way,
+// through the stream interceptor ic (nil: none), as gRPC-go serves it.
+func unknownAsUnary(h StreamHandler, ic StreamServerInterceptor, method string) *MethodDesc {
 	return &MethodDesc{MethodName: method, Handler: func(srv any, ctx context.Context, dec func(any) error, _ UnaryServerInterceptor) (any, error) {
 		us := &unaryServerStream{ctx: ctx, dec: dec}
-		if err := h(srv, us); err != nil {
+		var err error
+		if ic != nil {
+			err = ic(srv, us, &StreamServerInfo{FullMethod: method, IsClientStream: true, IsServerStream: true}, h)
+		} else {
+			err = h(srv, us)
+		}
+		if err != nil {
 			return nil, err
 		}
 		if us.resp == nil {
@@ -464,7 +481,7 @@ func (ss *serverStream) call() (err error) {
 	if ss.ctx.Err() != nil {
 		return ss.ctx.Err()
 	}
-	if ic := ss.l.s.streamInterceptor; ic != nil {
+	if ic := ss.l.s.streamInterceptor; ic != nil && !ss.unary {
 		info := &StreamServerInfo{FullMethod: ss.method, IsClientStream: ss.desc.ClientStreams, IsServerStream: ss.desc.ServerStreams}
 		return ic(ss.svc.impl, ss, info, ss.desc.Handler)
 	}
@@ -559,8 +576,9 @@ func (ss *serverStream) sendHeader() error {
 	ss.sc.mu.Lock()
 	md := ss.sc.header
 	ss.sc.sent = true
+	ss.sendComp = ss.sc.comp
 	ss.sc.mu.Unlock()
-	frame := wire.AppendHeaders(nil, ss.id, headerWithEncoding(md, ss.comp))
+	frame := wire.AppendHeaders(nil, ss.id, headerWithEncoding(md, ss.sendComp))
 	if err := ss.l.Conn.Send(ss.ctx, frame); err != nil {
 		return ss.sendError(err)
 	}
@@ -596,7 +614,7 @@ func (ss *serverStream) SendMsg(m any) error {
 	// Counted by the send watch as responses are: a client that takes
 	// nothing for ResponseTimeout is disconnected.
 	ss.l.ResponseStart()
-	n, err := sendFrame(ss.ctx, ss.l.Conn, sendCodec(ss.l.s.opts.codec, ss.comp), head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.Flow, nil)
+	n, err := sendFrame(ss.ctx, ss.l.Conn, sendCodec(ss.l.s.opts.codec, ss.sendComp), head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.Flow, nil)
 	ss.l.ResponseDone()
 	bufpool.Put(head)
 	if err != nil {

@@ -69,6 +69,21 @@ type Begin struct {
 	IsServerStream bool
 }
 
+// DelayedPickComplete is reported on the client, after Begin, when a call
+// had to wait for a connection to be picked (none was ready when it
+// started) and now has one, as gRPC-go's.
+type DelayedPickComplete struct{}
+
+// IsClient is true: the event happens on the client.
+func (*DelayedPickComplete) IsClient() bool { return true }
+
+func (*DelayedPickComplete) isRPCStats() {}
+
+// PickerUpdated is DelayedPickComplete's old name in gRPC-go.
+//
+// Deprecated: use DelayedPickComplete.
+type PickerUpdated = DelayedPickComplete
+
 // InHeader is the request header arriving (server) or the response header
 // arriving (client).
 type InHeader struct {

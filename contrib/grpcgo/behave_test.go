@@ -2,9 +2,12 @@ package grpcgo_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rdmarpc/rdmarpc/contrib/grpcgo"
+	_ "github.com/rdmarpc/rdmarpc/encoding/gzip" // the rdmarpc client advertises gzip, as gRPC-go's does with its own
 	"github.com/rdmarpc/rdmarpc/rpc"
 )
 
@@ -31,6 +35,14 @@ type serverOpts struct {
 	maxSendMsgSize  int
 	waitForHandlers bool
 	unknown         grpc.StreamHandler
+	// record, when set, gets a line from each interceptor the server and
+	// the client run: "server unary /m", "client stream /m", ...
+	record func(string)
+	// The client's: a default service config, WithMaxCallAttempts (0:
+	// not given) and WithDisableRetry.
+	serviceConfig   string
+	maxCallAttempts int
+	disableRetry    bool
 }
 
 // started is a server under test and a client of it.
@@ -61,6 +73,36 @@ func startGRPC(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
 	if o.unknown != nil {
 		opts = append(opts, grpc.UnknownServiceHandler(o.unknown))
 	}
+	var dialOpts []grpc.DialOption
+	if r := o.record; r != nil {
+		opts = append(opts,
+			grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				r("server unary " + info.FullMethod)
+				return h(ctx, req)
+			}),
+			grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+				r("server stream " + info.FullMethod)
+				return h(srv, ss)
+			}))
+		dialOpts = append(dialOpts,
+			grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				r("client unary " + method)
+				return inv(ctx, method, req, reply, cc, opts...)
+			}),
+			grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, st grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				r("client stream " + method)
+				return st(ctx, desc, cc, method, opts...)
+			}))
+	}
+	if o.serviceConfig != "" {
+		dialOpts = append(dialOpts, grpc.WithDefaultServiceConfig(o.serviceConfig))
+	}
+	if o.maxCallAttempts > 0 {
+		dialOpts = append(dialOpts, grpc.WithMaxCallAttempts(o.maxCallAttempts))
+	}
+	if o.disableRetry {
+		dialOpts = append(dialOpts, grpc.WithDisableRetry())
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +111,7 @@ func startGRPC(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
 	s.RegisterService(desc, struct{}{})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(lis.Addr().String(), append(dialOpts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +135,36 @@ func startRdmarpc(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
 	if o.unknown != nil {
 		opts = append(opts, rpc.UnknownServiceHandler(grpcgo.StreamHandler(o.unknown)))
 	}
+	var dialOpts []rpc.DialOption
+	if r := o.record; r != nil {
+		opts = append(opts,
+			rpc.UnaryInterceptor(func(ctx context.Context, req any, info *rpc.UnaryServerInfo, h rpc.UnaryHandler) (any, error) {
+				r("server unary " + info.FullMethod)
+				return h(ctx, req)
+			}),
+			rpc.StreamInterceptor(func(srv any, ss rpc.ServerStream, info *rpc.StreamServerInfo, h rpc.StreamHandler) error {
+				r("server stream " + info.FullMethod)
+				return h(srv, ss)
+			}))
+		dialOpts = append(dialOpts,
+			rpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *rpc.ClientConn, inv rpc.UnaryInvoker, opts ...rpc.CallOption) error {
+				r("client unary " + method)
+				return inv(ctx, method, req, reply, cc, opts...)
+			}),
+			rpc.WithStreamInterceptor(func(ctx context.Context, desc *rpc.StreamDesc, cc *rpc.ClientConn, method string, st rpc.Streamer, opts ...rpc.CallOption) (rpc.ClientStream, error) {
+				r("client stream " + method)
+				return st(ctx, desc, cc, method, opts...)
+			}))
+	}
+	if o.serviceConfig != "" {
+		dialOpts = append(dialOpts, rpc.WithDefaultServiceConfig(o.serviceConfig))
+	}
+	if o.maxCallAttempts > 0 {
+		dialOpts = append(dialOpts, rpc.WithMaxCallAttempts(o.maxCallAttempts))
+	}
+	if o.disableRetry {
+		dialOpts = append(dialOpts, rpc.WithDisableRetry())
+	}
 	lis, err := rpc.Listen(tcp)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +173,7 @@ func startRdmarpc(t *testing.T, o serverOpts, desc *grpc.ServiceDesc) started {
 	grpcgo.NewServer(s).RegisterService(desc, struct{}{})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
-	cc, err := rpc.NewClient("tcp://" + lis.Addr().String())
+	cc, err := rpc.NewClient("tcp://"+lis.Addr().String(), dialOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,12 +197,18 @@ func (h handlers) desc() *grpc.ServiceDesc {
 	d := &grpc.ServiceDesc{ServiceName: "behave.Svc", HandlerType: (*any)(nil)}
 	if h.unary != nil {
 		d.Methods = append(d.Methods, grpc.MethodDesc{MethodName: "Unary",
-			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
 				in := new(wrapperspb.StringValue)
 				if err := dec(in); err != nil {
 					return nil, err
 				}
-				return h.unary(ctx, in)
+				if ic == nil {
+					return h.unary(ctx, in)
+				}
+				info := &grpc.UnaryServerInfo{Server: srv, FullMethod: "/behave.Svc/Unary"}
+				return ic(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+					return h.unary(ctx, req.(*wrapperspb.StringValue))
+				})
 			}})
 	}
 	if h.serverStream != nil {
@@ -247,11 +325,9 @@ func TestBehaveInvalidUTF8Status(t *testing.T) {
 // what the handler returns later is ignored.
 func TestBehaveSendMsgFailureEndsRPC(t *testing.T) {
 	release := make(chan struct{})
-	var sendErr atomic.Value
+	sendCode := make(chan gcodes.Code, 1) // what the handler's SendMsg returned
 	h := handlers{serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error {
-		if err := ss.SendMsg(wrapperspb.String(strings.Repeat("x", 4096))); err != nil {
-			sendErr.Store(gstatus.Code(err))
-		}
+		sendCode <- gstatus.Code(ss.SendMsg(wrapperspb.String(strings.Repeat("x", 4096))))
 		<-release
 		return gstatus.Error(gcodes.Aborted, "the handler's own return")
 	}}
@@ -269,7 +345,9 @@ func TestBehaveSendMsgFailureEndsRPC(t *testing.T) {
 		if err := cs.RecvMsg(new(wrapperspb.StringValue)); gstatus.Code(err) != gcodes.ResourceExhausted {
 			t.Errorf("RecvMsg: %v, want ResourceExhausted while the handler still runs", err)
 		}
-		if c, _ := sendErr.Load().(gcodes.Code); c != gcodes.ResourceExhausted {
+		// The client can see the status before the handler's SendMsg
+		// returned: wait for it.
+		if c := <-sendCode; c != gcodes.ResourceExhausted {
 			t.Errorf("the handler's SendMsg: %v, want ResourceExhausted", c)
 		}
 	})
@@ -575,4 +653,320 @@ func TestBehaveResponseContentType(t *testing.T) {
 			t.Errorf("stream: content-type %q, %v; want application/grpc", h.Get("content-type"), err)
 		}
 	})
+}
+
+// interceptorLog is the lines a case's interceptors recorded.
+type interceptorLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *interceptorLog) record(s string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, s)
+	l.mu.Unlock()
+}
+
+// take returns the lines so far and forgets them.
+func (l *interceptorLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.lines
+	l.lines = nil
+	return out
+}
+
+// TestBehaveInterceptorKinds: which interceptors run for each way of
+// calling. A unary method opened with NewStream runs the client's stream
+// interceptor and the server's unary one (the server serves the method it
+// has, as it has it); a method only UnknownServiceHandler serves runs the
+// server's stream interceptor, whether called unary or as a stream.
+func TestBehaveInterceptorKinds(t *testing.T) {
+	h := handlers{
+		unary:        func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) { return in, nil },
+		serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error { return ss.SendMsg(in) },
+	}
+	unknown := func(srv any, ss grpc.ServerStream) error {
+		in := new(wrapperspb.StringValue)
+		if err := ss.RecvMsg(in); err != nil {
+			return err
+		}
+		return ss.SendMsg(in)
+	}
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			var log interceptorLog
+			s := sd.start(t, serverOpts{record: log.record, unknown: unknown}, h.desc())
+			ctx := ctxOf(t)
+			// stream opens a stream on method, sends one message and reads
+			// to the end.
+			stream := func(method string, desc *grpc.StreamDesc) {
+				cs, err := s.cc.NewStream(ctx, desc, method)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+					t.Fatal(err)
+				}
+				cs.CloseSend()
+				for err == nil {
+					err = cs.RecvMsg(new(wrapperspb.StringValue))
+				}
+				if err != io.EOF {
+					t.Fatalf("%s: %v", method, err)
+				}
+			}
+			for _, c := range []struct {
+				name string
+				call func()
+				want []string
+			}{
+				{"Invoke unary", func() {
+					if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue)); err != nil {
+						t.Fatal(err)
+					}
+				}, []string{"client unary /behave.Svc/Unary", "server unary /behave.Svc/Unary"}},
+				{"NewStream on unary", func() { stream("/behave.Svc/Unary", &grpc.StreamDesc{}) },
+					[]string{"client stream /behave.Svc/Unary", "server unary /behave.Svc/Unary"}},
+				{"NewStream on server-streaming", func() { stream("/behave.Svc/ServerStream", &grpc.StreamDesc{ServerStreams: true}) },
+					[]string{"client stream /behave.Svc/ServerStream", "server stream /behave.Svc/ServerStream"}},
+				{"Invoke unknown", func() {
+					if err := s.cc.Invoke(ctx, "/nowhere.Svc/M", wrapperspb.String("x"), new(wrapperspb.StringValue)); err != nil {
+						t.Fatal(err)
+					}
+				}, []string{"client unary /nowhere.Svc/M", "server stream /nowhere.Svc/M"}},
+				{"NewStream unknown", func() { stream("/nowhere.Svc/S", &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}) },
+					[]string{"client stream /nowhere.Svc/S", "server stream /nowhere.Svc/S"}},
+			} {
+				c.call()
+				// The server's interceptor ran before the client saw the
+				// end of the call: the lines are all there.
+				if got := log.take(); !slices.Equal(got, c.want) {
+					t.Errorf("%s: interceptors %q, want %q", c.name, got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// sendCompressor is each side's SetSendCompressor and
+// ClientSupportedCompressors: gRPC-go's work only on its own server's
+// streams, so a handler calls its server's.
+var sendCompressor = map[string]struct {
+	set       func(ctx context.Context, name string) error
+	supported func(ctx context.Context) ([]string, error)
+}{
+	"grpc-go": {grpc.SetSendCompressor, grpc.ClientSupportedCompressors},
+	"rdmarpc": {rpc.SetSendCompressor, rpc.ClientSupportedCompressors},
+}
+
+// TestBehaveSetSendCompressor: a handler picks its responses' compressor
+// among those the client advertised (a client advertises what its process
+// registered, gzip here), whatever the request's: a 1 MiB response of
+// zeros passes a 64 KiB server send limit only compressed. An unregistered
+// name, or one after the header went, is refused.
+func TestBehaveSetSendCompressor(t *testing.T) {
+	big := strings.Repeat("\x00", 1<<20)
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			sc := sendCompressor[sd.name]
+			// The request names the compressor the handler sets ("" for
+			// none); a refusal is FailedPrecondition with its reason.
+			choose := func(ctx context.Context, name string) error {
+				if name == "" {
+					return nil
+				}
+				if err := sc.set(ctx, name); err != nil {
+					return gstatus.Error(gcodes.FailedPrecondition, err.Error())
+				}
+				return nil
+			}
+			h := handlers{
+				unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+					if in.Value == "supported" {
+						names, err := sc.supported(ctx)
+						return wrapperspb.String(strings.Join(names, ",")), err
+					}
+					if err := choose(ctx, in.Value); err != nil {
+						return nil, err
+					}
+					return wrapperspb.String(big), nil
+				},
+				serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error {
+					if err := choose(ss.Context(), in.Value); err != nil {
+						return err
+					}
+					if err := ss.SendMsg(wrapperspb.String(big)); err != nil {
+						return err
+					}
+					// The header went with the message: too late now.
+					if err := sc.set(ss.Context(), "gzip"); err == nil {
+						return gstatus.Error(gcodes.Internal, "SetSendCompressor after the header succeeded")
+					}
+					return nil
+				},
+			}
+			s := sd.start(t, serverOpts{maxSendMsgSize: 64 << 10}, h.desc())
+			ctx := ctxOf(t)
+			unary := func(choice string, opts ...grpc.CallOption) error {
+				out := new(wrapperspb.StringValue)
+				err := s.cc.Invoke(ctx, "/behave.Svc/Unary", wrapperspb.String(choice), out, opts...)
+				if err == nil && out.Value != big {
+					t.Errorf("%q: %d bytes back, want %d", choice, len(out.Value), len(big))
+				}
+				return err
+			}
+			out := new(wrapperspb.StringValue)
+			if err := s.cc.Invoke(ctx, "/behave.Svc/Unary", wrapperspb.String("supported"), out); err != nil || !slices.Contains(strings.Split(out.Value, ","), "gzip") {
+				t.Errorf("ClientSupportedCompressors: %q, %v; want gzip among them", out.Value, err)
+			}
+			if err := unary(""); gstatus.Code(err) != gcodes.ResourceExhausted {
+				t.Errorf("no compressor: %v, want ResourceExhausted", err)
+			}
+			if err := unary("gzip"); err != nil {
+				t.Errorf("SetSendCompressor(gzip) on a plain request: %v", err)
+			}
+			if err := unary("identity", grpc.UseCompressor("gzip")); gstatus.Code(err) != gcodes.ResourceExhausted {
+				t.Errorf("SetSendCompressor(identity) on a gzip request: %v, want ResourceExhausted", err)
+			}
+			if err := unary("", grpc.UseCompressor("gzip")); err != nil {
+				t.Errorf("a gzip request answered in kind: %v", err)
+			}
+			if err := unary("snappy"); gstatus.Code(err) != gcodes.FailedPrecondition {
+				t.Errorf("SetSendCompressor(snappy): %v, want the handler's FailedPrecondition", err)
+			}
+			cs, err := s.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/behave.Svc/ServerStream")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cs.SendMsg(wrapperspb.String("gzip")); err != nil {
+				t.Fatal(err)
+			}
+			cs.CloseSend()
+			for err == nil {
+				err = cs.RecvMsg(out)
+			}
+			if err != io.EOF {
+				t.Errorf("stream with SetSendCompressor(gzip): %v", err)
+			}
+		})
+	}
+}
+
+// retryConfig retries behave.Svc's methods on Unavailable up to
+// maxAttempts, after a backoff of backoff seconds (before jitter).
+func retryConfig(maxAttempts int, backoff string) string {
+	return `{"methodConfig": [{"name": [{"service": "behave.Svc"}], "retryPolicy": {
+		"maxAttempts": ` + fmt.Sprint(maxAttempts) + `, "initialBackoff": "` + backoff + `s", "maxBackoff": "` + backoff + `s",
+		"backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`
+}
+
+// failing is a unary handler that fails Unavailable, with trailer
+// grpc-retry-pushback-ms set to pushback unless it is "", until it has
+// run failures times, and counts its runs.
+func failing(failures int32, pushback string, runs *atomic.Int32) handlers {
+	return handlers{unary: func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		if runs.Add(1) > failures {
+			return in, nil
+		}
+		if pushback != "" {
+			grpc.SetTrailer(ctx, gmetadata.Pairs("grpc-retry-pushback-ms", pushback))
+		}
+		return nil, gstatus.Error(gcodes.Unavailable, "not yet")
+	}}
+}
+
+// TestBehaveRetryPushback: the server's grpc-retry-pushback-ms (gRFC A6)
+// decides the retry: a negative or malformed value stops retrying, a
+// positive one is the delay (the policy's backoff, 1000 s, would outlast
+// the test's minute).
+func TestBehaveRetryPushback(t *testing.T) {
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			for _, c := range []struct {
+				pushback string
+				wantRuns int32
+				wantCode gcodes.Code
+			}{
+				{"-1", 1, gcodes.Unavailable},
+				{"soon", 1, gcodes.Unavailable},
+				{"1", 2, gcodes.OK},
+			} {
+				var runs atomic.Int32
+				s := sd.start(t, serverOpts{serviceConfig: retryConfig(4, "1000")}, failing(1, c.pushback, &runs).desc())
+				err := s.cc.Invoke(ctxOf(t), "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue))
+				if gstatus.Code(err) != c.wantCode || runs.Load() != c.wantRuns {
+					t.Errorf("pushback %q: %v after %d runs, want %v after %d", c.pushback, err, runs.Load(), c.wantCode, c.wantRuns)
+				}
+			}
+		})
+	}
+}
+
+// TestBehaveRetryAttempts: how many attempts a call that always fails
+// makes: the service config's maxAttempts (10) capped by
+// WithMaxCallAttempts (default 5), one with WithDisableRetry.
+func TestBehaveRetryAttempts(t *testing.T) {
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			for _, c := range []struct {
+				o        serverOpts
+				wantRuns int32
+			}{
+				{serverOpts{}, 5},
+				{serverOpts{maxCallAttempts: 7}, 7},
+				{serverOpts{maxCallAttempts: 2}, 2},
+				{serverOpts{disableRetry: true}, 1},
+			} {
+				var runs atomic.Int32
+				c.o.serviceConfig = retryConfig(10, "0.001")
+				s := sd.start(t, c.o, failing(100, "", &runs).desc())
+				err := s.cc.Invoke(ctxOf(t), "/behave.Svc/Unary", wrapperspb.String("x"), new(wrapperspb.StringValue))
+				if gstatus.Code(err) != gcodes.Unavailable || runs.Load() != c.wantRuns {
+					t.Errorf("%+v: %v after %d runs, want Unavailable after %d", c.o, err, runs.Load(), c.wantRuns)
+				}
+			}
+		})
+	}
+}
+
+// TestBehaveRetryContextCommits: a stream whose first attempt fails
+// Unavailable before any response is retried, unless the caller asked for
+// its Context first: that commits the stream to the attempt.
+func TestBehaveRetryContextCommits(t *testing.T) {
+	for _, sd := range sides {
+		t.Run(sd.name, func(t *testing.T) {
+			for _, askContext := range []bool{false, true} {
+				var runs atomic.Int32
+				h := handlers{serverStream: func(in *wrapperspb.StringValue, ss grpc.ServerStream) error {
+					if runs.Add(1) == 1 {
+						return gstatus.Error(gcodes.Unavailable, "not yet")
+					}
+					return ss.SendMsg(in)
+				}}
+				s := sd.start(t, serverOpts{serviceConfig: retryConfig(4, "0.001")}, h.desc())
+				cs, err := s.cc.NewStream(ctxOf(t), &grpc.StreamDesc{ServerStreams: true}, "/behave.Svc/ServerStream")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.CloseSend(); err != nil {
+					t.Fatal(err)
+				}
+				if askContext {
+					_ = cs.Context()
+				}
+				err = cs.RecvMsg(new(wrapperspb.StringValue))
+				want, wantRuns := gcodes.OK, int32(2)
+				if askContext {
+					want, wantRuns = gcodes.Unavailable, 1
+				}
+				if gstatus.Code(err) != want || runs.Load() != wantRuns {
+					t.Errorf("Context asked %v: %v after %d runs, want %v after %d", askContext, err, runs.Load(), want, wantRuns)
+				}
+			}
+		})
+	}
 }

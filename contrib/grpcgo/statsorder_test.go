@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -270,4 +271,143 @@ func direction(ev []string, dir string) []string {
 		}
 	}
 	return out
+}
+
+// TestStatsDelayedPick: a ClientConn's first call waits for its
+// connection, and reports DelayedPickComplete right after Begin, before
+// its header leaves; a call that finds the connection ready does not
+// report it. gRPC-go's client and rdmarpc's, each a call of each kind on
+// a new ClientConn, then a unary one. The connection is dialed only once
+// the first call waits in the library's pick (its goroutine's stack shows
+// it), so the first pick cannot find it ready: without that gate gRPC-go's
+// first pick was sometimes not delayed (a few runs in 30 under -race).
+func TestStatsDelayedPick(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	testgrpc.RegisterTestServiceServer(gs, allKinds{})
+	go gs.Serve(lis)
+	defer gs.Stop()
+	rl, err := rpc.Listen("tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := rpc.NewServer()
+	testgrpc.RegisterTestServiceServer(grpcgo.NewServer(rs), allKinds{})
+	served := make(chan error, 1)
+	go func() { served <- rs.Serve(rl) }()
+	defer func() { rs.Stop(); <-served }()
+
+	// A library's new ClientConn reporting to ev, dialing through gate,
+	// and the function its calls wait for a connection in.
+	type lib struct {
+		dial    func(ev *events, gate *dialGate) (testgrpc.TestServiceClient, func())
+		waitsIn string
+	}
+	libs := map[string]lib{
+		"grpc-go": {func(ev *events, gate *dialGate) (testgrpc.TestServiceClient, func()) {
+			cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithStatsHandler(gEvents{ev}), grpc.WithContextDialer(gate.dial))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return testgrpc.NewTestServiceClient(cc), func() { cc.Close() }
+		}, "google.golang.org/grpc.(*pickerWrapper).pick("},
+		"rdmarpc": {func(ev *events, gate *dialGate) (testgrpc.TestServiceClient, func()) {
+			cc, err := rpc.NewClient("tcp://"+rl.Addr().String(), rpc.WithStatsHandler(rEvents{ev}), rpc.WithContextDialer(gate.dial))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return testgrpc.NewTestServiceClient(grpcgo.NewClient(cc)), func() { cc.Close() }
+		}, "github.com/rdmarpc/rdmarpc/rpc.(*ClientConn).link("},
+	}
+	ctx := context.Background()
+	// The first call of each kind on a new ClientConn.
+	firsts := map[string]func(c testgrpc.TestServiceClient) error{
+		"unary": func(c testgrpc.TestServiceClient) error {
+			_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+			return err
+		},
+		"server streaming": func(c testgrpc.TestServiceClient) error {
+			s, err := c.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+			for err == nil {
+				_, err = s.Recv()
+			}
+			if err == io.EOF {
+				err = nil
+			}
+			return err
+		},
+	}
+	for _, name := range []string{"grpc-go", "rdmarpc"} {
+		l := libs[name]
+		for kind, call := range firsts {
+			t.Run(name+"/"+kind, func(t *testing.T) {
+				ev := &events{}
+				gate := &dialGate{open: make(chan struct{})}
+				c, closeCC := l.dial(ev, gate)
+				defer closeCC()
+				done := make(chan error, 1)
+				go func() { done <- call(c) }()
+				waitForStack(l.waitsIn)
+				close(gate.open)
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				first := clientEvents(ev)
+				if len(first) < 3 || first[0] != "Begin" || first[1] != "DelayedPickComplete" || first[2] != "OutHeader" || slices.Index(first[2:], "DelayedPickComplete") >= 0 {
+					t.Errorf("first call: client events %v, want Begin, DelayedPickComplete, OutHeader first, and it once", first)
+				}
+				if err := firsts["unary"](c); err != nil {
+					t.Fatal(err)
+				}
+				if next := clientEvents(ev); slices.Contains(next, "DelayedPickComplete") {
+					t.Errorf("a call on a ready connection: client events %v, want no DelayedPickComplete", next)
+				}
+			})
+		}
+	}
+}
+
+// dialGate holds a ClientConn's dials until open is closed.
+type dialGate struct{ open chan struct{} }
+
+func (g *dialGate) dial(ctx context.Context, addr string) (net.Conn, error) {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// waitForStack returns once some goroutine's stack holds fn (the test's
+// timeout bounds the wait).
+func waitForStack(fn string) {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if strings.Contains(string(buf[:n]), fn) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// clientEvents waits for the client's End of the call in progress and
+// takes the client's events.
+func clientEvents(ev *events) []string {
+	for {
+		ev.mu.Lock()
+		done := slices.Contains(ev.client, "End")
+		ev.mu.Unlock()
+		if done {
+			cl, _ := ev.take()
+			return cl
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

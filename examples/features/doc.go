@@ -1,6 +1,6 @@
 // Package features holds rdmarpc's ports of gRPC-go's feature examples
 // (examples/features in grpc-go): wait_for_ready, retry, health, compression,
-// load_balancing, name_resolving, keepalive, authentication and
+// load_balancing, name_resolving, keepalive, authentication, authz and
 // encryption. Each has a server and a client command taking --addr (a
 // target URL: tcp:// by default, rdma:// accepted) and reads as the gRPC-go
 // program with its imports changed. The logic of both commands lives in

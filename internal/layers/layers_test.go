@@ -17,7 +17,7 @@ const module = "github.com/rdmarpc/rdmarpc"
 // subtree; the longest match wins) to its layer.
 var layerOf = map[string]int{
 	"codes": 0, "attributes": 0, "backoff": 0, "connectivity": 0, "keepalive": 0,
-	"internal/": 0, "grpclog": 0, "test/bufconn": 0, "testbed/selftest": 0, "codegen": 0, "codegen/": 0,
+	"internal/": 0, "grpclog": 0, "experimental/stats": 0, "test/bufconn": 0, "testbed/selftest": 0, "codegen": 0, "codegen/": 0,
 	"transport/rdma/internal/verbs": 0, "transport/rdma/internal/credit": 0,
 	"resolver/dns/dnstest": 0, "rpc/internal/timers": 0,
 
@@ -31,7 +31,7 @@ var layerOf = map[string]int{
 
 	"rpc": 4, "rpc/internal/": 4,
 
-	"health": 5, "health/": 5, "reflection": 5, "reflection/": 5,
+	"health": 5, "health/": 5, "authz": 5, "reflection": 5, "reflection/": 5,
 	"interop/grpc_testing": 5, "rpc/rpctest/testpb": 5, "codegen/internal/golden/": 5,
 
 	"cmd/": 6, "interop": 6, "interop/": 6, "rpc/rpctest": 6, "grpc": 6,
