@@ -60,6 +60,20 @@ func (sel Selection) wantsPort(dev string, port uint8) bool {
 // error: the list is empty.
 func Endpoints(sel Selection) ([]Endpoint, error) { return host.endpoints(sel) }
 
+// ActivePorts counts the ACTIVE ports of every device (without reading
+// their GID tables): none means no RDMA path at all.
+func ActivePorts() int {
+	n := 0
+	for _, dev := range host.sortedDevices() {
+		for _, port := range host.sortedPorts(dev) {
+			if host.portState(dev, port) == "ACTIVE" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 func (s *system) endpoints(sel Selection) ([]Endpoint, error) {
 	var out []Endpoint
 	for _, dev := range s.sortedDevices() {
@@ -72,7 +86,17 @@ func (s *system) endpoints(sel Selection) ([]Endpoint, error) {
 			if ib && len(sel.Netdevs) > 0 {
 				continue
 			}
-			gids, err := s.gids(dev, port)
+			// Tables are long (rxe: 1024 entries, slow to read under
+			// emulation): stop at the entry that cannot be bettered.
+			gids, err := s.gidsUntil(dev, port, func(g GIDEntry) bool {
+				switch {
+				case sel.GIDIndex > 0:
+					return g.Index >= sel.GIDIndex
+				case ib:
+					return g.Index >= 0
+				}
+				return g.Type == roceV2 && g.GID.To4() != nil && (len(sel.Netdevs) == 0 || slices.Contains(sel.Netdevs, g.Netdev))
+			})
 			if err != nil {
 				return nil, err
 			}

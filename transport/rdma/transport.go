@@ -438,7 +438,7 @@ func (t *Transport) dial(ctx context.Context, addr string, creds credentials.Tra
 			if remote.IP.IsLoopback() || legacy {
 				return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
 			}
-			if locals, lerr := t.localEndpoints(); lerr == nil && len(locals) == 0 {
+			if rdmadev.ActivePorts() == 0 {
 				return nil, fmt.Errorf("rdma: dial %s: %w (and no other device is ACTIVE)", addr, err)
 			}
 		}
