@@ -237,3 +237,132 @@ func TestEndpointsAcrossNetworks(t *testing.T) {
 	lis2.Close()
 	<-accepted
 }
+
+// plainTwin is the address on the plain network that matches a test-bed
+// address: 10.9.9.N -> 10.9.13.N.
+func plainTwin(t *testing.T, ip string) string {
+	t.Helper()
+	a := net.ParseIP(ip).To4()
+	if a == nil {
+		t.Fatalf("%q is not an IPv4 address", ip)
+	}
+	return fmt.Sprintf("10.9.13.%d", a[3])
+}
+
+// TestTwoHostsPlainNetwork (issue 26 item 2) runs in the two-guest test
+// bed. Each guest adds a plain address (10.9.13.N on a dummy interface: no
+// RDMA device serves it) and a route to the other guest's plain address
+// through the wire, so a bootstrap between plain addresses is a TCP
+// connection between two interfaces without RDMA, as between two pods'
+// eth0 in Kubernetes. The server listens on its plain address; the client
+// resolves rdma+dns:/// and auto+dns:/// targets through the repo's DNS test
+// server, which answers the plain address, and calls Echo: the queue pairs
+// run over rxe0 on the wire (10.9.9.N), the endpoint the server names.
+func TestTwoHostsPlainNetwork(t *testing.T) {
+	ip := guestIP(t)
+	role, peer := os.Getenv("ROLE"), os.Getenv("PEER_IP")
+	if role != "server" && role != "client" {
+		t.Skip("runs in the test bed's two-guest mode (ROLE=server|client)")
+	}
+	own, peerPlain := plainTwin(t, ip), plainTwin(t, peer)
+	ipCmd := "/usr/sbin/ip"
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	t.Cleanup(func() {
+		_ = exec.Command(ipCmd, "route", "del", peerPlain+"/32").Run()
+		_ = exec.Command(ipCmd, "link", "del", plainNetdev).Run()
+	})
+	run(ipCmd, "link", "add", plainNetdev, "type", "dummy")
+	run(ipCmd, "addr", "add", own+"/32", "dev", plainNetdev)
+	run(ipCmd, "link", "set", plainNetdev, "up")
+	run(ipCmd, "route", "add", peerPlain+"/32", "via", peer, "src", own)
+	if _, err := rdmadev.ForIP(net.ParseIP(own)); err == nil {
+		t.Fatalf("%s has an RDMA device", own)
+	}
+	const port = "7472"
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	if role == "server" {
+		tr := New(Options{})
+		lis, err := tr.Listen(net.JoinHostPort(own, port))
+		if err != nil {
+			t.Fatalf("listen on the plain address: %v", err)
+		}
+		q := &quitEcho{quit: make(chan struct{})}
+		srv := rpc.NewServer()
+		testpb.RegisterTestServer(srv, q)
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(lis) }()
+		select {
+		case <-q.quit:
+			srv.GracefulStop()
+		case <-ctx.Done():
+			srv.Stop()
+			t.Error("the client never said it was done")
+		}
+		if err := <-served; err != nil {
+			t.Fatal(err)
+		}
+		got := tr.Counters()
+		t.Logf("server: conns_opened_rxe0=%d", got["conns_opened_rxe0"])
+		if got["conns_opened_rxe0"] < 2 {
+			t.Errorf("server counters: %v, want at least 2 connections on rxe0", got)
+		}
+		return
+	}
+
+	ns, err := dnstest.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	ns.Set("svc.test", netip.MustParseAddr(peerPlain))
+	reg, _ := transport.Lookup("rdma")
+	var last *rpc.ClientConn
+	for _, scheme := range []string{"rdma+dns", "auto+dns"} {
+		before := reg.(*Transport).Counters()
+		cc, err := rpc.NewClient(fmt.Sprintf("%s://%s/svc.test:%s", scheme, ns.Addr(), port), rpc.WithResolvers(dns.NewBuilder(dns.Options{})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		c := testpb.NewTestClient(cc)
+		start := time.Now()
+		// The server guest may not listen yet: call until it answers
+		// (bounded by ctx).
+		for {
+			_, err := c.Echo(ctx, &testpb.EchoRequest{Payload: []byte("first")})
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s: the server guest never answered: %v", scheme, err)
+			}
+			select {
+			case <-time.After(200 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+		t.Logf("%s: first call answered after %v", scheme, time.Since(start))
+		for i := range 20 {
+			payload := []byte(fmt.Sprintf("%s call %d", scheme, i))
+			resp, err := c.Echo(ctx, &testpb.EchoRequest{Payload: payload})
+			if err != nil || string(resp.Payload) != string(payload) {
+				t.Fatalf("%s call %d: %v", scheme, i, err)
+			}
+		}
+		after := reg.(*Transport).Counters()
+		if after["conns_opened_rxe0"] == before["conns_opened_rxe0"] || after["messages_sent"]-before["messages_sent"] < 20 {
+			t.Fatalf("%s: rdma counters before %v, after %v: the calls did not go over rxe0", scheme, before, after)
+		}
+		last = cc
+	}
+	if _, err := testpb.NewTestClient(last).Fail(ctx, &testpb.FailRequest{}); err != nil {
+		t.Fatalf("telling the server to stop: %v", err)
+	}
+}

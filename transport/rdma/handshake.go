@@ -265,13 +265,12 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn, srv *ser
 			done()
 			return nil, t.ioErr("sending the endpoints", err)
 		}
-		if n, err := io.ReadFull(boot, b); err != nil {
+		// The client may refuse instead (it reaches none of them).
+		var err error
+		if b, err = t.readReply(boot, helloLen); err != nil {
 			done()
 			t.counters.refused.Add(1)
-			if n > 0 {
-				return nil, protoErr("truncated hello: %d of %d bytes, then %v", n, helloLen, t.ioErr("reading hello", err))
-			}
-			return nil, t.ioErr("reading hello after the endpoints", err)
+			return nil, err
 		}
 	}
 	peer, err := decodeHello(b)

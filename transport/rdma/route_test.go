@@ -2,11 +2,15 @@ package rdma
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
+	"io"
+	"net"
 	"strings"
 	"testing"
 
+	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
@@ -103,4 +107,60 @@ func FuzzReadEndpoints(f *testing.F) {
 			t.Fatalf("round trip: %v", err)
 		}
 	})
+}
+
+// TestServerEndpointsExchange: the server answers a query with its
+// endpoints, and refuses a query of another version, a hello after the
+// query that names no endpoint or one beyond the answer, and takes the
+// client's refusal; all before any queue pair (no device needed).
+func TestServerEndpointsExchange(t *testing.T) {
+	srv := &serving{eps: []rdmadev.Endpoint{{Device: "rxe9", Port: 1}}, answer: encodeEndpoints(someOffers()[:1])}
+	badVersion := encodeQuery()
+	binary.BigEndian.PutUint16(badVersion[4:], 2)
+	noRoute := validHello()
+	beyond := validHello()
+	beyond.features, beyond.endpoint = featRoute, 1
+	for _, tc := range []struct {
+		name  string
+		query []byte
+		then  []byte
+		want  string
+	}{
+		{"version", badVersion, nil, "endpoints query version 2"},
+		{"no route", encodeQuery(), noRoute.encode(), "names no endpoint"},
+		{"beyond", encodeQuery(), beyond.encode(), "picks endpoint 1 of the 1 offered"},
+		{"client refuses", encodeQuery(), encodeRefusal("client: no local RDMA device reaches"), "no local RDMA device reaches"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := New(Options{})
+			cli, boot := net.Pipe()
+			defer cli.Close()
+			errc := make(chan error, 1)
+			go func() {
+				_, err := tr.handshakeServer(context.Background(), boot, srv)
+				boot.Close()
+				errc <- err
+			}()
+			if _, err := cli.Write(tc.query); err != nil {
+				t.Fatal(err)
+			}
+			if tc.then != nil {
+				eps, err := tr.readEndpoints(cli)
+				if err != nil || len(eps) != 1 || eps[0] != someOffers()[0] {
+					t.Fatalf("answer: %+v, %v", eps, err)
+				}
+				if _, err := cli.Write(tc.then); err != nil {
+					t.Fatal(err)
+				}
+			}
+			go func() { _, _ = io.Copy(io.Discard, cli) }() // the refusal
+			err := <-errc
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("server: %v, want an error containing %q", err, tc.want)
+			}
+			if tr.Counters()["handshakes_refused"] != 1 {
+				t.Errorf("handshakes_refused = %d, want 1", tr.Counters()["handshakes_refused"])
+			}
+		})
+	}
 }
