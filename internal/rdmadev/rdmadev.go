@@ -24,6 +24,113 @@ type Endpoint struct {
 	GIDIndex int      // the RoCE v2 entry for the address
 	GID      [16]byte // the address as a GID (::ffff:a.b.c.d for IPv4)
 	Netdev   string   // the network interface the address is on
+	// InfiniBand: the port's link layer is InfiniBand, whose GIDs are not
+	// IP addresses (the first 8 bytes are the subnet prefix); otherwise
+	// RoCE v2.
+	InfiniBand bool
+}
+
+// Selection narrows the endpoints a host offers (Endpoints). The zero
+// value selects every ACTIVE port.
+type Selection struct {
+	// Devices are device names ("mlx5_0") or device ports ("mlx5_0:1");
+	// empty: every device.
+	Devices []string
+	// Netdevs keeps the RoCE ports whose GID belongs to one of these
+	// network interfaces ("net1"); empty: any. InfiniBand ports have no
+	// netdev and are left out when Netdevs is set.
+	Netdevs []string
+	// GIDIndex is the GID table entry every selected port uses; 0: on
+	// RoCE the RoCE v2 entry of an IPv4 address (else of a global IPv6
+	// one), on InfiniBand entry 0.
+	GIDIndex int
+}
+
+func (sel Selection) wantsPort(dev string, port uint8) bool {
+	if len(sel.Devices) == 0 {
+		return true
+	}
+	return slices.Contains(sel.Devices, dev) || slices.Contains(sel.Devices, fmt.Sprintf("%s:%d", dev, port))
+}
+
+// Endpoints returns one endpoint for every ACTIVE port that sel selects,
+// in device and port order: the endpoints a server offers its clients
+// (docs/rdma.md, "Endpoints"). A port without a usable GID (no RoCE v2
+// entry yet, or not the one sel asks for) is left out. None is not an
+// error: the list is empty.
+func Endpoints(sel Selection) ([]Endpoint, error) { return host.endpoints(sel) }
+
+// ActivePorts counts the ACTIVE ports of every device (without reading
+// their GID tables): none means no RDMA path at all.
+func ActivePorts() int {
+	n := 0
+	for _, dev := range host.sortedDevices() {
+		for _, port := range host.sortedPorts(dev) {
+			if host.portState(dev, port) == "ACTIVE" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (s *system) endpoints(sel Selection) ([]Endpoint, error) {
+	var out []Endpoint
+	for _, dev := range s.sortedDevices() {
+		for _, port := range s.sortedPorts(dev) {
+			if !sel.wantsPort(dev, port) || s.portState(dev, port) != "ACTIVE" {
+				continue
+			}
+			ll, _ := readAttr(filepath.Join(s.portDir(dev, port), "link_layer"))
+			ib := ll == "InfiniBand"
+			if ib && len(sel.Netdevs) > 0 {
+				continue
+			}
+			// Tables are long (rxe: 1024 entries, slow to read under
+			// emulation): stop at the entry that cannot be bettered.
+			gids, err := s.gidsUntil(dev, port, func(g GIDEntry) bool {
+				switch {
+				case sel.GIDIndex > 0:
+					return g.Index >= sel.GIDIndex
+				case ib:
+					return g.Index >= 0
+				}
+				return g.Type == roceV2 && g.GID.To4() != nil && (len(sel.Netdevs) == 0 || slices.Contains(sel.Netdevs, g.Netdev))
+			})
+			if err != nil {
+				return nil, err
+			}
+			var best *GIDEntry
+			for i := range gids {
+				g := &gids[i]
+				switch {
+				case sel.GIDIndex > 0 && g.Index != sel.GIDIndex:
+					continue
+				case ib:
+					if sel.GIDIndex > 0 || g.Index == 0 {
+						best = g
+					}
+					continue
+				case g.Type != roceV2 || (len(sel.Netdevs) > 0 && !slices.Contains(sel.Netdevs, g.Netdev)):
+					continue
+				case sel.GIDIndex > 0:
+					best = g
+				case g.GID.To4() != nil:
+					if best == nil || best.GID.To4() == nil {
+						best = g
+					}
+				case g.GID.IsGlobalUnicast() && best == nil:
+					best = g
+				}
+			}
+			if best != nil {
+				ep := endpoint(dev, port, *best, best.Netdev)
+				ep.InfiniBand = ib
+				out = append(out, ep)
+			}
+		}
+	}
+	return out, nil
 }
 
 // Device is an RDMA device as sysfs describes it.

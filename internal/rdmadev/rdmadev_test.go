@@ -256,3 +256,35 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 		}
 	}
 }
+
+// TestEndpoints: every ACTIVE port once, with its IPv4 RoCE v2 GID (or GID
+// 0 on InfiniBand), narrowed by devices, netdevs and a GID index.
+func TestEndpoints(t *testing.T) {
+	s := fakeSystem("testdata", testInterfaces)
+	names := func(eps []Endpoint) string {
+		var l []string
+		for _, ep := range eps {
+			l = append(l, fmt.Sprintf("%s:%d[%d]%v/%s/ib=%v", ep.Device, ep.Port, ep.GIDIndex, net.IP(ep.GID[:]), ep.Netdev, ep.InfiniBand))
+		}
+		return strings.Join(l, " ")
+	}
+	for _, tc := range []struct {
+		sel  Selection
+		want string
+	}{
+		{Selection{}, "ibp0:1[0]fe80::2:c903:40:1a2c//ib=true mlx5_0:1[3]192.168.1.5/eth1/ib=false rxe0:1[1]10.9.9.1/dummy0/ib=false"},
+		{Selection{Devices: []string{"rxe0", "mlx5_0:2"}}, "rxe0:1[1]10.9.9.1/dummy0/ib=false"},
+		{Selection{Devices: []string{"mlx5_0:1"}}, "mlx5_0:1[3]192.168.1.5/eth1/ib=false"},
+		{Selection{Netdevs: []string{"eth1"}}, "mlx5_0:1[3]192.168.1.5/eth1/ib=false"},
+		{Selection{Devices: []string{"rxe0"}, GIDIndex: 2}, "rxe0:1[2]2001:db8::1/dummy0/ib=false"},
+		{Selection{Devices: []string{"rxe0"}, GIDIndex: 9}, ""},
+	} {
+		eps, err := s.endpoints(tc.sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := names(eps); got != tc.want {
+			t.Errorf("endpoints(%+v) = %s\nwant %s", tc.sel, got, tc.want)
+		}
+	}
+}

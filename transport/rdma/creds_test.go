@@ -250,7 +250,7 @@ func TestBindingRefusesWrongProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cliTr.handshakeClient(ctx, sec)
+	c, err := cliTr.handshakeClient(ctx, sec, false)
 	if err != nil {
 		sec.Close()
 		t.Fatal(err)

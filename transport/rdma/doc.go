@@ -55,6 +55,11 @@
 // completion queue's pmu and pl, the sender's mu, the receiver's rmu; a
 // part calls only the parts after it (docs/architecture.md, "Locks").
 //
+// The server names the RDMA endpoints it serves over the bootstrap before
+// the hellos (route.go), so the address dialed need not belong to an RDMA
+// device; the client picks an endpoint it reaches and spreads its
+// connections over them.
+//
 // A server bounds the handshakes past the client's hello, each holding a
 // queue pair, in all and per source address (gate.go).
 //

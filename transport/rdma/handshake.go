@@ -85,33 +85,29 @@ func (t *Transport) readReply(r io.Reader, n int) ([]byte, error) {
 	return b, nil
 }
 
-// prepare finds the device for the bootstrap connection's local address and
-// creates the connection's queue pair (receives posted, in INIT).
+// prepare creates the connection's queue pair (receives posted, in INIT)
+// on ep's device and port.
 //
 // With shared, its receives come from the device's shared receive queue.
-func (t *Transport) prepare(boot net.Conn, shared bool) (*conn, hello, rdmadev.Endpoint, verbs.PortAttr, error) {
-	ep, err := t.endpointFor(boot.LocalAddr())
-	if err != nil {
-		return nil, hello{}, ep, verbs.PortAttr{}, err
-	}
+func (t *Transport) prepare(ep rdmadev.Endpoint, boot net.Conn, shared bool) (*conn, hello, verbs.PortAttr, error) {
 	dev, err := t.acquire(ep.Device)
 	if err != nil {
-		t.forgetEndpoint(boot.LocalAddr())
-		return nil, hello{}, ep, verbs.PortAttr{}, err
+		t.forgetEndpoint(ep)
+		return nil, hello{}, verbs.PortAttr{}, err
 	}
 	pa, err := dev.ctx.QueryPort(ep.Port)
 	if err == nil && pa.State != verbs.PortActive {
 		err = fmt.Errorf("%w: port %d of %s is %v", transport.ErrNoDevice, ep.Port, ep.Device, pa.State)
 	}
 	if err != nil {
-		t.forgetEndpoint(boot.LocalAddr())
+		t.forgetEndpoint(ep)
 		t.release(dev)
-		return nil, hello{}, ep, pa, err
+		return nil, hello{}, pa, err
 	}
 	c, err := t.newConn(dev, ep.Port, boot, shared)
 	if err != nil {
 		t.release(dev)
-		return nil, hello{}, ep, pa, err
+		return nil, hello{}, pa, err
 	}
 	local := hello{
 		features:   featLend,
@@ -130,7 +126,7 @@ func (t *Transport) prepare(boot net.Conn, shared bool) (*conn, hello, rdmadev.E
 	if t.oldHello {
 		local.features = 0
 	}
-	return c, local, ep, pa, nil
+	return c, local, pa, nil
 }
 
 // abandon frees a connection whose handshake failed.
@@ -152,14 +148,43 @@ func rtrAttr(peer hello, ep rdmadev.Endpoint, pa verbs.PortAttr) verbs.RTRAttr {
 	}
 }
 
-// handshakeClient: send our hello, take the server's, bring the QP up, say
-// ready.
-func (t *Transport) handshakeClient(ctx context.Context, boot net.Conn) (*conn, error) {
+// handshakeClient: ask the server for its endpoints and pick one (unless
+// legacy: the device of the bootstrap's local address), send our hello,
+// take the server's, bring the QP up, say ready.
+func (t *Transport) handshakeClient(ctx context.Context, boot net.Conn, legacy bool) (*conn, error) {
 	done, _ := t.bounded(ctx, boot)
-	c, local, ep, pa, err := t.prepare(boot, t.o.Receive == ReceiveShared)
+	var ep rdmadev.Endpoint
+	var picked int
+	var err error
+	routed := !legacy && !t.oldHello
+	if routed {
+		if _, err := boot.Write(encodeQuery()); err != nil {
+			done()
+			return nil, t.ioErr("sending the endpoints query", err)
+		}
+		eps, err := t.readEndpoints(boot)
+		if err == nil {
+			picked, ep, err = t.pick(eps)
+			if err != nil {
+				_, _ = boot.Write(encodeRefusal("client: " + err.Error()))
+			}
+		}
+		if err != nil {
+			done()
+			return nil, err
+		}
+	} else if ep, err = t.endpointFor(boot.LocalAddr()); err != nil {
+		done()
+		return nil, err
+	}
+	c, local, pa, err := t.prepare(ep, boot, t.o.Receive == ReceiveShared)
 	if err != nil {
 		done()
 		return nil, err
+	}
+	if routed {
+		local.features |= featRoute
+		local.endpoint = uint8(picked)
 	}
 	fail := func(err error) (*conn, error) {
 		done()
@@ -195,6 +220,7 @@ func (t *Transport) handshakeClient(ctx context.Context, boot net.Conn) (*conn, 
 		return nil, err
 	}
 	c.start()
+	t.counters.deviceConn(c.dev.name)
 	return c, nil
 }
 
@@ -206,7 +232,13 @@ func (t *Transport) handshakeClient(ctx context.Context, boot net.Conn) (*conn, 
 // address), and the client has a third of the handshake timeout (at least
 // 2 s) to say ready before the queue pair is dropped: a flood of hellos that never
 // complete holds a bounded number of queue pairs, each briefly.
-func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, error) {
+//
+// A client's query for the endpoints (docs/rdma.md, "Endpoints") is
+// answered from srv before the hello, costing no queue pair; its hello
+// then names the endpoint it picked. An older client's hello comes first,
+// and gets the device of the bootstrap's local address (else srv's first
+// endpoint).
+func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn, srv *serving) (*conn, error) {
 	done, hctx := t.bounded(ctx, boot)
 	refuse := func(err error) (*conn, error) {
 		_, _ = boot.Write(encodeRefusal(err.Error()))
@@ -224,9 +256,42 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, 
 		}
 		return nil, t.ioErr("reading hello", err)
 	}
+	routed := string(b[:4]) == queryMagic && !t.oldHello
+	if routed {
+		if err := checkQuery(b); err != nil {
+			return refuse(err)
+		}
+		if _, err := boot.Write(srv.answer); err != nil {
+			done()
+			return nil, t.ioErr("sending the endpoints", err)
+		}
+		// The client may refuse instead (it reaches none of them).
+		var err error
+		if b, err = t.readReply(boot, helloLen); err != nil {
+			done()
+			t.counters.refused.Add(1)
+			return nil, err
+		}
+	}
 	peer, err := decodeHello(b)
 	if err != nil {
 		return refuse(err)
+	}
+	var ep rdmadev.Endpoint
+	switch {
+	case routed && peer.features&featRoute == 0:
+		return refuse(protoErr("a hello after the endpoints query names no endpoint"))
+	case routed && int(peer.endpoint) >= len(srv.eps):
+		return refuse(protoErr("the hello picks endpoint %d of the %d offered", peer.endpoint, len(srv.eps)))
+	case routed:
+		ep = srv.eps[peer.endpoint]
+	default:
+		if ep, err = t.endpointFor(boot.LocalAddr()); err != nil {
+			if len(srv.eps) == 0 {
+				return refuse(err)
+			}
+			ep = srv.eps[0]
+		}
 	}
 	src := sourceOf(boot.RemoteAddr())
 	waited, err := t.gate.enter(hctx, src)
@@ -239,7 +304,7 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, 
 	defer t.gate.leave(src)
 	// A client that does not support lent credits gets the per-connection
 	// layout.
-	c, local, ep, pa, err := t.prepare(boot, t.o.Receive == ReceiveShared && peer.features&featLend != 0)
+	c, local, pa, err := t.prepare(ep, boot, t.o.Receive == ReceiveShared && peer.features&featLend != 0)
 	if err != nil {
 		return refuse(err)
 	}
@@ -274,6 +339,7 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn) (*conn, 
 		return nil, err
 	}
 	c.start()
+	t.counters.deviceConn(c.dev.name)
 	return c, nil
 }
 

@@ -38,6 +38,7 @@ type hello struct {
 	recvs      uint32 // data receives posted: the credits the peer starts with
 	maxMessage uint32
 	guaranteed uint32 // with featLend: the part of recvs never given back (0: all of it)
+	endpoint   uint8  // with featRoute (client): the server's endpoint it picked
 }
 
 func (h hello) encode() []byte {
@@ -54,6 +55,7 @@ func (h hello) encode() []byte {
 	binary.BigEndian.PutUint32(b[44:], h.recvs)
 	binary.BigEndian.PutUint32(b[48:], h.maxMessage)
 	binary.BigEndian.PutUint32(b[52:], h.guaranteed)
+	b[56] = h.endpoint
 	return b
 }
 
@@ -85,6 +87,9 @@ func decodeHello(b []byte) (hello, error) {
 	}
 	if h.features&featLend != 0 {
 		h.guaranteed = binary.BigEndian.Uint32(b[52:])
+	}
+	if h.features&featRoute != 0 {
+		h.endpoint = b[56]
 	}
 	copy(h.gid[:], b[20:36])
 	switch {

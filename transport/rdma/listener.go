@@ -11,9 +11,12 @@ import (
 	"github.com/rdmarpc/rdmarpc/transport/internal/accept"
 )
 
-// Listen listens on addr ("ip:port"). It fails with an error wrapping
-// transport.ErrNoDevice when no RDMA device serves ip (0.0.0.0: the first
-// active device), so callers can fall back to TCP.
+// Listen listens on addr ("ip:port"), which need not be an address of an
+// RDMA device: the server offers its clients the endpoints Options.Devices,
+// Netdevs and GIDIndex choose (default: every ACTIVE port), whatever
+// address they dial (docs/rdma.md, "Endpoints"). It fails with an error
+// wrapping transport.ErrNoDevice when there is none, or ip is a loopback
+// address, so callers can fall back to TCP.
 func (t *Transport) Listen(addr string) (transport.Listener, error) {
 	return t.ListenWithCredentials(addr, nil)
 }
@@ -39,19 +42,18 @@ func (t *Transport) ListenWithCredentials(addr string, creds credentials.Transpo
 		}
 		ip = ips[0]
 	}
-	ep, err := rdmadev.ForIP(ip)
-	if err != nil {
-		return nil, fmt.Errorf("rdma: listen %s: %w", addr, noDevice(err))
+	if ip.IsLoopback() {
+		// No RDMA device serves loopback, and only this host's clients
+		// reach it.
+		return nil, fmt.Errorf("rdma: listen %s: %w", addr, noDevice(fmt.Errorf("rdma: %v is a loopback address: %w", ip, rdmadev.ErrNoDevice)))
 	}
-	// Open the device now: a build or machine that cannot use it fails
-	// here, not at the first connection; it stays open while listening.
-	dev, err := t.acquire(ep.Device)
+	srv, err := t.serve()
 	if err != nil {
 		return nil, fmt.Errorf("rdma: listen %s: %w", addr, err)
 	}
 	nl, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.release(dev)
+		srv.close()
 		return nil, fmt.Errorf("rdma: listen %s: %w", addr, err)
 	}
 	l := accept.New(nl, func(ctx context.Context, boot net.Conn) (transport.Conn, error) {
@@ -64,7 +66,7 @@ func (t *Transport) ListenWithCredentials(addr string, creds credentials.Transpo
 			}
 			boot, auth = sec, ai
 		}
-		c, err := t.handshakeServer(ctx, boot)
+		c, err := t.handshakeServer(ctx, boot, srv)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +76,7 @@ func (t *Transport) ListenWithCredentials(addr string, creds credentials.Transpo
 			return nil, err
 		}
 		return secured(c, auth), nil
-	}, t.o.Logger, func() { t.release(dev) })
+	}, t.o.Logger, srv.close)
 	return &listener{Listener: l, creds: creds}, nil
 }
 
@@ -87,3 +89,54 @@ type listener struct {
 // Credentials are the transport credentials every bootstrap connection
 // runs; nil: none.
 func (l *listener) Credentials() credentials.TransportCredentials { return l.creds }
+
+// serving is what a listener offers: its endpoints, the answer to a
+// client's query that lists them, and the devices it holds open.
+type serving struct {
+	eps    []rdmadev.Endpoint
+	answer []byte
+	devs   []*device
+	t      *Transport
+}
+
+// serve opens the devices of the endpoints the options select (at most
+// maxEndpoints): a build or machine that cannot use them fails here, not
+// at the first connection; they stay open while listening.
+func (t *Transport) serve() (*serving, error) {
+	eps, err := rdmadev.Endpoints(t.o.selection())
+	if err != nil {
+		return nil, err
+	}
+	if len(eps) == 0 {
+		sel := t.o.selection()
+		return nil, noDevice(fmt.Errorf("rdma: no ACTIVE RDMA port with a usable GID (devices %q, netdevs %q, GID index %d): %w",
+			sel.Devices, sel.Netdevs, sel.GIDIndex, rdmadev.ErrNoDevice))
+	}
+	eps = eps[:min(len(eps), maxEndpoints)]
+	s := &serving{t: t}
+	var offers []offered
+	for _, ep := range eps {
+		dev, err := t.acquire(ep.Device)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.devs = append(s.devs, dev)
+		pa, err := dev.ctx.QueryPort(ep.Port)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.eps = append(s.eps, ep)
+		offers = append(offers, offer(ep, pa.LID))
+	}
+	s.answer = encodeEndpoints(offers)
+	return s, nil
+}
+
+func (s *serving) close() {
+	for _, d := range s.devs {
+		s.t.release(d)
+	}
+	s.devs = nil
+}

@@ -128,6 +128,18 @@ type Options struct {
 	// once, with the budget's source, what a connection costs, how many
 	// fit and what to raise.
 	MemoryBudget int64
+	// Devices, Netdevs and GIDIndex choose the RDMA endpoints (device,
+	// port, GID) a server offers its clients, whatever address the
+	// bootstrap connection arrived on, and the local ones a client may use
+	// (docs/rdma.md, "Endpoints"). Devices are device names ("mlx5_0") or
+	// device ports ("mlx5_0:1"); Netdevs keep the RoCE ports whose GID
+	// belongs to one of these network interfaces ("net1"); GIDIndex is the
+	// GID table entry to use (0: the RoCE v2 GID of an IPv4 address, else
+	// of a global IPv6 one; on InfiniBand entry 0). Empty: every ACTIVE
+	// port of every device (at most 16 are offered).
+	Devices  []string
+	Netdevs  []string
+	GIDIndex int
 	// Logger receives one line per refused peer or broken connection.
 	// Default zap.NewNop().
 	Logger *zap.Logger
@@ -255,6 +267,15 @@ type Transport struct {
 	// connection set up from it fails.
 	endpoints sync.Map // string(IP) -> rdmadev.Endpoint
 
+	// locals are the host's endpoints under the options' selection,
+	// looked up once (InfiniBand subnets, whether any device exists).
+	localOnce sync.Once
+	locals    []rdmadev.Endpoint
+	localsErr error
+	// spread counts the client's endpoint picks: connections take the
+	// server endpoints they reach in turn.
+	spread atomic.Uint64
+
 	counters  counters
 	budget    budget
 	gate      *gate   // the handshakes a server runs past the hello
@@ -377,15 +398,16 @@ func (e noDeviceError) Error() string        { return e.err.Error() }
 func (e noDeviceError) Unwrap() error        { return e.err }
 func (e noDeviceError) Is(target error) bool { return target == transport.ErrNoDevice }
 
-// forgetEndpoint drops the cached endpoint of a local address.
-func (t *Transport) forgetEndpoint(addr net.Addr) {
-	if ta, ok := addr.(*net.TCPAddr); ok {
-		t.endpoints.Delete(string(ta.IP.To16()))
-	}
+// forgetEndpoint drops ep from the cache of local addresses' endpoints
+// (its key is the address, which is the RoCE GID).
+func (t *Transport) forgetEndpoint(ep rdmadev.Endpoint) {
+	t.endpoints.Delete(string(ep.GID[:]))
 }
 
 // Dial connects to addr ("ip:port"): the bootstrap TCP connection first,
-// whose local address says which RDMA device to use, then the handshake.
+// over which the server names the RDMA endpoints it offers, then the
+// handshake on a local device that reaches one of them (docs/rdma.md,
+// "Endpoints"). addr need not be an address of an RDMA device.
 func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, error) {
 	return t.DialWithCredentials(ctx, addr, nil)
 }
@@ -396,15 +418,29 @@ func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, erro
 // creds: plaintext. The connection's AuthInfo is what the handshake
 // verified. It implements transport.CredentialsDialer.
 func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds credentials.TransportCredentials) (transport.Conn, error) {
+	return t.dial(ctx, addr, creds, false)
+}
+
+// dial is DialWithCredentials; legacy skips the endpoints exchange, for a
+// server that predates it: the device is the one of the bootstrap's local
+// address, as it always was.
+func (t *Transport) dial(ctx context.Context, addr string, creds credentials.TransportCredentials, legacy bool) (transport.Conn, error) {
 	// Learn which local address routes to addr without sending anything
-	// (a UDP socket's connect), so a machine without a device for it
-	// fails fast and leaves the server alone.
+	// (a UDP socket's connect), so a machine without a device that could
+	// serve it fails fast and leaves the server alone: a loopback address
+	// (no RDMA device serves one), or no device at all.
 	var d net.Dialer
 	if probe, err := d.DialContext(ctx, "udp", addr); err == nil {
 		local := probe.LocalAddr().(*net.UDPAddr)
+		remote := probe.RemoteAddr().(*net.UDPAddr)
 		probe.Close()
 		if _, err := t.endpointFor(&net.TCPAddr{IP: local.IP}); err != nil {
-			return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
+			if remote.IP.IsLoopback() || legacy {
+				return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
+			}
+			if rdmadev.ActivePorts() == 0 {
+				return nil, fmt.Errorf("rdma: dial %s: %w (and no other device is ACTIVE)", addr, err)
+			}
 		}
 	}
 	boot, err := d.DialContext(ctx, "tcp", addr)
@@ -422,7 +458,14 @@ func (t *Transport) DialWithCredentials(ctx context.Context, addr string, creds 
 		}
 		boot, auth = sec, ai
 	}
-	c, err := t.handshakeClient(ctx, boot)
+	c, err := t.handshakeClient(ctx, boot, legacy)
+	if errors.Is(err, errLegacyServer) && !legacy {
+		// An older server refused the query: dial again without it. Not
+		// remembered: an upgraded server is noticed at the next dial.
+		boot.Close()
+		t.o.Logger.Debug("server predates the endpoints exchange: dialing again with the bootstrap's device", zap.String("addr", addr))
+		return t.dial(ctx, addr, creds, true)
+	}
 	if err != nil {
 		boot.Close()
 		t.budget.refusedHandshake(err)
@@ -485,6 +528,17 @@ type counters struct {
 
 	mu       sync.Mutex
 	wcErrors map[string]uint64 // failed work completions by status
+	devConns map[string]uint64 // connections opened, by device
+}
+
+// deviceConn counts a connection opened on device dev.
+func (c *counters) deviceConn(dev string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.devConns == nil {
+		c.devConns = make(map[string]uint64)
+	}
+	c.devConns[dev]++
 }
 
 func (c *counters) wcError(s verbs.WCStatus) {
@@ -534,6 +588,9 @@ func (c *counters) snapshot() map[string]uint64 {
 	sort.Strings(keys)
 	for _, k := range keys {
 		m["wc_error_"+k] = c.wcErrors[k]
+	}
+	for dev, n := range c.devConns {
+		m["conns_opened_"+dev] = n
 	}
 	return m
 }
