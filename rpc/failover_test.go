@@ -74,12 +74,18 @@ func (f *breakable) heal() {
 // count of messages sent and of connections, open and closed.
 type fallbackTr struct {
 	transport.Transport
-	sent  atomic.Int64
-	mu    sync.Mutex
-	conns []transport.Conn
+	sent     atomic.Int64
+	attempts atomic.Int64
+	down     atomic.Bool // dials fail
+	mu       sync.Mutex
+	conns    []transport.Conn
 }
 
 func (c *fallbackTr) Dial(ctx context.Context, addr string) (transport.Conn, error) {
+	c.attempts.Add(1)
+	if c.down.Load() {
+		return nil, errors.New("fallback refused")
+	}
 	tc, err := c.Transport.Dial(ctx, addr)
 	if err != nil {
 		return nil, err
@@ -278,5 +284,31 @@ func TestNoFailoverWithoutFailure(t *testing.T) {
 	})
 	if n := fb.dialed(); n != 0 {
 		t.Fatalf("%d fallback dials after a graceful stop, want 0", n)
+	}
+}
+
+// TestFailoverBothDown: when the fallback cannot connect either, the
+// backend goes on trying, the target's own transport first at each
+// attempt, so it comes back over it when it heals (no fallback link to
+// probe from).
+func TestFailoverBothDown(t *testing.T) {
+	primary, fb, _, c, _ := failoverSetup(t, "failover-test-d")
+	ctx := testCtx(t)
+	if _, err := c.Echo(ctx, &testpb.EchoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	fb.down.Store(true)
+	primary.fail(errors.New("port down"))
+	dials := primary.dials.Load()
+	waitUntil(t, "a fallback attempt, then one over the own transport", func() bool {
+		return fb.attempts.Load() > 0 && primary.dials.Load() > dials
+	})
+	primary.heal()
+	sent := primary.sent.Load()
+	if _, err := c.Echo(ctx, &testpb.EchoRequest{}, rpc.WaitForReady(true)); err != nil {
+		t.Fatalf("call once the own transport healed: %v", err)
+	}
+	if primary.sent.Load() == sent || fb.dialed() != 0 {
+		t.Fatalf("the call went %d messages over the own transport, %d fallback connections; want >0, 0", primary.sent.Load()-sent, fb.dialed())
 	}
 }
