@@ -84,17 +84,22 @@ func (s *subConn) lostLocked(failed bool) bool {
 	return true
 }
 
-// probe dials a with the target's own transport while the backend's link
-// is fb, over the fallback: after the connect backoff's delay, growing
-// from attempt to attempt. The first dial that connects replaces fb, which
-// drains. It ends then, when fb stops being the backend's link, or at
-// shutdown.
-func (s *subConn) probe(fb *clientLink, a resolver.Address) {
+// probe dials the target's own transport while the backend's link runs
+// over the fallback, after the connect backoff's delay, growing from
+// attempt to attempt, to the link's address. The first dial that connects
+// replaces the fallback link, which drains. It ends then, when the backend
+// has no fallback link (a later one starts a probe of its own), or at
+// shutdown; it follows a fallback link that replaced the one it started
+// with.
+func (s *subConn) probe() {
 	cc := s.cc
 	defer cc.wg.Done()
 	for attempt := 1; ; attempt++ {
-		wait := cc.connect.Backoff.Delay(attempt)
-		t := time.NewTimer(wait)
+		fb, _ := s.probeTarget()
+		if fb == nil {
+			return
+		}
+		t := time.NewTimer(cc.connect.Backoff.Delay(attempt))
 		select {
 		case <-t.C:
 		case <-fb.Ctx.Done():
@@ -102,7 +107,8 @@ func (s *subConn) probe(fb *clientLink, a resolver.Address) {
 		case <-s.ctx.Done():
 			t.Stop()
 		}
-		if !s.stillProbing(fb) {
+		fb, a := s.probeTarget()
+		if fb == nil {
 			return
 		}
 		timeout := max(cc.connect.MinConnectTimeout, cc.connect.Backoff.Delay(attempt+1))
@@ -113,10 +119,11 @@ func (s *subConn) probe(fb *clientLink, a resolver.Address) {
 		}
 		cc.mu.Lock()
 		if s.shutdown || s.cur != fb {
-			s.probing = false
+			// The link changed while the probe dialed: start over
+			// from the one there is now, if it runs over the fallback.
 			cc.mu.Unlock()
 			tc.Close()
-			return
+			continue
 		}
 		old := s.dropLinkLocked()
 		delete(s.fellBack, a.Addr)
@@ -129,15 +136,18 @@ func (s *subConn) probe(fb *clientLink, a resolver.Address) {
 	}
 }
 
-// stillProbing reports whether the probe of fb goes on: fb is the
-// backend's link, and the backend is not shut down. When not, the probe
-// ends (a later fallback link starts its own).
-func (s *subConn) stillProbing(fb *clientLink) bool {
+// probeTarget returns the link the probe is for and its address: the
+// backend's link, when it runs over the fallback. Otherwise (no link, one
+// over the target's own transport, shutdown) the probe ends: it returns
+// nil and the backend's next fallback link starts a new probe. Checking
+// and ending under cc.mu, as installLocked decides whether to start one,
+// leaves no fallback link without a probe.
+func (s *subConn) probeTarget() (*clientLink, resolver.Address) {
 	s.cc.mu.Lock()
 	defer s.cc.mu.Unlock()
-	if s.shutdown || s.cur != fb {
+	if s.shutdown || s.cur == nil || s.curVia != viaFallback {
 		s.probing = false
-		return false
+		return nil, resolver.Address{}
 	}
-	return true
+	return s.cur, s.curAddr
 }

@@ -312,3 +312,34 @@ func TestFailoverBothDown(t *testing.T) {
 		t.Fatalf("the call went %d messages over the own transport, %d fallback connections; want >0, 0", primary.sent.Load()-sent, fb.dialed())
 	}
 }
+
+// TestFailoverFallbackLinkReplaced: the fallback connection breaks too
+// while the own transport is down; the backend connects over the fallback
+// again, and the probe goes on from the new connection, so calls move back
+// once the own transport heals.
+func TestFailoverFallbackLinkReplaced(t *testing.T) {
+	primary, fb, _, c, logs := failoverSetup(t, "failover-test-e")
+	ctx := testCtx(t)
+	if _, err := c.Echo(ctx, &testpb.EchoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	primary.fail(errors.New("port down"))
+	if _, err := c.Echo(ctx, &testpb.EchoRequest{}, rpc.WaitForReady(true)); err != nil {
+		t.Fatal(err)
+	}
+	fb.mu.Lock()
+	for _, tc := range fb.conns {
+		tc.Close()
+	}
+	fb.mu.Unlock()
+	waitUntil(t, "a second fallback connection", func() bool {
+		_, err := c.Echo(ctx, &testpb.EchoRequest{}, rpc.WaitForReady(true))
+		return err == nil && fb.dialed() == 2
+	})
+	primary.heal()
+	waitUntil(t, "the switch back", func() bool { return logs.FilterMessageSnippet("works again").Len() == 1 })
+	sent := primary.sent.Load()
+	if _, err := c.Echo(ctx, &testpb.EchoRequest{}); err != nil || primary.sent.Load() == sent {
+		t.Fatalf("call after the switch back: %v, %d messages over the own transport", err, primary.sent.Load()-sent)
+	}
+}

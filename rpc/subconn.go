@@ -280,7 +280,7 @@ func (s *subConn) installLocked(tc transport.Conn, set wire.Settings, addr resol
 		go s.watchHealth(hctx, l)
 	}
 	if probe {
-		go s.probe(l, addr)
+		go s.probe()
 	}
 	return l
 }
