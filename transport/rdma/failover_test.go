@@ -36,18 +36,19 @@ const failoverPort = "7473"
 // brings RDMA back. (`rdma link delete rxe0` waits, on rxe, for every
 // process that holds the device open to close it; `ip link set down`
 // takes TCP too in the two-guest bed, whose guests have one NIC.)
-var failoverBlock = []string{"rule", "%s", "pref", "100", "ipproto", "udp", "blackhole"}
+// (The guest has no /etc/protocols: UDP by its number.)
+var failoverBlock = []string{"rule", "%s", "pref", "100", "ipproto", "17", "blackhole"}
 
-func ipRule(t *testing.T, verb string) {
-	t.Helper()
+func ipRule(verb string) error {
 	args := make([]string, len(failoverBlock))
 	for i, a := range failoverBlock {
 		args[i] = strings.ReplaceAll(a, "%s", verb)
 	}
 	out, err := exec.Command("/usr/sbin/ip", args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 	}
+	return nil
 }
 
 // TestFailoverTwoHosts runs in the test bed's two-guest mode. The server
@@ -119,6 +120,14 @@ func TestFailoverTwoHosts(t *testing.T) {
 	}
 	defer cc.Close()
 	c := testpb.NewTestClient(cc)
+	// Whatever happens, tell the server it may stop.
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := c.Fail(fctx, &testpb.FailRequest{}); err != nil {
+			t.Errorf("telling the server to stop: %v", err)
+		}
+	}()
 
 	// The RDMA listener's port serves a plain tcp:// client.
 	tcc, err := rpc.Dial(ctx, "tcp://"+target)
@@ -205,19 +214,25 @@ func TestFailoverTwoHosts(t *testing.T) {
 	progress("calls over RDMA", 0, 300)
 	tBreak := time.Now()
 	phase.Store(1)
-	ipRule(t, "add")
+	if err := ipRule("add"); err != nil {
+		t.Fatal(err)
+	}
 	healed := false
 	defer func() {
 		if !healed {
-			ipRule(t, "del")
+			if err := ipRule("del"); err != nil {
+				t.Error(err)
+			}
 		}
 	}()
 	tFail := waitLog("the move to TCP", "reconnecting over the fallback")
 	progress("calls over TCP", 1, 300)
 	tHeal := time.Now()
 	phase.Store(2)
-	ipRule(t, "del")
 	healed = true
+	if err := ipRule("del"); err != nil {
+		t.Fatal(err)
+	}
 	tBack := waitLog("the move back to RDMA", "works again")
 	rdmaSent := tr.(transport.Counters).Counters()["messages_sent"]
 	progress("calls after the move back", 2, 300)
@@ -256,9 +271,6 @@ func TestFailoverTwoHosts(t *testing.T) {
 		if n := logs.FilterMessageSnippet(s).Len(); n != 1 {
 			t.Errorf("%d log lines %q, want 1", n, s)
 		}
-	}
-	if _, err := c.Fail(ctx, &testpb.FailRequest{}); err != nil {
-		t.Fatalf("telling the server to stop: %v", err)
 	}
 	logCounters(t, "client", before, trBefore, tr)
 }
