@@ -28,25 +28,38 @@ import (
 
 const failoverPort = "7473"
 
-// failoverBlock is the policy rule that takes RDMA away from the client
-// guest while TCP goes on: Soft-RoCE sends and receives RoCE v2 as UDP
-// through the kernel's routing, and a rule that blackholes UDP drops both
-// directions (the queue pairs run out of retries), while the port stays
-// ACTIVE and TCP on the same address is untouched. Deleting the rule
-// brings RDMA back. (`rdma link delete rxe0` waits, on rxe, for every
-// process that holds the device open to close it; `ip link set down`
-// takes TCP too in the two-guest bed, whose guests have one NIC.)
-// (The guest has no /etc/protocols: UDP by its number.)
-var failoverBlock = []string{"rule", "%s", "pref", "100", "ipproto", "17", "blackhole"}
+// takeRDMA takes RDMA away from the client guest while TCP to the server
+// goes on: the client's address leaves its NIC (with it the RoCE GID its
+// queue pairs use: their packets find no route and the server's find no
+// host, so they fail), and TCP goes from another address, 10.9.9.3 on lo,
+// over the NIC unnumbered, which no RDMA device serves (the probes get
+// ErrNoDevice). giveRDMA puts the address back and the route away. A
+// policy rule that blackholes UDP did not do it: Soft-RoCE's route lookup
+// names its NIC, and the kernel takes the destination as on-link when the
+// rules fail it. (`rdma link delete rxe0` waits, on rxe, for every process
+// that holds the device open; `ip link set down` takes TCP too, the
+// guests having one NIC.)
+func takeRDMA(ip, peer, dev string) error {
+	return ipCmds(
+		[]string{"addr", "add", "10.9.9.3/32", "dev", "lo"},
+		[]string{"addr", "del", ip + "/24", "dev", dev},
+		[]string{"route", "add", peer + "/32", "dev", dev, "src", "10.9.9.3"},
+	)
+}
 
-func ipRule(verb string) error {
-	args := make([]string, len(failoverBlock))
-	for i, a := range failoverBlock {
-		args[i] = strings.ReplaceAll(a, "%s", verb)
-	}
-	out, err := exec.Command("/usr/sbin/ip", args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+func giveRDMA(ip, peer, dev string) error {
+	return ipCmds(
+		[]string{"route", "del", peer + "/32", "dev", dev},
+		[]string{"addr", "add", ip + "/24", "dev", dev},
+	)
+}
+
+func ipCmds(cmds ...[]string) error {
+	for _, args := range cmds {
+		out, err := exec.Command("/usr/sbin/ip", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
 	}
 	return nil
 }
@@ -55,7 +68,7 @@ func ipRule(verb string) error {
 // guest serves Echo on rdma://, whose bootstrap port serves rdmarpc over
 // TCP too. The client guest first calls that port over tcp://, then calls
 // it over rdma:// with WithFallback("tcp") from 8 callers, takes RDMA
-// away (failoverBlock) and gives it back. It checks that the connection
+// away (takeRDMA) and gives it back. It checks that the connection
 // moved to TCP and back with one log line each way, that only calls in
 // flight failed (Unavailable, at most one per caller), and that calls
 // succeeded in each phase; it logs the figures: calls per phase, failures,
@@ -214,13 +227,14 @@ func TestFailoverTwoHosts(t *testing.T) {
 	progress("calls over RDMA", 0, 300)
 	tBreak := time.Now()
 	phase.Store(1)
-	if err := ipRule("add"); err != nil {
+	dev := os.Getenv("RDMARPC_TEST_NETDEV")
+	if err := takeRDMA(ip, peer, dev); err != nil {
 		t.Fatal(err)
 	}
 	healed := false
 	defer func() {
 		if !healed {
-			if err := ipRule("del"); err != nil {
+			if err := giveRDMA(ip, peer, dev); err != nil {
 				t.Error(err)
 			}
 		}
@@ -230,7 +244,7 @@ func TestFailoverTwoHosts(t *testing.T) {
 	tHeal := time.Now()
 	phase.Store(2)
 	healed = true
-	if err := ipRule("del"); err != nil {
+	if err := giveRDMA(ip, peer, dev); err != nil {
 		t.Fatal(err)
 	}
 	tBack := waitLog("the move back to RDMA", "works again")
