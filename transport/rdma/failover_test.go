@@ -114,7 +114,7 @@ func TestFailoverTwoHosts(t *testing.T) {
 	}
 
 	target := net.JoinHostPort(peer, failoverPort)
-	core, logs := observer.New(zap.InfoLevel)
+	core, logs := observer.New(zap.DebugLevel)
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core()))
 	var cc *rpc.ClientConn
 	for {
@@ -241,6 +241,10 @@ func TestFailoverTwoHosts(t *testing.T) {
 	}()
 	tFail := waitLog("the move to TCP", "reconnecting over the fallback")
 	progress("calls over TCP", 1, 300)
+	// RDMA stays away until a probe found it so (ErrNoDevice: the client's
+	// TCP comes from an address no device serves).
+	waitLog("a failed probe", "probe of the target's own transport failed")
+	probesFailed := logs.FilterMessageSnippet("probe of the target's own transport failed").Len()
 	tHeal := time.Now()
 	phase.Store(2)
 	healed = true
@@ -279,8 +283,8 @@ func TestFailoverTwoHosts(t *testing.T) {
 	mu.Unlock()
 	t.Logf("calls: %d over RDMA before, %d while RDMA was away, %d after it came back; %d failed (at most one in flight per caller, %d callers)",
 		ok[0].Load(), ok[1].Load(), ok[2].Load(), total, callers)
-	t.Logf("failure noticed %v after RDMA was taken away; on TCP for %v; back on RDMA %v after RDMA came back",
-		tFail.Sub(tBreak).Round(time.Millisecond), tBack.Sub(tFail).Round(time.Millisecond), tBack.Sub(tHeal).Round(time.Millisecond))
+	t.Logf("failure noticed %v after RDMA was taken away; on TCP for %v (%d probes failed while RDMA was away); back on RDMA %v after RDMA came back",
+		tFail.Sub(tBreak).Round(time.Millisecond), tBack.Sub(tFail).Round(time.Millisecond), probesFailed, tBack.Sub(tHeal).Round(time.Millisecond))
 	for _, s := range []string{"reconnecting over the fallback", "works again"} {
 		if n := logs.FilterMessageSnippet(s).Len(); n != 1 {
 			t.Errorf("%d log lines %q, want 1", n, s)
