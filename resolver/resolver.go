@@ -12,8 +12,9 @@ import (
 // the transport registry.
 const (
 	// TransportAuto dials over RDMA, and over TCP on the same address when
-	// no RDMA device serves it (transport.ErrNoDevice), as rpc.WithFallback
-	// and kvserver's auto:// do.
+	// no RDMA device serves it (transport.ErrNoDevice) or an RDMA
+	// connection fails, moving back to RDMA once it connects again, as
+	// rpc.WithFallback and kvserver's auto:// do.
 	TransportAuto = "auto"
 )
 

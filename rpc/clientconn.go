@@ -481,18 +481,15 @@ func (cc *ClientConn) link(ctx context.Context, method string, waitForReady bool
 
 // forget stops routing new calls to l (it is draining or gone); its
 // backend goes Idle (the balancer says when it connects again:
-// round_robin at once, pick_first at the next call), and the resolver is
-// asked to look again.
+// round_robin at once, pick_first at the next call), or, when l failed
+// over a transport with a fallback, reconnects at once over the fallback
+// (failover.go); and the resolver is asked to look again.
 func (cc *ClientConn) forget(l *clientLink, gone bool) {
+	failed := l.failed(gone) // before cc.mu: l.mu is never taken inside it
 	cc.mu.Lock()
 	lost := false
 	if s := l.sc; s != nil && s.cur == l {
-		s.dropLinkLocked()
-		lost = !s.shutdown
-		if lost {
-			s.state = connectivity.Idle
-			s.reportLocked()
-		}
+		lost = s.lostLocked(failed)
 		cc.notifyLocked() // a call that picked l picks again
 	}
 	if gone {

@@ -360,8 +360,15 @@ func WithCodec(c Codec) DialOption { return func(o *dialOptions) { o.codec = c }
 // WithFallback makes the connection dial the same address with the
 // transport of another scheme ("tcp") when the target's own fails because no
 // device serves the address (transport.ErrNoDevice), typically rdma:// on a
-// machine without RDMA. It logs one line when it falls back, and stays on
-// the fallback for later connections.
+// machine without RDMA, and when an established connection over the
+// target's own transport fails (the RDMA port went down, the queue pair
+// went to error): the backend then reconnects over the fallback at once,
+// without a backoff wait, and the calls not yet sent go there. While on the
+// fallback it probes the target's own transport with the connect backoff
+// and moves new calls back once it connects, draining the fallback
+// connection. It logs one line each way (docs/rdma.md, "Failover to TCP
+// and back"). The server must serve the fallback on the same address: an
+// rdma:// listener serves rdmarpc over TCP on its bootstrap port.
 func WithFallback(scheme string) DialOption { return func(o *dialOptions) { o.fallback = scheme } }
 
 // WithTransport dials with t instead of the transport registered for the

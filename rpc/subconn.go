@@ -46,10 +46,16 @@ type subConn struct {
 	failures   int   // failed attempts in a row
 	running    bool  // the connect goroutine runs
 	shutdown   bool
-	// fellBack holds the addresses dialed with the fallback transport (no
-	// RDMA device serves them); under cc.mu (dial's attempts run side by
-	// side).
+	// fellBack holds the addresses to dial with the fallback transport
+	// (no RDMA device serves them, or their RDMA link failed); under cc.mu
+	// (dial's attempts run side by side). A failed attempt clears it: the
+	// next one tries the target's own transport first.
 	fellBack map[string]bool
+	// curVia is how cur was dialed; probing: a goroutine probes the
+	// target's own transport while cur runs over the fallback
+	// (failover.go).
+	curVia  via
+	probing bool
 }
 
 func (cc *ClientConn) newSubConn(addrs []resolver.Address) *subConn {
@@ -198,7 +204,7 @@ func (s *subConn) run() {
 		cc.mu.Unlock()
 
 		timeout := max(cc.connect.MinConnectTimeout, cc.connect.Backoff.Delay(failures+1))
-		tc, set, addr, err := s.dial(addrs, timeout)
+		tc, set, addr, how, err := s.dial(addrs, timeout)
 
 		cc.mu.Lock()
 		if s.shutdown {
@@ -210,33 +216,12 @@ func (s *subConn) run() {
 			return
 		}
 		if err == nil {
-			l := newClientLink(cc, tc, set)
-			l.sc, l.authority = s, cmp.Or(cc.authority, addr.Addr)
-			if hs := cc.opts.statsHandlers; len(hs) > 0 {
-				// Before calls can take l: they read l.stats. The
-				// counters are the connection's own (its transport is
-				// the address's, or its fallback).
-				l.stats = beginConn(hs, true, tc, nil)
-			}
-			s.cur, s.curAddr = l, addr
-			s.state, s.health = connectivity.Ready, connectivity.Connecting
 			s.failures, s.err, s.running = 0, nil, false
-			cc.all[l] = true
-			var hctx context.Context
-			cc.wg.Add(1)
-			if cc.sc.health {
-				hctx, s.stopHealth = context.WithCancel(l.Ctx)
-				cc.wg.Add(1)
-			}
-			s.reportLocked()
-			cc.mu.Unlock()
-			go l.readLoop()
-			if hctx != nil {
-				go s.watchHealth(hctx, l)
-			}
-			return
+			s.installLocked(tc, set, addr, how)
+			return // installLocked unlocked cc.mu
 		}
 		s.failures++
+		s.fellBack = nil // the next attempt tries the target's own transport first
 		s.err = fmt.Errorf("connecting to %s: %w", cc.target, err)
 		s.state = connectivity.TransientFailure
 		wait := cc.connect.Backoff.Delay(s.failures)
@@ -260,6 +245,46 @@ func (s *subConn) run() {
 	}
 }
 
+// installLocked makes a new link of tc the one that takes the backend's
+// new calls, and starts its reader (and health watch, and, over the
+// fallback, the probe of the target's own transport). It is called with
+// cc.mu held and unlocks it.
+func (s *subConn) installLocked(tc transport.Conn, set wire.Settings, addr resolver.Address, how via) *clientLink {
+	cc := s.cc
+	l := newClientLink(cc, tc, set)
+	l.sc, l.authority = s, cmp.Or(cc.authority, addr.Addr)
+	if hs := cc.opts.statsHandlers; len(hs) > 0 {
+		// Before calls can take l: they read l.stats. The counters are
+		// the connection's own (its transport is the address's, or its
+		// fallback).
+		l.stats = beginConn(hs, true, tc, nil)
+	}
+	s.cur, s.curAddr, s.curVia = l, addr, how
+	s.state, s.health = connectivity.Ready, connectivity.Connecting
+	cc.all[l] = true
+	var hctx context.Context
+	cc.wg.Add(1)
+	if cc.sc.health {
+		hctx, s.stopHealth = context.WithCancel(l.Ctx)
+		cc.wg.Add(1)
+	}
+	probe := how == viaFallback && !s.probing
+	if probe {
+		s.probing = true
+		cc.wg.Add(1)
+	}
+	s.reportLocked()
+	cc.mu.Unlock()
+	go l.readLoop()
+	if hctx != nil {
+		go s.watchHealth(hctx, l)
+	}
+	if probe {
+		go s.probe()
+	}
+	return l
+}
+
 // happyEyeballsDelay is how long an attempt has before the next address's
 // starts beside it (gRFC A61's Connection Attempt Delay).
 const happyEyeballsDelay = 250 * time.Millisecond
@@ -271,15 +296,16 @@ const happyEyeballsDelay = 250 * time.Millisecond
 // and the others are abandoned (a connection one of them makes anyway is
 // closed). So addresses that accept and never answer delay a working one
 // by 250 ms each, not by a whole timeout each.
-func (s *subConn) dial(addrs []resolver.Address, timeout time.Duration) (transport.Conn, wire.Settings, resolver.Address, error) {
+func (s *subConn) dial(addrs []resolver.Address, timeout time.Duration) (transport.Conn, wire.Settings, resolver.Address, via, error) {
 	if len(addrs) == 1 {
-		tc, set, err := s.dialOne(s.ctx, addrs[0], timeout)
-		return tc, set, addrs[0], err
+		tc, set, how, err := s.dialOne(s.ctx, addrs[0], timeout, false)
+		return tc, set, addrs[0], how, err
 	}
 	type attempt struct {
 		i   int
 		tc  transport.Conn
 		set wire.Settings
+		how via
 		err error
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -293,12 +319,12 @@ func (s *subConn) dial(addrs []resolver.Address, timeout time.Duration) (transpo
 		s.cc.wg.Add(1)
 		go func() {
 			defer s.cc.wg.Done()
-			tc, set, err := s.dialOne(ctx, addrs[i], timeout)
+			tc, set, how, err := s.dialOne(ctx, addrs[i], timeout, false)
 			if err == nil && !won.CompareAndSwap(false, true) {
 				tc.Close() // another attempt won
 				return
 			}
-			results <- attempt{i, tc, set, err}
+			results <- attempt{i, tc, set, how, err}
 		}()
 	}
 	next()
@@ -309,11 +335,11 @@ func (s *subConn) dial(addrs []resolver.Address, timeout time.Duration) (transpo
 		select {
 		case r := <-results:
 			if r.err == nil {
-				return r.tc, r.set, addrs[r.i], nil
+				return r.tc, r.set, addrs[r.i], r.how, nil
 			}
 			errs[r.i] = fmt.Errorf("%s: %w", addrs[r.i].Addr, r.err)
 			if failed++; failed == len(addrs) || s.ctx.Err() != nil && failed == started {
-				return nil, wire.Settings{}, resolver.Address{}, errors.Join(errs...)
+				return nil, wire.Settings{}, resolver.Address{}, 0, errors.Join(errs...)
 			}
 			if started < len(addrs) && s.ctx.Err() == nil {
 				next()
@@ -329,45 +355,64 @@ func (s *subConn) dial(addrs []resolver.Address, timeout time.Duration) (transpo
 }
 
 // dialOne connects to a within timeout (and ctx): the transport's dial,
-// then the SETTINGS exchange.
-func (s *subConn) dialOne(ctx context.Context, a resolver.Address, timeout time.Duration) (transport.Conn, wire.Settings, error) {
+// then the SETTINGS exchange. own dials with the target's own transport,
+// never the fallback (the probe's dial).
+func (s *subConn) dialOne(ctx context.Context, a resolver.Address, timeout time.Duration, own bool) (transport.Conn, wire.Settings, via, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tc, err := s.dialTransport(ctx, a)
+	tc, how, err := s.dialTransport(ctx, a, own)
 	if err != nil {
-		return nil, wire.Settings{}, err
+		return nil, wire.Settings{}, 0, err
 	}
 	set, err := clientHandshake(ctx, tc, wire.Settings{ConnectionWindow: uint32(min(max(s.cc.opts.connWindow, wire.MinConnectionWindow), wire.MaxWindowIncrement))})
 	if err != nil {
 		tc.Close()
-		return nil, wire.Settings{}, err
+		return nil, wire.Settings{}, 0, err
 	}
-	return tc, set, nil
+	return tc, set, how, nil
 }
 
-func (s *subConn) dialTransport(ctx context.Context, a resolver.Address) (transport.Conn, error) {
+// dialTransport dials a with the target's own transport, or with the
+// fallback when a fell back before or no device serves it now; own: with
+// the target's own transport only.
+func (s *subConn) dialTransport(ctx context.Context, a resolver.Address, own bool) (transport.Conn, via, error) {
 	tr, fallback, err := s.cc.transportFor(a)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	if fallback == "" {
+		tc, err := s.cc.dial(ctx, tr, a)
+		return tc, viaOnly, err
 	}
 	s.cc.mu.Lock()
 	fell := s.fellBack[a.Addr]
 	s.cc.mu.Unlock()
-	if fell && fallback != "" {
-		return s.dialFallback(ctx, a, fallback, transport.ErrNoDevice)
+	if fell && !own {
+		tc, err := s.dialFallback(ctx, a, fallback, transport.ErrNoDevice)
+		return tc, viaFallback, err
 	}
 	tc, err := s.cc.dial(ctx, tr, a)
-	if err != nil && fallback != "" && errors.Is(err, transport.ErrNoDevice) {
-		s.cc.mu.Lock()
-		if s.fellBack == nil {
-			s.fellBack = make(map[string]bool)
-		}
-		s.fellBack[a.Addr] = true
-		s.cc.mu.Unlock()
+	if err != nil && !own && errors.Is(err, transport.ErrNoDevice) {
+		s.fallBack(a)
 		s.cc.log.Warn("no device serves the address: falling back", zap.String("addr", a.Addr), zap.String("fallback", fallback), zap.Error(err))
-		return s.dialFallback(ctx, a, fallback, err)
+		tc, err := s.dialFallback(ctx, a, fallback, err)
+		return tc, viaFallback, err
 	}
-	return tc, err
+	return tc, viaPrimary, err
+}
+
+// fallBack makes a's next dials use the fallback transport.
+func (s *subConn) fallBack(a resolver.Address) {
+	s.cc.mu.Lock()
+	s.fallBackLocked(a)
+	s.cc.mu.Unlock()
+}
+
+func (s *subConn) fallBackLocked(a resolver.Address) {
+	if s.fellBack == nil {
+		s.fellBack = make(map[string]bool)
+	}
+	s.fellBack[a.Addr] = true
 }
 
 // clientHandshake sends the client's SETTINGS, the first frame either side
@@ -405,9 +450,8 @@ func clientHandshake(ctx context.Context, tc transport.Conn, own wire.Settings) 
 	return wire.Settings{}, fmt.Errorf("the server's first frame is %v, not SETTINGS", h.Kind)
 }
 
-// dialFallback dials a with the fallback transport, for good: a host
-// without an RDMA device does not grow one. why is the error that made it
-// fall back.
+// dialFallback dials a with the fallback transport; why is the error that
+// made it fall back.
 func (s *subConn) dialFallback(ctx context.Context, a resolver.Address, fallback string, why error) (transport.Conn, error) {
 	tr, ok := transport.Lookup(fallback)
 	if !ok {

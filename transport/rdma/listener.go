@@ -56,7 +56,8 @@ func (t *Transport) ListenWithCredentials(addr string, creds credentials.Transpo
 		srv.close()
 		return nil, fmt.Errorf("rdma: listen %s: %w", addr, err)
 	}
-	l := accept.New(nl, func(ctx context.Context, boot net.Conn) (transport.Conn, error) {
+	log := accept.NewLog(t.o.Logger, "")
+	l := accept.NewWithOptions(nl, func(ctx context.Context, boot net.Conn) (transport.Conn, error) {
 		var auth credentials.AuthInfo
 		if creds != nil {
 			sec, ai, err := t.serverCredentials(ctx, boot, creds)
@@ -65,6 +66,10 @@ func (t *Transport) ListenWithCredentials(addr string, creds credentials.Transpo
 				return nil, err
 			}
 			boot, auth = sec, ai
+		}
+		boot, tc, err := t.tcpPeer(ctx, boot, auth, log.Refused)
+		if tc != nil || err != nil {
+			return tc, err
 		}
 		c, err := t.handshakeServer(ctx, boot, srv)
 		if err != nil {
@@ -76,7 +81,7 @@ func (t *Transport) ListenWithCredentials(addr string, creds credentials.Transpo
 			return nil, err
 		}
 		return secured(c, auth), nil
-	}, t.o.Logger, srv.close)
+	}, accept.Options{Log: log, OnClose: srv.close})
 	return &listener{Listener: l, creds: creds}, nil
 }
 

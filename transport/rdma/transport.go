@@ -519,6 +519,7 @@ type counters struct {
 	srqLimitEvents           atomic.Uint64 // a shared receive queue ran low (the safety net)
 	refused                  atomic.Uint64
 	handshakesWaited         atomic.Uint64 // a hello waited for a place at the gate
+	tcpPeers                 atomic.Uint64 // clients of the TCP transport served on the bootstrap port
 	strayCompletions         atomic.Uint64 // a shared CQ's completion for a QP no longer attached
 	cqPlacesLeaked           atomic.Uint64 // a QP left a shared CQ with work requests unaccounted for
 	closeGraceExpired        atomic.Uint64 // a teardown stopped waiting for its work requests at the close grace
@@ -572,6 +573,7 @@ func (c *counters) snapshot() map[string]uint64 {
 		"srq_limit_events":    c.srqLimitEvents.Load(),
 		"handshakes_refused":  c.refused.Load(),
 		"handshakes_waited":   c.handshakesWaited.Load(),
+		"tcp_peers":           c.tcpPeers.Load(),
 		"stray_completions":   c.strayCompletions.Load(),
 		"cq_places_leaked":    c.cqPlacesLeaked.Load(),
 		"close_grace_expired": c.closeGraceExpired.Load(),

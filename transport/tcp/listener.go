@@ -43,7 +43,7 @@ func (t *Transport) NewListener(nl net.Listener, creds credentials.TransportCred
 		}
 	}
 	l := accept.NewWithOptions(nl, func(ctx context.Context, nc net.Conn) (transport.Conn, error) {
-		return t.handshake(ctx, nc, secure, log.Refused)
+		return t.handshake(ctx, nc, secure, log.Refused, nil)
 	}, accept.Options{Log: log, MaxConns: t.o.maxConnections()})
 	return &listener{Listener: l, creds: creds}
 }

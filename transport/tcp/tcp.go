@@ -179,7 +179,35 @@ func (t *Transport) NewClientConn(ctx context.Context, nc net.Conn, authority st
 			return creds.ClientHandshake(ctx, authority, raw)
 		}
 	}
-	c, err := t.handshake(ctx, nc, secure, nil)
+	c, err := t.handshake(ctx, nc, secure, nil, nil)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// ServerConn runs the server's side of the handshake on nc, a connection
+// accepted by another transport's listener on a port it shares with this
+// transport: the RDMA transport's listener hands it the clients of this
+// transport that reach its bootstrap port (clients that fell back to TCP).
+// head is the start of the client's hello, already read from nc (at most
+// its 16 bytes); auth is what nc's credentials verified (nc is then
+// secured already; nil: plaintext). refused logs the refusals of the
+// connection, as a listener's log does. It closes nc when it fails.
+func (t *Transport) ServerConn(ctx context.Context, nc net.Conn, head []byte, auth credentials.AuthInfo, refused func(string, ...zap.Field)) (transport.Conn, error) {
+	if len(head) > helloLen {
+		nc.Close()
+		return nil, fmt.Errorf("%w: %d bytes of hello read ahead, more than %d", transport.ErrProtocol, len(head), helloLen)
+	}
+	var secure secureFunc
+	if auth != nil {
+		secure = func(_ context.Context, sec net.Conn) (net.Conn, credentials.AuthInfo, error) { return sec, auth, nil }
+	}
+	if refused == nil {
+		refused = func(string, ...zap.Field) {}
+	}
+	c, err := t.handshake(ctx, nc, secure, refused, head)
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -197,8 +225,10 @@ type secureFunc func(ctx context.Context, raw net.Conn) (net.Conn, credentials.A
 // past the timeout is a protocol error. refused is passed to the
 // connection (see newConn); it is set on a listener's side, which reads the
 // client's first bytes before it writes: an HTTP/2 client preface there
-// makes the connection a transport.Foreign of protocol "h2".
-func (t *Transport) handshake(ctx context.Context, nc net.Conn, secure secureFunc, refused func(string, ...zap.Field)) (transport.Conn, error) {
+// makes the connection a transport.Foreign of protocol "h2". head, on a
+// listener's side, is the start of the client's first bytes, read already
+// (ServerConn's).
+func (t *Transport) handshake(ctx context.Context, nc net.Conn, secure secureFunc, refused func(string, ...zap.Field), head []byte) (transport.Conn, error) {
 	server := refused != nil
 	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, t.o.HandshakeTimeout)
@@ -245,7 +275,8 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, secure secureFun
 		// magic), and an HTTP/2 client must see no hello. The client
 		// writes its hello without waiting, so this costs the rdmarpc
 		// path no read it did not make anyway.
-		if _, err := io.ReadFull(nc, theirs[:]); err != nil {
+		n := copy(theirs[:], head)
+		if _, err := io.ReadFull(nc, theirs[n:]); err != nil {
 			return nil, readFailed(err)
 		}
 		alpn := ""
