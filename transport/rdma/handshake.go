@@ -127,6 +127,9 @@ func (t *Transport) prepare(boot net.Conn, shared bool) (*conn, hello, rdmadev.E
 	if c.pool != nil {
 		local.guaranteed = uint32(t.o.SharedCredits)
 	}
+	if t.o.RendezvousThreshold > 0 {
+		local.features |= featRndv
+	}
 	if t.oldHello {
 		local.features = 0
 	}

@@ -63,6 +63,8 @@ type sender struct {
 	ctr         *counters
 	closeSig    *signal.Signal // the connection's: no send once it is set
 	joinSweep   func()         // puts the connection in the give-back sweep (swept just set)
+
+	rndv rndvSend // rendezvous.go
 }
 
 // checkSend refuses a send that cannot go: too large, or with a context
@@ -120,6 +122,12 @@ func (c *conn) takeTurn(ctx context.Context) error {
 		<-c.turn
 		return c.closeErr()
 	}
+	if _, err := c.awaitReply(ctx); err != nil {
+		// The last message's rendezvous is still being read: nothing
+		// may overtake it.
+		<-c.turn
+		return err
+	}
 	if c.abortOwed {
 		// The last message was abandoned after some of its fragments
 		// left: tell the peer to drop them before anything else.
@@ -143,6 +151,12 @@ func (c *conn) giveTurn() { <-c.turn }
 // starts with an abort, and the peer drops what it received of this one.
 // With awaited, a reply is expected: the receiver is roused to poll for it.
 func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error {
+	if c.rendezvous(len(msg)) {
+		if sent, err := c.sendRendezvous(ctx, msg, awaited); sent || err != nil {
+			return err
+		}
+		// No memory for it at one end: in fragments.
+	}
 	b := int(c.peer.bufSize)
 	n := fragments(len(msg), b)
 	for i := range n {
@@ -653,7 +667,11 @@ func (s *sender) completedLocked(seq uint64) {
 			ids = append(ids, slot)
 			s.avail++
 		}
-		s.sqFree++
+		if s.ring[i].reserved {
+			s.rndv.rsvFree++
+		} else {
+			s.sqFree++
+		}
 	}
 	s.mem.give(ids...)
 	// Keep the ring's array: slide what is left to the front.
@@ -678,6 +696,7 @@ type posted struct {
 	seq      uint64
 	slot     int32 // -1: no slot (credit-only), or none left to free (inline)
 	signaled bool
+	reserved bool // a rendezvous read or reply: its entry is one of rndvReserve
 }
 
 // freeSendMemory gives the arena the slots of sends that never completed
