@@ -3,6 +3,7 @@ package rdma
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -115,7 +116,14 @@ type rndvSend struct {
 	rsvFree   int  // of rndvReserve send-queue entries
 	readSeq   uint64
 	reading   bool // a read is posted and not completed
+
+	lent     map[uint64]*verbs.MR // regions NewSendBuffer lent, by id
+	nextLent uint64
 }
+
+// rndvTestHook, set only by tests, may change a descriptor before it
+// leaves (a forged key).
+type rndvTestHook = atomic.Pointer[func(*rndvDesc)]
 
 // rndvRecv is the receiver's side of the rendezvous, guarded by rmu.
 type rndvRecv struct {
@@ -162,57 +170,151 @@ func (c *conn) rendezvous(n int) bool {
 	return c.rndvOn && n > c.o.RendezvousThreshold && n > int(c.peer.bufSize)
 }
 
-// sendRendezvous sends msg by rendezvous, holding the turn. sent is false
-// (and err nil) when the message must go in fragments instead: no memory
-// here for the region, or the peer refused it.
+// sendRendezvous sends msg by rendezvous, holding the turn: it copies msg
+// into a region registered for it (sendRegion). sent is false (and err
+// nil) when the message must go in fragments instead: no memory here for
+// the region, or the peer refused it.
 func (c *conn) sendRendezvous(ctx context.Context, msg []byte, awaited bool) (sent bool, err error) {
-	n := len(msg)
+	mr := c.newRegion(len(msg))
+	if mr == nil {
+		return false, nil
+	}
+	copy(mr.Bytes(), msg)
+	refused, err := c.sendRegion(ctx, mr, awaited)
+	if refused != nil {
+		c.freeRegion(refused)
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// newRegion registers a region the peer may read, of n bytes, within the
+// memory budget; nil when there is no memory for it (the message goes in
+// fragments).
+func (c *conn) newRegion(n int) *verbs.MR {
 	if c.t.budget.take(int64(n)) != nil {
 		c.t.counters.rndvFallbacks.Add(1)
-		return false, nil
+		return nil
 	}
 	mr, err := c.dev.pd.RegisterRemoteRead(n)
 	if err != nil {
 		c.t.budget.give(int64(n))
 		c.t.counters.rndvFallbacks.Add(1)
 		c.log.Debug("registering a rendezvous region: sending in fragments", zap.Int("bytes", n), zap.Error(err))
-		return false, nil
+		return nil
 	}
-	copy(mr.Bytes(), msg)
+	return mr
+}
+
+// sendRegion sends the message in mr (all of it) by rendezvous, holding
+// the turn, and frees mr once the peer read it, or with the connection.
+// When the peer refuses, mr is returned (refused) for the caller to send
+// in fragments and free.
+func (c *conn) sendRegion(ctx context.Context, mr *verbs.MR, awaited bool) (refused *verbs.MR, err error) {
+	n := mr.Len()
 	slot, err := c.reserve(ctx, true)
 	if err != nil {
 		c.freeRegion(mr)
-		return false, err
+		return nil, err
 	}
 	if !c.startFill(slot) {
 		c.freeRegion(mr)
-		return false, c.closeErr()
+		return nil, c.closeErr()
 	}
 	d := rndvDesc{addr: mr.Addr(), rkey: mr.RKey(), n: uint32(n)}
 	if !c.publishRegion(mr, &d) {
 		c.endFill()
 		c.freeRegion(mr)
-		return false, c.closeErr()
+		return nil, c.closeErr()
+	}
+	if h := c.rndvHook.Load(); h != nil {
+		(*h)(&d)
 	}
 	d.encode(c.slotBytes(slot))
 	c.endFill()
 	if err := c.post(slot, kindRndv, rndvDescLen, true, !awaited); err != nil {
-		return false, err // the region goes with the connection (freeRndv)
+		return nil, err // the region goes with the connection (freeRndv)
 	}
 	c.t.counters.rndvSent.Add(1)
 	if awaited {
 		c.noteSent(true)
 	}
-	st, err := c.awaitReply(ctx)
+	st, mr, err := c.awaitReply(ctx)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if st == rndvRefused {
 		c.t.counters.rndvRefused.Add(1)
-		return false, nil
+		return mr, nil
 	}
+	c.freeRegion(mr)
 	c.t.counters.messagesSent.Add(1)
-	return true, nil
+	return nil, nil
+}
+
+// lentRegion owns the regions NewSendBuffer lends for messages that will
+// go by rendezvous (the message is marshaled straight into registered
+// memory: no copy on this side); id is the region's in lentRegions.
+type lentRegion struct{ c *conn }
+
+func (o lentRegion) ReleaseBuffer(id uint64, _ []byte) {
+	if mr := o.c.takeLentRegion(id); mr != nil {
+		o.c.freeRegion(mr)
+	}
+	o.c.unlend()
+}
+
+// lendRegion registers a region for NewSendBuffer; ok false: no memory for
+// it (an ordinary buffer then).
+func (c *conn) lendRegion(n int) (transport.Buffer, bool) {
+	mr := c.newRegion(n)
+	if mr == nil {
+		return transport.Buffer{}, false
+	}
+	c.mu.Lock()
+	r := &c.sender.rndv
+	if r.lent == nil {
+		r.lent = make(map[uint64]*verbs.MR)
+	}
+	id := r.nextLent
+	r.nextLent++
+	r.lent[id] = mr
+	c.mu.Unlock()
+	c.lentBufs.Add(1)
+	return transport.NewBuffer(mr.Bytes()[:n], lentRegion{c}, id), true
+}
+
+// takeLentRegion takes back a region NewSendBuffer lent.
+func (s *sender) takeLentRegion(id uint64) *verbs.MR {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mr := s.rndv.lent[id]
+	delete(s.rndv.lent, id)
+	return mr
+}
+
+// sendLentRegion is SendBuffer for a region NewSendBuffer lent: sent by
+// rendezvous without a copy, or in fragments from the region when the
+// peer refuses it.
+func (c *conn) sendLentRegion(ctx context.Context, b transport.Buffer) error {
+	mr := c.takeLentRegion(b.ID())
+	if mr == nil {
+		return errors.New("rdma: SendBuffer of a region already sent or released")
+	}
+	// The region is the rendezvous' now (sendRegion frees it), not the
+	// user's: it no longer keeps the connection's memory.
+	defer c.unlend()
+	if err := c.takeTurn(ctx); err != nil {
+		c.freeRegion(mr)
+		return err
+	}
+	defer c.giveTurn()
+	refused, err := c.sendRegion(ctx, mr, true)
+	if refused == nil {
+		return err
+	}
+	defer c.freeRegion(refused)
+	return c.sendFragments(ctx, refused.Bytes(), true)
 }
 
 // publishRegion makes mr the region in progress and gives d its id; false
@@ -230,27 +332,25 @@ func (s *sender) publishRegion(mr *verbs.MR, d *rndvDesc) bool {
 }
 
 // awaitReply waits for the peer's reply to the rendezvous in progress and
-// frees its region. When ctx ends first the rendezvous stays in progress
-// (the next turn's holder waits for it, takeTurn); when the connection
-// ends, the region goes with it (freeRndv).
-func (c *conn) awaitReply(ctx context.Context) (rndvState, error) {
+// returns it with the region, the caller's to free. When ctx ends first
+// the rendezvous stays in progress (the next turn's holder waits for it,
+// takeTurn; the reply frees the region); when the connection ends, the
+// region goes with it (freeRndv).
+func (c *conn) awaitReply(ctx context.Context) (rndvState, *verbs.MR, error) {
 	for {
 		st, mr, w, err := c.takeReply()
 		if err != nil {
-			return st, err
+			return st, nil, err
 		}
 		if w == nil {
-			if mr != nil {
-				c.freeRegion(mr)
-			}
-			return st, nil
+			return st, mr, nil
 		}
 		err = c.await(ctx, w, c.sig.Done(), false)
 		if mr := c.forgetReply(w, err != nil); mr != nil {
 			c.freeRegion(mr)
 		}
 		if err != nil {
-			return rndvPending, err
+			return rndvPending, nil, err
 		}
 	}
 }
@@ -521,7 +621,15 @@ func (c *conn) freeRndv() {
 	c.mu.Lock()
 	region := c.sender.rndv.region
 	c.sender.rndv.region = nil
+	lent := c.sender.rndv.lent
+	c.sender.rndv.lent = nil
 	c.mu.Unlock()
+	for _, mr := range lent {
+		// Lent and never sent nor released: only reachable when the
+		// user dropped the buffer, which the lent count then never let
+		// this run. Defensive.
+		c.freeRegion(mr)
+	}
 	target := c.receiver.rndv.target.Swap(nil)
 	for _, mr := range []*verbs.MR{region, target} {
 		if mr != nil {

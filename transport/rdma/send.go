@@ -64,7 +64,8 @@ type sender struct {
 	closeSig    *signal.Signal // the connection's: no send once it is set
 	joinSweep   func()         // puts the connection in the give-back sweep (swept just set)
 
-	rndv rndvSend // rendezvous.go
+	rndv     rndvSend // rendezvous.go
+	rndvHook rndvTestHook
 }
 
 // checkSend refuses a send that cannot go: too large, or with a context
@@ -122,11 +123,15 @@ func (c *conn) takeTurn(ctx context.Context) error {
 		<-c.turn
 		return c.closeErr()
 	}
-	if _, err := c.awaitReply(ctx); err != nil {
+	if _, mr, err := c.awaitReply(ctx); err != nil {
 		// The last message's rendezvous is still being read: nothing
 		// may overtake it.
 		<-c.turn
 		return err
+	} else if mr != nil {
+		// Its sender gave up before the reply: done or refused, the
+		// message is over and its region goes.
+		c.freeRegion(mr)
 	}
 	if c.abortOwed {
 		// The last message was abandoned after some of its fragments
@@ -157,6 +162,11 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error 
 		}
 		// No memory for it at one end: in fragments.
 	}
+	return c.sendFragments(ctx, msg, awaited)
+}
+
+// sendFragments sends msg whole or in fragments (see sendMessage).
+func (c *conn) sendFragments(ctx context.Context, msg []byte, awaited bool) error {
 	b := int(c.peer.bufSize)
 	n := fragments(len(msg), b)
 	for i := range n {
@@ -453,6 +463,12 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 	if err := c.checkSend(ctx, n); err != nil {
 		return transport.Buffer{}, err
 	}
+	if c.rendezvous(n) {
+		// Marshaled straight into a region the peer will read.
+		if b, ok := c.lendRegion(n); ok {
+			return b, nil
+		}
+	}
 	if n > int(c.peer.bufSize) {
 		// Fragmented anyway: an ordinary buffer, copied into slots.
 		return transport.NewBuffer(bufpool.Get(n)[:n], heapSend{}, 0), nil
@@ -517,6 +533,9 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 	if b.Owned(heapSend{}) {
 		defer b.Release()
 		return c.Send(ctx, b.Bytes())
+	}
+	if b.Owned(lentRegion{c}) {
+		return c.sendLentRegion(ctx, b)
 	}
 	if !b.Owned(sendSlot{c}) {
 		b.Release()
