@@ -44,7 +44,8 @@ var rndvSizes = []int{100, 300 << 10, 70 << 10, 1 << 20, 0, 16<<20 + 3, 257 << 1
 func TestRendezvous(t *testing.T) {
 	ip := guestIP(t)
 	before := deviceCounters(t)
-	tr := New(Options{MaxMessageSize: 32 << 20})
+	const threshold = 256 << 10
+	tr := New(Options{MaxMessageSize: 32 << 20, RendezvousThreshold: threshold})
 	cli, srv, _ := pair(t, tr, ip)
 	base := budgetUsed(tr)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -96,7 +97,7 @@ func TestRendezvous(t *testing.T) {
 	}
 	large := 0
 	for _, n := range rndvSizes {
-		if n > DefaultRendezvousThreshold {
+		if n > threshold {
 			large++
 		}
 	}
@@ -152,7 +153,7 @@ func TestRendezvousRefused(t *testing.T) {
 // region is freed when the reply comes.
 func TestRendezvousCancel(t *testing.T) {
 	ip := guestIP(t)
-	tr := New(Options{MaxMessageSize: 32 << 20, RecvQueueBytes: 64 << 10})
+	tr := New(Options{MaxMessageSize: 32 << 20, RecvQueueBytes: 64 << 10, RendezvousThreshold: 256 << 10})
 	cli, srv, _ := pair(t, tr, ip)
 	base := budgetUsed(tr)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -199,7 +200,7 @@ func TestRendezvousCancel(t *testing.T) {
 // an error that says so, and the transport still connects.
 func TestRendezvousBadKey(t *testing.T) {
 	ip := guestIP(t)
-	tr := New(Options{MaxMessageSize: 32 << 20})
+	tr := New(Options{MaxMessageSize: 32 << 20, RendezvousThreshold: 256 << 10})
 	cli, srv, lis := pair(t, tr, ip)
 	forge := func(d *rndvDesc) { d.rkey ^= 0x5a5a00 }
 	cli.rndvHook.Store(&forge)
@@ -240,7 +241,7 @@ func TestTwoHostsRendezvous(t *testing.T) {
 	before := deviceCounters(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	tr := New(Options{MaxMessageSize: max})
+	tr := New(Options{MaxMessageSize: max, RendezvousThreshold: 256 << 10})
 	addr := net.JoinHostPort(ip, "7472")
 	if role == "server" {
 		lis, err := tr.Listen(addr)

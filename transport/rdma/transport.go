@@ -53,8 +53,8 @@ type Options struct {
 	// offer it: the peer pulls it with one RDMA Read from a region
 	// registered for it alone, instead of receiving it in fragments
 	// (docs/rdma.md, "Rendezvous"). Default DefaultRendezvousThreshold
-	// (256 KiB); negative turns the rendezvous off (and with it the
-	// queue pairs' remote-read access).
+	// (1 MiB); negative turns the rendezvous off (and with it the queue
+	// pairs' remote-read access).
 	RendezvousThreshold int
 	// PollSpin bounds how long a goroutine waiting in Recv polls an empty
 	// completion queue while a reply is expected (a message left and
