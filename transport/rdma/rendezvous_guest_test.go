@@ -241,7 +241,11 @@ func TestTwoHostsRendezvous(t *testing.T) {
 	before := deviceCounters(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	tr := New(Options{MaxMessageSize: max, RendezvousThreshold: 256 << 10})
+	// The default budget, a quarter of the guest's 1 GiB, holds one
+	// 128 MiB region or buffer and the connection, not the server's two
+	// at once (the message it echoes, and the region it echoes it from):
+	// it would send that one in fragments (rendezvous_fallback).
+	tr := New(Options{MaxMessageSize: max, RendezvousThreshold: 256 << 10, MemoryBudget: 3 * int64(max)})
 	addr := net.JoinHostPort(ip, "7472")
 	if role == "server" {
 		lis, err := tr.Listen(addr)
