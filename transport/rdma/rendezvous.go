@@ -261,10 +261,11 @@ func (c *conn) sendRegion(ctx context.Context, mr *verbs.MR, awaited bool) (refu
 type lentRegion struct{ c *conn }
 
 func (o lentRegion) ReleaseBuffer(id uint64, _ []byte) {
+	// A region SendBuffer took is the rendezvous' (and was unlent then).
 	if mr := o.c.takeLentRegion(id); mr != nil {
 		o.c.freeRegion(mr)
+		o.c.unlend()
 	}
-	o.c.unlend()
 }
 
 // lendRegion registers a region for NewSendBuffer; ok false: no memory for
