@@ -52,7 +52,7 @@ var portAPI = map[string][]string{
 	"test/conformance":              {"Config", "DefaultTimeout", "Run", "Test"},
 	"transport":                     {"Activity", "Arrivals", "BackgroundSender", "Buffer", "Closed", "Conn", "Counters", "CredentialsDialer", "CredentialsListener", "DefaultMaxMessageSize", "Dial", "ErrClosed", "ErrMessageTooLarge", "ErrNoDevice", "ErrProtocol", "ForTarget", "Foreign", "Gauges", "Listen", "Listener", "Logged", "Lookup", "NewBuffer", "Owner", "ParseTarget", "Register", "Secured", "SecuredListener", "StreamTransport", "Transport", "TrySender"},
 	"transport/pipe":                {"Addr", "Conn", "Default", "Listener", "New", "Options", "Transport"},
-	"transport/rdma":                {"CompletionLayout", "CompletionsPerConnection", "CompletionsShared", "DefaultCompletions", "DefaultReceive", "ErrMemoryBudget", "ErrRefused", "New", "Options", "ReceiveLayout", "ReceivePerConnection", "ReceiveShared", "Transport"},
+	"transport/rdma":                {"CompletionLayout", "CompletionsPerConnection", "CompletionsShared", "DefaultCompletions", "DefaultReceive", "DefaultRendezvousThreshold", "ErrMemoryBudget", "ErrRefused", "New", "Options", "ReceiveLayout", "ReceivePerConnection", "ReceiveShared", "Transport"},
 	"transport/rdma/rawverbs":       {"Completion", "Device", "Endpoint", "Open"},
 	"transport/tcp":                 {"DefaultMaxMessageSize", "New", "NewUnix", "Options", "Transport"},
 	"transport/transporttest":       {"Config", "Run"},

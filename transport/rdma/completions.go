@@ -186,6 +186,14 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 			// all, under one lock.
 			c.t.counters.sendCompletions.Add(1)
 			sendsDone, lastSend = true, wc.ID
+			if wc.Opcode == verbs.WCRDMARead && c.readCompleted(wc.ID) {
+				c.bytesIn.Add(uint64(c.receiver.rndv.n))
+				if err := c.readDone(); err != nil {
+					c.t.counters.protocolErrors.Add(1)
+					c.fail(err)
+					return c.handledBefore(wcs[i+1:], reposts, sendsDone, lastSend)
+				}
+			}
 			continue
 		}
 		c.t.counters.recvCompletions.Add(1)
@@ -265,9 +273,16 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 	if k == kindCredit {
 		return reposts, nil
 	}
-	repost, err := c.accept(wc, buf, k, back)
+	repost, rv, err := c.accept(wc, buf, k, back)
 	if repost {
 		reposts = append(reposts, buf)
+	}
+	if err == nil && rv.k != 0 {
+		err = c.rendezvousArrived(rv)
+	}
+	if c.rndvOn && err == nil {
+		// A grant may be what a reply waits for.
+		c.sendOwedReply()
 	}
 	return reposts, err
 }
@@ -284,7 +299,10 @@ func (c *conn) wcFailed(wc *verbs.WorkCompletion) {
 	}
 	c.t.counters.wcError(wc.Status)
 	err := wc.Err()
-	if wc.Status == verbs.WCRNRRetryExcErr {
+	if !isRecv(wc) && c.isReadWR(wc.ID) {
+		err = rndvReadFailed(err)
+		c.log.Warn("closing connection", zap.Error(err))
+	} else if wc.Status == verbs.WCRNRRetryExcErr {
 		// Credits make this impossible: it is a bug, say so loudly.
 		c.log.Error("receiver not ready: a send found no posted receive (a credit accounting bug)", zap.Error(err))
 	} else {

@@ -74,6 +74,7 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 	c.led = credit.NewLedger(o.RecvBuffers)
 	c.releaseBatch = max(1, o.RecvBuffers/4)
 	c.queueBytes, c.maxWindow = o.RecvQueueBytes, o.RecvBuffers
+	c.self = c
 	c.owner, c.lentCount, c.onMessage, c.receiver.ctr, c.receiver.log = recvBuffer{c}, &c.life.lentBufs, c.noteReceived, &t.counters, c.log
 	if shared {
 		pool, err := t.sharedPool(dev)
@@ -101,19 +102,27 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 		h(c)
 	}
 	sqDepth := o.SendSlots + ctlHeadroom
+	rndv := o.RendezvousThreshold > 0
+	rsv := 0
+	if rndv {
+		rsv = rndvReserve
+	}
 	// At most sqDepth sends and c.recvs receives (its own, or as many as
 	// the peer's credits: the most its window grows to) of this QP
 	// complete at once.
 	var err error
-	if c.cqs, err = t.newCompletionLayout(c, sqDepth+c.recvs); err != nil {
+	if c.cqs, err = t.newCompletionLayout(c, sqDepth+rsv+c.recvs); err != nil {
 		c.destroy() // leaves the pool it joined
 		return nil, err
 	}
 	cq := c.cqs.queue().cq
 	qc := verbs.QPConfig{
 		SendCQ: cq, RecvCQ: cq,
-		MaxSendWR: sqDepth, MaxRecvWR: c.recvs,
+		MaxSendWR: sqDepth + rsv, MaxRecvWR: c.recvs,
 		MaxInlineData: 128,
+		// Remote reads of the rendezvous regions only: every other
+		// region is registered local-only.
+		RemoteRead: rndv,
 	}
 	if c.pool != nil {
 		qc.SRQ = c.pool.srq
@@ -125,6 +134,7 @@ func (t *Transport) newConn(dev *device, port uint8, boot net.Conn, shared bool)
 	}
 	c.maxInline = c.qp.MaxInline()
 	c.sqFree = sqDepth
+	c.sender.rndv.rsvFree = rsv
 	c.cqs.attach(c)
 	if c.rq, err = c.newRecvQueue(); err != nil {
 		c.destroy()
@@ -176,6 +186,7 @@ func (c *conn) connect(peer hello, local hello, rtr verbs.RTRAttr) error {
 	}
 	c.win = credit.NewWindow(int(peer.recvs))
 	c.lends = peer.features&featLend != 0
+	c.rndvOn = local.features&featRndv != 0 && peer.features&featRndv != 0
 	if err = c.qp.ToRTR(rtr); err != nil {
 		return err
 	}

@@ -9,8 +9,10 @@
 // posted before the queue pair can receive; sends go from registered send
 // slots, inline when small. Credit-based flow control (transport/rdma/internal/credit)
 // makes a Send meeting an empty receive queue impossible. Messages larger
-// than one receive buffer are fragmented and reassembled. docs/rdma.md
-// specifies the protocol.
+// than one receive buffer are fragmented and reassembled, or, above
+// Options.RendezvousThreshold, pulled by the receiver with one RDMA Read
+// from a region the sender registered for that message alone
+// (rendezvous.go). docs/rdma.md specifies the protocol.
 //
 // Receive buffers are each connection's own (Options.Receive =
 // ReceivePerConnection, the default when the memory budget holds 256 such

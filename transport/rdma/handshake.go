@@ -123,6 +123,9 @@ func (t *Transport) prepare(ep rdmadev.Endpoint, boot net.Conn, shared bool) (*c
 	if c.pool != nil {
 		local.guaranteed = uint32(t.o.SharedCredits)
 	}
+	if t.o.RendezvousThreshold > 0 {
+		local.features |= featRndv
+	}
 	if t.oldHello {
 		local.features = 0
 	}

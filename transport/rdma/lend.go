@@ -37,7 +37,7 @@ func decodeImmLend(imm uint32, lends bool) (k kind, credits, field int, err erro
 		return k, credits, 0, err
 	}
 	k = kind(imm >> 28)
-	if k > kindGiveBack {
+	if k > kindRndvRefused {
 		return 0, 0, 0, protoErr("unknown message kind %d in immediate data %#x", k, imm)
 	}
 	return k, int(imm & 0xFFFF), int(imm >> 16 & 0xFFF), nil

@@ -39,6 +39,10 @@ type receiver struct {
 	// handler (pmu held) under rmu, and by the teardown's reset; read
 	// under either.
 	asm reassembler
+	// rndv is the receive side of the rendezvous (rendezvous.go).
+	rndv   rndvRecv
+	rndvOn bool  // both sides offered rendezvous (featRndv)
+	self   *conn // for the owners of rendezvous buffers
 
 	recvOutstanding atomic.Int32 // receives posted and not yet completed (atomic: the teardown waits on it)
 
@@ -59,7 +63,7 @@ type receiver struct {
 
 func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 	for {
-		b, repost, w, ended, err := c.next(ctx, c.local)
+		b, repost, w, ended, replyDue, err := c.next(ctx, c.local)
 		switch {
 		case ended:
 			return transport.Buffer{}, c.closeErr()
@@ -67,6 +71,9 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 			return transport.Buffer{}, err
 		case w == nil:
 			c.repost(repost)
+			if replyDue {
+				c.reply(kindRndvDone)
+			}
 			c.t.counters.received.Add(1)
 			return b, nil
 		}
@@ -83,11 +90,12 @@ func (c *conn) Recv(ctx context.Context) (transport.Buffer, error) {
 // when there is none yet, w to wait on, registered before rmu is dropped so
 // that no delivery is missed; ended: the connection was closed locally or
 // nothing more will be delivered.
-func (r *receiver) next(ctx context.Context, local <-chan struct{}) (b transport.Buffer, repost []int32, w chan struct{}, ended bool, err error) {
+// replyDue: a rendezvous reply deferred for the queue to shrink is due.
+func (r *receiver) next(ctx context.Context, local <-chan struct{}) (b transport.Buffer, repost []int32, w chan struct{}, ended, replyDue bool, err error) {
 	r.rmu.Lock()
 	defer r.rmu.Unlock()
 	if closedChan(local) {
-		return b, nil, nil, true, nil
+		return b, nil, nil, true, false, nil
 	}
 	if len(r.queue) > 0 {
 		b = r.queue[0]
@@ -99,19 +107,20 @@ func (r *receiver) next(ctx context.Context, local <-chan struct{}) (b transport
 			if r.queued < r.queueBytes {
 				repost, r.deferred = r.deferred, nil
 			}
+			replyDue = r.takeDoneOwedLocked()
 		}
-		return b, repost, nil, false, nil
+		return b, repost, nil, false, replyDue, nil
 	}
 	if r.rdone {
-		return b, nil, nil, true, nil
+		return b, nil, nil, true, false, nil
 	}
 	// Before polling: a woken waiter whose ctx ended meanwhile gives up
 	// rather than spin for a reply (an RPC reader asked to step aside for
 	// the caller, when the caller's send roused it).
 	if err := ctx.Err(); err != nil {
-		return b, nil, nil, false, err
+		return b, nil, nil, false, false, err
 	}
-	return b, nil, r.rwake.wait(), false, nil
+	return b, nil, r.rwake.wait(), false, false, nil
 }
 
 // forgetArrival ends a wait that next began.
@@ -171,7 +180,10 @@ var errRecvDone = errors.New("the receive side is done")
 // in place or reassembled from its fragments. It reports whether buf can
 // be posted again now. Called by the completion handler, holding the
 // queue's pmu.
-func (r *receiver) accept(wc *verbs.WorkCompletion, buf int32, k kind, back int) (repost bool, err error) {
+//
+// A rendezvous message is checked and its descriptor returned (read) for
+// the caller to act on without rmu.
+func (r *receiver) accept(wc *verbs.WorkCompletion, buf int32, k kind, back int) (repost bool, rv rndvEvent, err error) {
 	r.rmu.Lock()
 	defer r.rmu.Unlock()
 	if r.rdone {
@@ -181,48 +193,58 @@ func (r *receiver) accept(wc *verbs.WorkCompletion, buf int32, k kind, back int)
 		// Drop it here, never lent or queued; its buffer is not posted
 		// again (a shared one goes back to the pool's queue).
 		r.postLost(wc)
-		return false, errRecvDone
+		return false, rv, errRecvDone
 	}
 	if err := r.led.Arrived(); err != nil {
-		return false, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
+		return false, rv, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
 	}
 	if k == kindGiveBack {
 		if wc.ByteLen != 0 {
-			return false, protoErr("give-back with %d bytes of payload", wc.ByteLen)
+			return false, rv, protoErr("give-back with %d bytes of payload", wc.ByteLen)
 		}
 		if err := r.led.TakeBack(back); err != nil {
-			return false, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
+			return false, rv, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
 		}
 		if r.pool != nil {
 			r.pool.release(back)
 		}
-		return true, nil
+		return true, rv, nil
 	}
 	r.lendLocked()
 	data := r.rq.bytes(buf, int(wc.ByteLen))
 	switch k {
 	case kindAbort:
 		if wc.ByteLen != 0 {
-			return false, protoErr("abort with %d bytes of payload", wc.ByteLen)
+			return false, rv, protoErr("abort with %d bytes of payload", wc.ByteLen)
 		}
 		if err := r.asm.abort(); err != nil {
-			return false, err
+			return false, rv, err
 		}
-		return true, nil
+		return true, rv, nil
+	case kindRndv, kindRndvDone, kindRndvRefused:
+		if !r.rndvOn {
+			return false, rv, protoErr("a %v from a peer that did not offer rendezvous", k)
+		}
+		d, read, err := r.acceptRndvLocked(k, data)
+		if err != nil {
+			return false, rv, err
+		}
+		rv = rndvEvent{k: k, desc: d, read: read}
+		return true, rv, nil
 	case kindMessage:
 		if err := r.asm.wholeAllowed(); err != nil {
-			return false, err
+			return false, rv, err
 		}
 		// Handed up in place: the registered memory stays mapped until
 		// the user releases it, even if the connection closes first.
 		r.lentCount.Add(1)
 		r.deliverLocked(transport.NewBuffer(data, r.owner, uint64(buf)))
 		r.onMessage()
-		return false, nil
+		return false, rv, nil
 	}
 	msg, err := r.asm.fragment(k, data)
 	if err != nil {
-		return false, err
+		return false, rv, err
 	}
 	if msg != nil {
 		r.queued += len(msg)
@@ -233,9 +255,9 @@ func (r *receiver) accept(wc *verbs.WorkCompletion, buf int32, k kind, back int)
 	// reassembled data waits for Recv.
 	if r.queued >= r.queueBytes {
 		r.deferred = append(r.deferred, buf)
-		return false, nil
+		return false, rv, nil
 	}
-	return true, nil
+	return true, rv, nil
 }
 
 // repost posts data receive buffers again and owes the peer their credits.

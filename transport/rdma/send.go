@@ -63,6 +63,9 @@ type sender struct {
 	ctr         *counters
 	closeSig    *signal.Signal // the connection's: no send once it is set
 	joinSweep   func()         // puts the connection in the give-back sweep (swept just set)
+
+	rndv     rndvSend // rendezvous.go
+	rndvHook rndvTestHook
 }
 
 // checkSend refuses a send that cannot go: too large, or with a context
@@ -120,6 +123,16 @@ func (c *conn) takeTurn(ctx context.Context) error {
 		<-c.turn
 		return c.closeErr()
 	}
+	if _, mr, err := c.awaitReply(ctx); err != nil {
+		// The last message's rendezvous is still being read: nothing
+		// may overtake it.
+		<-c.turn
+		return err
+	} else if mr != nil {
+		// Its sender gave up before the reply: done or refused, the
+		// message is over and its region goes.
+		c.freeRegion(mr)
+	}
 	if c.abortOwed {
 		// The last message was abandoned after some of its fragments
 		// left: tell the peer to drop them before anything else.
@@ -143,6 +156,17 @@ func (c *conn) giveTurn() { <-c.turn }
 // starts with an abort, and the peer drops what it received of this one.
 // With awaited, a reply is expected: the receiver is roused to poll for it.
 func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error {
+	if c.rendezvous(len(msg)) {
+		if sent, err := c.sendRendezvous(ctx, msg, awaited); sent || err != nil {
+			return err
+		}
+		// No memory for it at one end: in fragments.
+	}
+	return c.sendFragments(ctx, msg, awaited)
+}
+
+// sendFragments sends msg whole or in fragments (see sendMessage).
+func (c *conn) sendFragments(ctx context.Context, msg []byte, awaited bool) error {
 	b := int(c.peer.bufSize)
 	n := fragments(len(msg), b)
 	for i := range n {
@@ -439,6 +463,12 @@ func (c *conn) NewSendBuffer(ctx context.Context, n int) (transport.Buffer, erro
 	if err := c.checkSend(ctx, n); err != nil {
 		return transport.Buffer{}, err
 	}
+	if c.rendezvous(n) {
+		// Marshaled straight into a region the peer will read.
+		if b, ok := c.lendRegion(n); ok {
+			return b, nil
+		}
+	}
 	if n > int(c.peer.bufSize) {
 		// Fragmented anyway: an ordinary buffer, copied into slots.
 		return transport.NewBuffer(bufpool.Get(n)[:n], heapSend{}, 0), nil
@@ -503,6 +533,9 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 	if b.Owned(heapSend{}) {
 		defer b.Release()
 		return c.Send(ctx, b.Bytes())
+	}
+	if b.Owned(lentRegion{c}) {
+		return c.sendLentRegion(ctx, b)
 	}
 	if !b.Owned(sendSlot{c}) {
 		b.Release()
@@ -653,7 +686,11 @@ func (s *sender) completedLocked(seq uint64) {
 			ids = append(ids, slot)
 			s.avail++
 		}
-		s.sqFree++
+		if s.ring[i].reserved {
+			s.rndv.rsvFree++
+		} else {
+			s.sqFree++
+		}
 	}
 	s.mem.give(ids...)
 	// Keep the ring's array: slide what is left to the front.
@@ -678,6 +715,7 @@ type posted struct {
 	seq      uint64
 	slot     int32 // -1: no slot (credit-only), or none left to free (inline)
 	signaled bool
+	reserved bool // a rendezvous read or reply: its entry is one of rndvReserve
 }
 
 // freeSendMemory gives the arena the slots of sends that never completed

@@ -218,6 +218,7 @@ func (c *conn) freeMemory() {
 			}
 		}
 		c.uncharge()
+		c.freeRndv()
 		c.t.release(c.dev)
 	})
 }

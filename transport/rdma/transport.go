@@ -48,6 +48,14 @@ type Options struct {
 	// which holds the peer's credits back. Default 4 MiB. Whole messages
 	// are bounded by RecvBuffers.
 	RecvQueueBytes int
+	// RendezvousThreshold: a message larger than this, and than one of
+	// the peer's receive buffers, goes by rendezvous when both sides
+	// offer it: the peer pulls it with one RDMA Read from a region
+	// registered for it alone, instead of receiving it in fragments
+	// (docs/rdma.md, "Rendezvous"). Default DefaultRendezvousThreshold
+	// (1 MiB); negative turns the rendezvous off (and with it the queue
+	// pairs' remote-read access).
+	RendezvousThreshold int
 	// PollSpin bounds how long a goroutine waiting in Recv polls an empty
 	// completion queue while a reply is expected (a message left and
 	// none has arrived since) before it sleeps: it polls for twice the
@@ -245,6 +253,11 @@ func (o Options) withSizes() Options {
 	def(&o.MaxMessageSize, transport.DefaultMaxMessageSize)
 	def(&o.RecvQueueBytes, 4<<20)
 	def(&o.SignalEvery, 16)
+	if o.RendezvousThreshold == 0 {
+		o.RendezvousThreshold = DefaultRendezvousThreshold
+	} else if o.RendezvousThreshold < 0 {
+		o.RendezvousThreshold = -1
+	}
 	o.BufferSize = min(max(o.BufferSize, minBufferSize), maxBufferSize)
 	o.RecvBuffers = min(o.RecvBuffers, maxRecvs)
 	o.SharedCredits = min(o.SharedCredits, o.RecvBuffers)
@@ -526,6 +539,10 @@ type counters struct {
 	lastWQEMissed            atomic.Uint64 // an SRQ QP's LAST_WQE_REACHED did not come within the close grace
 	lastWQESettled           atomic.Uint64 // an SRQ QP was destroyed after a settle, the device raising no LAST_WQE_REACHED
 	sharedRecvsLost          atomic.Uint64 // shared receive buffers neither on the SRQ nor handled when it was destroyed
+	rndvSent                 atomic.Uint64 // messages sent by rendezvous (descriptors)
+	rndvRead                 atomic.Uint64 // messages received by rendezvous (RDMA Reads completed)
+	rndvRefused              atomic.Uint64 // rendezvous the peer refused (sent in fragments instead)
+	rndvFallbacks            atomic.Uint64 // messages over the threshold sent in fragments: no memory for the region here
 
 	mu       sync.Mutex
 	wcErrors map[string]uint64 // failed work completions by status
@@ -580,6 +597,10 @@ func (c *counters) snapshot() map[string]uint64 {
 		"last_wqe_missed":     c.lastWQEMissed.Load(),
 		"last_wqe_settled":    c.lastWQESettled.Load(),
 		"shared_recvs_lost":   c.sharedRecvsLost.Load(),
+		"rendezvous_sent":     c.rndvSent.Load(),
+		"rendezvous_read":     c.rndvRead.Load(),
+		"rendezvous_refused":  c.rndvRefused.Load(),
+		"rendezvous_fallback": c.rndvFallbacks.Load(),
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

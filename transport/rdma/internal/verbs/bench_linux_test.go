@@ -97,3 +97,34 @@ func BenchmarkSendRecvInline(b *testing.B) {
 		poll(p.acq)
 	}
 }
+
+// BenchmarkRegisterRemoteRead is what a rendezvous region costs when it is
+// registered for one transfer: mmap, ibv_reg_mr with remote read, then
+// ibv_dereg_mr and munmap (docs/rdma.md, "Rendezvous": per transfer, not
+// an arena). Touching the pages is part of it: a message is written there.
+func BenchmarkRegisterRemoteRead(b *testing.B) {
+	ctx, _ := openTest(b)
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		b.Fatal(err)
+	}
+	closeLater(b, "PD", pd)
+	for _, n := range []int{64 << 10, 1 << 20, 16 << 20} {
+		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				mr, err := pd.RegisterRemoteRead(n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				mem := mr.Bytes()
+				for i := 0; i < len(mem); i += 4096 {
+					mem[i] = 1
+				}
+				if err := mr.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -44,7 +44,10 @@
 //
 // # Policy built in
 //
-// QPs grant peers no remote access (no RDMA Read/Write into our memory), and
+// QPs grant peers no remote access (no RDMA Read/Write into our memory)
+// unless created with QPConfig.RemoteRead, which allows RDMA Read only, and
+// only of the MRs registered with RegisterRemoteRead (the others are
+// local-only whatever the QP allows); and
 // rnr_retry is always 0: a Send that finds no posted receive fails the
 // connection with IBV_WC_RNR_RETRY_EXC_ERR instead of being retried, because
 // rdmarpc's credits make that impossible and tests must see it if it happens.

@@ -91,6 +91,7 @@ type pairOpts struct {
 	maxSend  int
 	maxRecv  int
 	noAccept bool // leave both QPs in RESET
+	read     bool // QPConfig.RemoteRead on both
 }
 
 func newPair(t testing.TB, ctx *Context, e testEnv, o pairOpts) *pair {
@@ -130,7 +131,7 @@ func newPair(t testing.TB, ctx *Context, e testEnv, o pairOpts) *pair {
 	}
 	closeLater(t, "CQ b", p.bcq)
 	cfg := func(cq *CQ) QPConfig {
-		return QPConfig{SendCQ: cq, RecvCQ: cq, MaxSendWR: o.maxSend, MaxRecvWR: o.maxRecv, MaxInlineData: o.inline}
+		return QPConfig{SendCQ: cq, RecvCQ: cq, MaxSendWR: o.maxSend, MaxRecvWR: o.maxRecv, MaxInlineData: o.inline, RemoteRead: o.read}
 	}
 	if p.a, err = p.pd.CreateQP(cfg(p.acq)); err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ func (p *PD) Close() error {
 
 // MR is registered memory: a page-aligned mapping outside the Go heap,
 // registered for local access only (the device may write received data into
-// it; peers get no remote access). Its bytes stay put, so the device and Go
+// it; peers get no remote access), unless made by RegisterRemoteRead. Its bytes stay put, so the device and Go
 // can share them.
 type MR struct {
 	pd   *PD
@@ -81,6 +81,9 @@ type MR struct {
 	buf  []byte // mem[:size], what Bytes returns
 	addr uint64
 	lkey uint32
+	rkey uint32
+	// remote: registered with IBV_ACCESS_REMOTE_READ (RegisterRemoteRead)
+	remote bool
 
 	// g is entered by every post that names this MR, so Close cannot unmap
 	// memory an inline send is being copied from. A guard rather than a
@@ -97,7 +100,16 @@ var pageSize = os.Getpagesize()
 // for the mapping) and registers them with IBV_ACCESS_LOCAL_WRITE.
 //
 // Registration pins the pages: it counts against RLIMIT_MEMLOCK.
-func (p *PD) Register(size int) (*MR, error) {
+func (p *PD) Register(size int) (*MR, error) { return p.register(size, false) }
+
+// RegisterRemoteRead is Register with IBV_ACCESS_REMOTE_READ as well: a
+// peer whose QP was created with QPConfig.RemoteRead and that holds RKey may
+// RDMA Read the region (never write it) until Close deregisters it, which
+// invalidates the key. Meant for one transfer at a time: register, hand out
+// Addr and RKey, Close once the peer said it read it.
+func (p *PD) RegisterRemoteRead(size int) (*MR, error) { return p.register(size, true) }
+
+func (p *PD) register(size int, remote bool) (*MR, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("rdma: register %d bytes: size must be positive", size)
 	}
@@ -112,8 +124,12 @@ func (p *PD) Register(size int) (*MR, error) {
 		return nil, fmt.Errorf("rdma: mmap %d bytes for an MR: %w", mapped, err)
 	}
 	// mem is not Go heap memory, so C may keep this pointer.
-	var lkey C.uint32_t
-	mr, errno := C.rr_reg_mr(p.pd, unsafe.Pointer(&mem[0]), C.size_t(size), &lkey)
+	var lkey, rkey C.uint32_t
+	var rr C.int
+	if remote {
+		rr = 1
+	}
+	mr, errno := C.rr_reg_mr(p.pd, unsafe.Pointer(&mem[0]), C.size_t(size), rr, &lkey, &rkey)
 	if mr == nil {
 		syscall.Munmap(mem)
 		err := verbError(fmt.Sprintf("ibv_reg_mr (%d bytes)", size), errno)
@@ -124,13 +140,15 @@ func (p *PD) Register(size int) (*MR, error) {
 	}
 	p.children.Add(1)
 	return &MR{
-		pd:   p,
-		mr:   mr,
-		mem:  mem,
-		buf:  mem[:size:size],
-		addr: uint64(uintptr(unsafe.Pointer(&mem[0]))),
-		lkey: uint32(lkey),
-		g:    newGuard(),
+		pd:     p,
+		mr:     mr,
+		mem:    mem,
+		buf:    mem[:size:size],
+		addr:   uint64(uintptr(unsafe.Pointer(&mem[0]))),
+		lkey:   uint32(lkey),
+		rkey:   uint32(rkey),
+		remote: remote,
+		g:      newGuard(),
 	}, nil
 }
 
@@ -149,6 +167,19 @@ func (m *MR) Len() int { return len(m.buf) }
 
 // LKey returns the local key work requests use to name this memory.
 func (m *MR) LKey() uint32 { return m.lkey }
+
+// RKey returns the key a peer names this memory with in an RDMA Read, and
+// Addr its address; both meaningful only for RegisterRemoteRead's MRs
+// (RKey is 0 for the others: they grant no remote access).
+func (m *MR) RKey() uint32 {
+	if !m.remote {
+		return 0
+	}
+	return m.rkey
+}
+
+// Addr returns the address of the registered memory, as a peer names it.
+func (m *MR) Addr() uint64 { return m.addr }
 
 // Close deregisters the memory, then unmaps it. It waits for posts naming
 // the MR that are in flight; later posts fail with ErrClosed. Work requests

@@ -40,6 +40,7 @@ type QP struct {
 	port     atomic.Uint32 // set by ToInit, the default port of ToRTR
 	maxSend  int
 	maxRecv  int
+	rdRead   bool          // QPConfig.RemoteRead
 	setState atomic.Uint32 // QPState last set by a transition
 
 	mu     sync.RWMutex // write-held by Close and transitions; read-held by posts
@@ -123,6 +124,7 @@ func (p *PD) CreateQP(cfg QPConfig) (*QP, error) {
 		inline:  uint32(caps.max_inline_data), // what the device granted
 		maxSend: int(caps.max_send_wr),
 		maxRecv: int(caps.max_recv_wr),
+		rdRead:  cfg.RemoteRead,
 	}, nil
 }
 
@@ -169,13 +171,18 @@ func (q *QP) modify(to QPState, transition func(*C.struct_ibv_qp) (C.int, error)
 }
 
 // ToInit moves the QP from RESET to INIT on the given port. It grants no
-// remote access: peers can only Send to it.
+// remote access (peers can only Send to it), or, with QPConfig.RemoteRead,
+// RDMA Read of the MRs registered for it.
 func (q *QP) ToInit(port uint8) error {
 	if port == 0 {
 		return errors.New("rdma: ToInit: port numbers start at 1")
 	}
 	err := q.modify(QPInit, func(qp *C.struct_ibv_qp) (C.int, error) {
-		rc, errno := C.rr_qp_to_init(qp, C.uint8_t(port))
+		var rr C.int
+		if q.rdRead {
+			rr = 1
+		}
+		rc, errno := C.rr_qp_to_init(qp, C.uint8_t(port), rr)
 		return rc, errno
 	})
 	if err != nil {
@@ -210,6 +217,9 @@ func (q *QP) ToRTR(a RTRAttr) error {
 		port:          C.uint8_t(port),
 		min_rnr_timer: C.uint8_t(a.MinRNRTimer),
 	}
+	if q.rdRead {
+		attr.max_dest_rd_atomic = 1
+	}
 	if !a.DGID.IsZero() {
 		attr.global = 1
 		attr.sgid_index = C.uint8_t(a.SGIDIndex)
@@ -237,6 +247,9 @@ func (q *QP) ToRTS(a RTSAttr) error {
 		sq_psn:    C.uint32_t(a.SQPSN),
 		timeout:   C.uint8_t(a.Timeout),
 		retry_cnt: C.uint8_t(a.RetryCount),
+	}
+	if q.rdRead {
+		attr.max_rd_atomic = 1
 	}
 	// rr_qp_to_rts sets rnr_retry to 0: an RNR NAK fails the send at once.
 	return q.modify(QPRTS, func(qp *C.struct_ibv_qp) (C.int, error) {
@@ -347,6 +360,13 @@ func (q *QP) PostSend(wrs []SendWR) error {
 			return &PostError{Op: "ibv_post_send", Index: i, Err: err}
 		}
 		var flags C.uint32_t
+		if w.Read {
+			if !q.rdRead || w.MR == nil || w.Length == 0 || w.Inline || w.HasImm {
+				return &PostError{Op: "ibv_post_send", Index: i,
+					Err: errors.New("an RDMA Read needs a QP with RemoteRead, a local MR, a length, and no inline or immediate data")}
+			}
+			flags |= C.RR_READ
+		}
 		if w.Length == 0 {
 			flags |= C.RR_NOSGE
 		}
@@ -369,6 +389,7 @@ func (q *QP) PostSend(wrs []SendWR) error {
 		cw = append(cw, C.struct_rr_send_wr{
 			id: C.uint64_t(w.ID), addr: C.uint64_t(addr), length: C.uint32_t(w.Length),
 			lkey: C.uint32_t(lkey), imm: C.uint32_t(w.Imm), flags: flags,
+			remote_addr: C.uint64_t(w.RemoteAddr), rkey: C.uint32_t(w.RKey),
 		})
 	}
 	var bad C.int

@@ -206,12 +206,19 @@ struct ibv_pd *rr_alloc_pd(struct ibv_context *ctx) { return rr_lib.p_ibv_alloc_
 
 int rr_dealloc_pd(struct ibv_pd *pd) { return rr_lib.p_ibv_dealloc_pd(pd); }
 
-// rr_reg_mr registers memory for local writes only: peers get no RDMA
-// Read/Write access (see the package doc).
-struct ibv_mr *rr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint32_t *lkey) {
-	struct ibv_mr *mr = rr_lib.p_ibv_reg_mr(pd, addr, len, IBV_ACCESS_LOCAL_WRITE);
-	if (mr)
+// rr_reg_mr registers memory for local writes; with remote_read, peers
+// holding its rkey may also RDMA Read it (a rendezvous region), never write
+// it (see the package doc).
+struct ibv_mr *rr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int remote_read, uint32_t *lkey,
+                         uint32_t *rkey) {
+	int access = IBV_ACCESS_LOCAL_WRITE;
+	if (remote_read)
+		access |= IBV_ACCESS_REMOTE_READ;
+	struct ibv_mr *mr = rr_lib.p_ibv_reg_mr(pd, addr, len, access);
+	if (mr) {
 		*lkey = mr->lkey;
+		*rkey = mr->rkey;
+	}
 	return mr;
 }
 
@@ -281,13 +288,15 @@ struct ibv_qp *rr_create_qp(struct ibv_pd *pd, struct ibv_cq *send_cq, struct ib
 	return qp;
 }
 
-int rr_qp_to_init(struct ibv_qp *qp, uint8_t port) {
+int rr_qp_to_init(struct ibv_qp *qp, uint8_t port, int remote_read) {
 	struct ibv_qp_attr attr;
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_INIT;
 	attr.pkey_index = 0;
 	attr.port_num = port;
-	attr.qp_access_flags = 0; // no remote access
+	// No remote access, or RDMA Read only: what a peer may read is still
+	// limited to the MRs registered for it, by their rkeys.
+	attr.qp_access_flags = remote_read ? IBV_ACCESS_REMOTE_READ : 0;
 	return rr_lib.p_ibv_modify_qp(qp, &attr,
 	                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 }
@@ -299,7 +308,7 @@ int rr_qp_to_rtr(struct ibv_qp *qp, const struct rr_rtr *a) {
 	attr.path_mtu = (enum ibv_mtu)a->path_mtu;
 	attr.dest_qp_num = a->dest_qpn;
 	attr.rq_psn = a->rq_psn;
-	attr.max_dest_rd_atomic = 0; // no RDMA Read or atomics are accepted
+	attr.max_dest_rd_atomic = a->max_dest_rd_atomic; // 0: no RDMA Read or atomics are accepted
 	attr.min_rnr_timer = a->min_rnr_timer;
 	attr.ah_attr.dlid = a->dlid;
 	attr.ah_attr.port_num = a->port;
@@ -323,7 +332,7 @@ int rr_qp_to_rts(struct ibv_qp *qp, const struct rr_rts *a) {
 	attr.timeout = a->timeout;
 	attr.retry_cnt = a->retry_cnt;
 	attr.rnr_retry = 0; // an RNR NAK fails the send at once: RNR is a bug here
-	attr.max_rd_atomic = 0;
+	attr.max_rd_atomic = a->max_rd_atomic;
 	return rr_lib.p_ibv_modify_qp(qp, &attr,
 	                              IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 	                                  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
@@ -406,7 +415,8 @@ struct ibv_pd *rr_alloc_pd(struct ibv_context *ctx) {
 	return NULL;
 }
 int rr_dealloc_pd(struct ibv_pd *pd) { return ENOSYS; }
-struct ibv_mr *rr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint32_t *lkey) {
+struct ibv_mr *rr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int remote_read, uint32_t *lkey,
+                         uint32_t *rkey) {
 	errno = ENOSYS;
 	return NULL;
 }
@@ -432,7 +442,7 @@ struct ibv_qp *rr_create_qp(struct ibv_pd *pd, struct ibv_cq *send_cq, struct ib
 	errno = ENOSYS;
 	return NULL;
 }
-int rr_qp_to_init(struct ibv_qp *qp, uint8_t port) { return ENOSYS; }
+int rr_qp_to_init(struct ibv_qp *qp, uint8_t port, int remote_read) { return ENOSYS; }
 int rr_qp_to_rtr(struct ibv_qp *qp, const struct rr_rtr *a) { return ENOSYS; }
 int rr_qp_to_rts(struct ibv_qp *qp, const struct rr_rts *a) { return ENOSYS; }
 int rr_qp_to_state(struct ibv_qp *qp, uint32_t state) { return ENOSYS; }

@@ -62,6 +62,7 @@ struct ibv_srq;
 #define RR_IMM 4u
 #define RR_SOLICITED 8u
 #define RR_NOSGE 16u // no scatter/gather entry: a zero-length message
+#define RR_READ 32u  // an RDMA Read from remote_addr/rkey into the local sge
 
 // rr_send_wr and rr_recv_wr are the compact forms Go fills in (see
 // PostSend/PostRecv in qp.go); addr and lkey are resolved from the MR in Go.
@@ -72,6 +73,9 @@ struct rr_send_wr {
 	uint32_t lkey;
 	uint32_t imm; // host byte order
 	uint32_t flags;
+	uint64_t remote_addr; // RR_READ only
+	uint32_t rkey;        // RR_READ only
+	uint32_t pad;
 };
 
 struct rr_recv_wr {
@@ -161,6 +165,7 @@ struct rr_rtr {
 	uint8_t global;
 	uint8_t sgid_index;
 	uint8_t dgid[16];
+	uint8_t max_dest_rd_atomic; // RDMA Reads the peer may have outstanding at us (0: none)
 };
 
 // rr_rts is the RTR to RTS transition's attributes.
@@ -168,6 +173,7 @@ struct rr_rts {
 	uint32_t sq_psn;
 	uint8_t timeout;
 	uint8_t retry_cnt;
+	uint8_t max_rd_atomic; // RDMA Reads we may have outstanding (0: none)
 };
 
 // shim.c: loading, devices, objects, transitions, events. Each returns what
@@ -188,7 +194,8 @@ int rr_get_async_event(struct ibv_context *ctx, uint32_t *type, uint32_t *qp_num
 int rr_nonblock_dup(int fd);
 struct ibv_pd *rr_alloc_pd(struct ibv_context *ctx);
 int rr_dealloc_pd(struct ibv_pd *pd);
-struct ibv_mr *rr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint32_t *lkey);
+struct ibv_mr *rr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int remote_read, uint32_t *lkey,
+                         uint32_t *rkey);
 int rr_dereg_mr(struct ibv_mr *mr);
 struct ibv_comp_channel *rr_create_comp_channel(struct ibv_context *ctx, int *fd);
 int rr_destroy_comp_channel(struct ibv_comp_channel *ch);
@@ -199,7 +206,7 @@ int rr_get_cq_event(struct ibv_comp_channel *ch, uintptr_t *handle);
 void rr_ack_cq_events(struct ibv_cq *cq, unsigned int n);
 struct ibv_qp *rr_create_qp(struct ibv_pd *pd, struct ibv_cq *send_cq, struct ibv_cq *recv_cq,
                             struct ibv_srq *srq, struct rr_qp_caps *caps, uint32_t *qp_num);
-int rr_qp_to_init(struct ibv_qp *qp, uint8_t port);
+int rr_qp_to_init(struct ibv_qp *qp, uint8_t port, int remote_read);
 int rr_qp_to_rtr(struct ibv_qp *qp, const struct rr_rtr *a);
 int rr_qp_to_rts(struct ibv_qp *qp, const struct rr_rts *a);
 int rr_qp_to_state(struct ibv_qp *qp, uint32_t state);
@@ -266,7 +273,11 @@ static int rr_post_send(struct ibv_qp *qp, const struct rr_send_wr *in, int n, i
 				wr[i].sg_list = &sge[i];
 				wr[i].num_sge = 1;
 			}
-			if (w->flags & RR_IMM) {
+			if (w->flags & RR_READ) {
+				wr[i].opcode = IBV_WR_RDMA_READ;
+				wr[i].wr.rdma.remote_addr = w->remote_addr;
+				wr[i].wr.rdma.rkey = w->rkey;
+			} else if (w->flags & RR_IMM) {
 				wr[i].opcode = IBV_WR_SEND_WITH_IMM;
 				wr[i].imm_data = htonl(w->imm);
 			} else {

@@ -42,7 +42,10 @@ func (c *Context) Close() error { return nil }
 // PD is a protection domain (unavailable in this build).
 type PD struct{}
 
-func (p *PD) Register(int) (*MR, error)      { return nil, notSupported("register memory") }
+func (p *PD) Register(int) (*MR, error) { return nil, notSupported("register memory") }
+func (p *PD) RegisterRemoteRead(int) (*MR, error) {
+	return nil, notSupported("register memory")
+}
 func (p *PD) CreateQP(QPConfig) (*QP, error) { return nil, notSupported("create QP") }
 func (p *PD) CreateSRQ(int) (*SRQ, error)    { return nil, notSupported("create SRQ") }
 func (p *PD) Close() error                   { return nil }
@@ -53,6 +56,8 @@ type MR struct{}
 func (m *MR) Bytes() []byte { return nil }
 func (m *MR) Len() int      { return 0 }
 func (m *MR) LKey() uint32  { return 0 }
+func (m *MR) RKey() uint32  { return 0 }
+func (m *MR) Addr() uint64  { return 0 }
 func (m *MR) Close() error  { return nil }
 
 // CompChannel is a completion channel (unavailable in this build).

@@ -201,6 +201,12 @@ type QPConfig struct {
 	MaxSendSGE    int
 	MaxRecvSGE    int
 	MaxInlineData int
+	// RemoteRead lets the QP take part in RDMA Reads, both ways: peers may
+	// read the MRs registered with RegisterRemoteRead whose rkey they hold
+	// (IBV_ACCESS_REMOTE_READ on the QP, one read outstanding at us), and
+	// the QP may post SendWR.Read (one read outstanding from us). Without
+	// it the QP grants no remote access at all.
+	RemoteRead bool
 }
 
 // RTRAttr is what a QP needs to know about its peer to receive (INIT→RTR).
@@ -250,13 +256,20 @@ type RecvWR struct {
 // bit, which wakes a peer that armed its CQ with ReqNotify(true). Imm is in
 // host byte order; it travels in network byte order.
 type SendWR struct {
-	ID        uint64
-	MR        *MR
-	Offset    uint32
-	Length    uint32
-	Signaled  bool
-	Inline    bool
-	Solicited bool
-	Imm       uint32
-	HasImm    bool
+	ID     uint64
+	MR     *MR
+	Offset uint32
+	Length uint32
+	// Read makes it an RDMA Read of Length bytes at RemoteAddr in the
+	// peer's memory named by RKey, into MR at Offset (which must be
+	// registered; never inline, no immediate data). The QP needs
+	// QPConfig.RemoteRead.
+	Read       bool
+	RemoteAddr uint64
+	RKey       uint32
+	Signaled   bool
+	Inline     bool
+	Solicited  bool
+	Imm        uint32
+	HasImm     bool
 }

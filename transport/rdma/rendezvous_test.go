@@ -1,0 +1,130 @@
+package rdma
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/rdmarpc/rdmarpc/transport"
+)
+
+func TestDecodeRndv(t *testing.T) {
+	good := rndvDesc{id: 7, rkey: 0x1234, addr: 0x7f00_0000_1000, n: 1 << 20}
+	enc := func(d rndvDesc) []byte {
+		b := make([]byte, rndvDescLen)
+		d.encode(b)
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want uint32
+		max  int
+		ok   bool
+	}{
+		{"good", enc(good), 7, 1 << 20, true},
+		{"short", enc(good)[:rndvDescLen-1], 7, 1 << 20, false},
+		{"long", append(enc(good), 0), 7, 1 << 20, false},
+		{"empty", nil, 7, 1 << 20, false},
+		{"wrong id", enc(good), 8, 1 << 20, false},
+		{"over the limit", enc(good), 7, 1<<20 - 1, false},
+		{"zero length", enc(rndvDesc{id: 7, rkey: 1, addr: 4096}), 7, 1 << 20, false},
+		{"wraps", enc(rndvDesc{id: 7, rkey: 1, addr: ^uint64(0) - 10, n: 100}), 7, 1 << 20, false},
+		{"largest", enc(rndvDesc{id: 0, rkey: 1, addr: 0, n: ^uint32(0)}), 0, int(^uint32(0)), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := decodeRndv(tc.b, tc.want, tc.max)
+			if tc.ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.id != tc.want {
+					t.Errorf("id %d", d.id)
+				}
+				return
+			}
+			if !errors.Is(err, transport.ErrProtocol) {
+				t.Fatalf("got %+v, %v; want a protocol error", d, err)
+			}
+		})
+	}
+	if d, _ := decodeRndv(enc(good), 7, 1<<20); d != good {
+		t.Errorf("round trip: %+v, want %+v", d, good)
+	}
+}
+
+// FuzzDecodeRndv: a descriptor from the network is either refused or
+// describes what was asked for: the expected id, a length within the
+// limit, a region that does not wrap; and it encodes back to its bytes.
+func FuzzDecodeRndv(f *testing.F) {
+	seed := make([]byte, rndvDescLen)
+	rndvDesc{id: 3, rkey: 0xabcd, addr: 0x7f12_3456_7000, n: 300 << 10}.encode(seed)
+	f.Add(seed, uint32(3), 1<<20)
+	f.Add(seed, uint32(4), 1<<20)
+	f.Add(seed[:10], uint32(3), 1<<20)
+	f.Add(make([]byte, rndvDescLen), uint32(0), 64<<20)
+	f.Fuzz(func(t *testing.T, b []byte, want uint32, max int) {
+		d, err := decodeRndv(b, want, max)
+		if err != nil {
+			if !errors.Is(err, transport.ErrProtocol) {
+				t.Fatalf("error %v is not a protocol error", err)
+			}
+			return
+		}
+		if d.id != want || d.n == 0 || int64(d.n) > int64(max) || d.addr+uint64(d.n) < d.addr {
+			t.Fatalf("accepted %+v (want id %d, max %d)", d, want, max)
+		}
+		back := make([]byte, rndvDescLen)
+		d.encode(back)
+		if string(back) != string(b) {
+			t.Fatalf("%x decoded to %+v, which encodes to %x", b, d, back)
+		}
+	})
+}
+
+// TestRndvKinds: the rendezvous kinds decode with and without lends; the
+// give-back kind still needs lends, and kinds past them are refused.
+func TestRndvKinds(t *testing.T) {
+	for _, lends := range []bool{false, true} {
+		for _, k := range []kind{kindRndv, kindRndvDone, kindRndvRefused} {
+			got, credits, _, err := decodeImmLend(encodeImm(k, 5), lends)
+			if err != nil || got != k || credits != 5 {
+				t.Errorf("lends %v: %v decoded as %v, %d, %v", lends, k, got, credits, err)
+			}
+		}
+		for k := kindRndvRefused + 1; k < 16; k++ {
+			if _, _, _, err := decodeImmLend(encodeImm(k, 0), lends); err == nil {
+				t.Errorf("lends %v: kind %d accepted", lends, k)
+			}
+		}
+	}
+	if _, _, _, err := decodeImmLend(encodeImm(kindGiveBack, 0), false); err == nil {
+		t.Error("a give-back accepted without lends")
+	}
+	if s := kindRndvRefused.String(); s != "rendezvous refused" {
+		t.Errorf("String: %q", s)
+	}
+}
+
+// TestRendezvousChoice: which messages go by rendezvous.
+func TestRendezvousChoice(t *testing.T) {
+	c := &conn{o: &Options{RendezvousThreshold: 256 << 10}}
+	c.peer.bufSize = 64 << 10
+	if c.rendezvous(1 << 20) {
+		t.Error("rendezvous without both sides offering it")
+	}
+	c.rndvOn = true
+	for n, want := range map[int]bool{0: false, 64 << 10: false, 256 << 10: false, 256<<10 + 1: true, 16 << 20: true} {
+		if got := c.rendezvous(n); got != want {
+			t.Errorf("%d bytes: rendezvous %v, want %v", n, got, want)
+		}
+	}
+	c.o.RendezvousThreshold = 1 // below one buffer: whole messages still go whole
+	if c.rendezvous(64<<10) || !c.rendezvous(64<<10+1) {
+		t.Error("threshold below the buffer size")
+	}
+	for in, want := range map[int]int{0: DefaultRendezvousThreshold, -5: -1, 1 << 20: 1 << 20} {
+		if got := (Options{RendezvousThreshold: in}).withDefaults().RendezvousThreshold; got != want {
+			t.Errorf("RendezvousThreshold %d became %d, want %d", in, got, want)
+		}
+	}
+}
