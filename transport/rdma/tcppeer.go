@@ -18,6 +18,13 @@ import (
 // bootstrap.
 const tcpHelloMagic = "RRPT"
 
+// h2PrefaceHead starts HTTP/2's client preface ("PRI * HTTP/2.0…"): a gRPC
+// client (grpcurl, a Kubernetes probe, gRPC-go, grpc:// targets) on the
+// bootstrap port. The TCP transport's server-side handshake reads the rest
+// of the preface and hands the connection up as a transport.Foreign, which
+// the RPC server serves as gRPC, as it does on a tcp:// port.
+const h2PrefaceHead = "PRI "
+
 // streamServer is the TCP transport's server-side handshake on a
 // connection accepted here (tcp.Transport.ServerConn).
 type streamServer interface {
@@ -25,10 +32,10 @@ type streamServer interface {
 }
 
 // tcpPeer reads the first bytes of a bootstrap connection. A client of the
-// TCP transport is served here, as a TCP connection, by the transport
-// registered for "tcp" (when the program has one): the listener's port
-// serves rdmarpc over TCP too (docs/rdma.md, "Failover to TCP and back"),
-// and tc is that connection. Otherwise boot is returned, its first bytes
+// TCP transport, or a gRPC client over HTTP/2, is served here, as a TCP
+// connection, by the transport registered for "tcp" (when the program has
+// one): the listener's port serves rdmarpc over TCP and gRPC too
+// (docs/rdma.md, "Failover to TCP and back"), and tc is that connection. Otherwise boot is returned, its first bytes
 // still to be read, for the RDMA handshake.
 func (t *Transport) tcpPeer(ctx context.Context, boot net.Conn, auth credentials.AuthInfo, refused func(string, ...zap.Field)) (net.Conn, transport.Conn, error) {
 	tr, _ := transport.Lookup("tcp")
@@ -47,7 +54,7 @@ func (t *Transport) tcpPeer(ctx context.Context, boot net.Conn, auth credentials
 		}
 		return nil, nil, t.ioErr("reading hello", err)
 	}
-	if string(head) != tcpHelloMagic {
+	if string(head) != tcpHelloMagic && string(head) != h2PrefaceHead {
 		return &readAhead{Conn: boot, head: head}, nil, nil
 	}
 	tc, err := ss.ServerConn(ctx, boot, head, auth, refused)
