@@ -14,7 +14,9 @@ const (
 	// TransportAuto dials over RDMA, and over TCP on the same address when
 	// no RDMA device serves it (transport.ErrNoDevice) or an RDMA
 	// connection fails, moving back to RDMA once it connects again, as
-	// rpc.WithFallback and kvserver's auto:// do.
+	// rpc.WithFallback and kvserver's auto:// do; a server that answers
+	// rdmarpc's TCP hello in HTTP/2 (a gRPC server,
+	// transport.ErrHTTP2Server) is dialed with the gRPC protocol.
 	TransportAuto = "auto"
 )
 

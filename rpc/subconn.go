@@ -381,7 +381,7 @@ func (s *subConn) dialTransport(ctx context.Context, a resolver.Address, own boo
 		return nil, 0, err
 	}
 	if fallback == "" {
-		tc, err := s.cc.dial(ctx, tr, a)
+		tc, err := s.dialTCP(ctx, tr, a)
 		return tc, viaOnly, err
 	}
 	s.cc.mu.Lock()
@@ -457,7 +457,22 @@ func (s *subConn) dialFallback(ctx context.Context, a resolver.Address, fallback
 	if !ok {
 		return nil, fmt.Errorf("%w (and no transport is registered for the fallback scheme %q)", why, fallback)
 	}
-	return s.cc.dial(ctx, tr, a)
+	return s.dialTCP(ctx, tr, a)
+}
+
+// dialTCP dials a with tr, rdmarpc over TCP; for an auto:// address whose
+// server answers in HTTP/2 it dials the gRPC protocol instead: auto://
+// tries RDMA, then rdmarpc over TCP, then gRPC (a gRPC-go or grpc-java
+// server).
+func (s *subConn) dialTCP(ctx context.Context, tr transport.Transport, a resolver.Address) (transport.Conn, error) {
+	tc, err := s.cc.dial(ctx, tr, a)
+	if err != nil && a.Transport == resolver.TransportAuto && errors.Is(err, transport.ErrHTTP2Server) {
+		if g, ok := transport.Lookup("grpc"); ok {
+			s.cc.log.Info("the server speaks gRPC over HTTP/2: dialing it with the gRPC protocol", zap.String("addr", a.Addr))
+			return s.cc.dial(ctx, g, a)
+		}
+	}
+	return tc, err
 }
 
 // drain stops new calls on l; it closes with st once its calls end.

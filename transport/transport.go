@@ -36,6 +36,12 @@ var (
 	// (for instance no RDMA device owns the IP). Callers may fall back to
 	// another transport.
 	ErrNoDevice = errors.New("transport: no device serves this address")
+
+	// ErrHTTP2Server is wrapped (with ErrProtocol) when a client's peer
+	// answers its hello in HTTP/2, as a gRPC server does: it speaks the
+	// gRPC protocol, not the transport's framing. auto:// targets then
+	// dial it with the "grpc" transport.
+	ErrHTTP2Server = errors.New("transport: the server speaks HTTP/2 (a gRPC server)")
 )
 
 // Conn is one message-oriented connection. All methods are safe for

@@ -67,3 +67,22 @@ func TestClientResolvers(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestClientAuto: an auto:// target reaches a gRPC-go server. auto:// tries
+// RDMA (no device on this host), then rdmarpc over TCP, whose hello the
+// server answers in HTTP/2, then the gRPC protocol (issue 21 item 3).
+// Before, the dial failed: "not an rdmarpc tcp peer", or hung until the
+// handshake timeout when the server's SETTINGS was shorter than a hello.
+func TestClientAuto(t *testing.T) {
+	addr, _ := grpcgoServer(t)
+	tc := testpb.NewTestServiceClient(grpcgo.NewClient(rdmarpcClient(t, "auto://"+addr)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := tc.EmptyCall(ctx, &testpb.Empty{}); err != nil {
+		t.Fatalf("EmptyCall over auto://: %v", err)
+	}
+	r, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 10})
+	if err != nil || len(r.GetPayload().GetBody()) != 10 {
+		t.Fatalf("UnaryCall over auto://: %v, %v", r, err)
+	}
+}

@@ -14,6 +14,19 @@ import (
 // gRPC client with prior knowledge, on cleartext.
 const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
+// http2Settings reports whether b starts with the header of an HTTP/2
+// SETTINGS frame on stream 0, the first thing an HTTP/2 server (a gRPC
+// server) writes: a client's hello answered this way reached one.
+func http2Settings(b []byte) bool {
+	const settings = 0x4
+	if len(b) < 9 {
+		return false
+	}
+	n := int(b[0])<<16 | int(b[1])<<8 | int(b[2]) // the payload: 6 bytes per setting
+	stream := uint32(b[5]&0x7f)<<24 | uint32(b[6])<<16 | uint32(b[7])<<8 | uint32(b[8])
+	return b[3] == settings && b[4]&^1 == 0 && stream == 0 && n%6 == 0
+}
+
 // foreign is a connection whose client speaks another protocol than the
 // transport's framing: a transport.Foreign that its server takes over.
 type foreign struct {

@@ -108,3 +108,34 @@ func TestBrokenPreface(t *testing.T) {
 		t.Fatalf("read %d bytes, %v; want the server to close", n, err)
 	}
 }
+
+// A client whose hello is answered the way a gRPC server answers (its
+// SETTINGS, here of 15 bytes, then nothing: it waits for the rest of a
+// client preface) fails at once with ErrHTTP2Server, not after the
+// handshake timeout; auto:// then dials the gRPC protocol.
+func TestDialHTTP2Server(t *testing.T) {
+	nl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := nl.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		// SETTINGS: length 6, type 4, no flags, stream 0; MAX_FRAME_SIZE 16384.
+		c.Write([]byte{0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0x40, 0})
+		io.Copy(io.Discard, c) // until the client closes
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, err = New(Options{HandshakeTimeout: 5 * time.Minute}).Dial(ctx, nl.Addr().String())
+	if !errors.Is(err, transport.ErrHTTP2Server) || !errors.Is(err, transport.ErrProtocol) {
+		t.Fatalf("dial of an HTTP/2 server: %v, want ErrHTTP2Server", err)
+	}
+	<-done
+}

@@ -313,7 +313,16 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, secure secureFun
 		return nil, fmt.Errorf("sending hello: %w", err)
 	}
 	if !server {
-		if _, err := io.ReadFull(nc, theirs[:]); err != nil {
+		// The first 9 bytes first: an HTTP/2 server (a gRPC server)
+		// answers with a SETTINGS frame, maybe of only 15 bytes, and then
+		// waits for the rest of a preface that never comes.
+		if _, err := io.ReadFull(nc, theirs[:9]); err != nil {
+			return nil, readFailed(err)
+		}
+		if http2Settings(theirs[:9]) {
+			return nil, fmt.Errorf("%w: %w: the answer to the hello is an HTTP/2 SETTINGS frame (dial it with grpc://)", transport.ErrProtocol, transport.ErrHTTP2Server)
+		}
+		if _, err := io.ReadFull(nc, theirs[9:]); err != nil {
 			return nil, readFailed(err)
 		}
 	}
