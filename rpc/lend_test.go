@@ -44,14 +44,19 @@ func lendServer(t *testing.T, opts ...rpc.ServerOption) *rpc.ClientConn {
 }
 
 // With LendRequestBytes, the handlers answer with the request's own
-// (lent) bytes, unary and on a stream, many calls at once: every answer
+// (lent) bytes, unary and on a stream, 8 callers and 8 streams of 50
+// messages at once: every answer
 // is what was sent. A lent buffer given back before the response was sent
 // would be reused by the next message read, and some answers would carry
 // another call's bytes.
 func TestLendRequestBytes(t *testing.T) {
 	cc := lendServer(t, rpc.LendRequestBytes(true))
 	c := testpb.NewTestClient(cc)
-	ctx := testCtx(t)
+	// Each call has the hang guard to itself; a stream, which lives
+	// through all its messages, has ten (a loaded machine under -race is
+	// slow, and only a hang should fail this test).
+	streamCtx, cancel := context.WithTimeout(context.Background(), 10*hangGuard)
+	defer cancel()
 	payload := func(r *rand.Rand) []byte {
 		b := make([]byte, 1024+r.IntN(64<<10))
 		for i := range b {
@@ -63,9 +68,11 @@ func TestLendRequestBytes(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(g), 1))
-			for i := range 100 {
+			for i := range 50 {
 				p := payload(r)
+				ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 				resp, err := c.Echo(ctx, &testpb.EchoRequest{Payload: p})
+				cancel()
 				if err != nil {
 					t.Errorf("call %d/%d: %v", g, i, err)
 					return
@@ -78,13 +85,13 @@ func TestLendRequestBytes(t *testing.T) {
 		})
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(g), 2))
-			cs, err := cc.NewStream(ctx, &benchStreams.Streams[1], "/rdmarpc.bench.Streams/Ping")
+			cs, err := cc.NewStream(streamCtx, &benchStreams.Streams[1], "/rdmarpc.bench.Streams/Ping")
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			resp := new(testpb.EchoResponse)
-			for i := range 100 {
+			for i := range 50 {
 				p := payload(r)
 				if err := cs.SendMsg(&testpb.EchoRequest{Payload: p}); err != nil {
 					t.Errorf("stream %d, message %d: %v", g, i, err)
@@ -141,4 +148,72 @@ func TestLendingSavesTheCopy(t *testing.T) {
 	if lent+32<<10 > copied {
 		t.Errorf("lending saves %s per call, want at least 32 KiB", fmt.Sprint(int64(copied)-int64(lent)))
 	}
+}
+
+// barrierEcho answers once n requests have been decoded, each with its own
+// bytes: n calls at once that each need the others to have arrived.
+type barrierEcho struct {
+	testpb.UnimplementedTestServer
+	mu      sync.Mutex
+	arrived int
+	n       int
+	all     chan struct{}
+}
+
+func (b *barrierEcho) Echo(ctx context.Context, in *testpb.EchoRequest) (*testpb.EchoResponse, error) {
+	b.mu.Lock()
+	if b.arrived++; b.arrived == b.n {
+		close(b.all)
+	}
+	b.mu.Unlock()
+	select {
+	case <-b.all:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &testpb.EchoResponse{Payload: in.Payload}, nil
+}
+
+// TestLentRequestsDoNotStopTheReader: lent requests must not hold the
+// transport's receive memory while their handlers run. Eight 64 KiB
+// requests whose handlers each wait for all eight, on a server whose
+// tcp:// connection buffers 128 KiB: when a lent request kept its frame
+// (and the receive budget with it) until its response was sent, the reader
+// stopped after two and the calls waited until their deadline (seen under
+// load as every call of TestLendRequestBytes stuck).
+func TestLentRequestsDoNotStopTheReader(t *testing.T) {
+	const n = 8
+	tr := tcp.New(tcp.Options{RecvQueueBytes: 128 << 10})
+	srv := rpc.NewServer(rpc.LendRequestBytes(true))
+	testpb.RegisterTestServer(srv, &barrierEcho{n: n, all: make(chan struct{})})
+	lis, err := tr.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	defer func() {
+		srv.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	cc, err := rpc.Dial(testCtx(t), "x://"+lis.Addr().String(), rpc.WithTransport(tcp.New(tcp.Options{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := testpb.NewTestClient(cc)
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			p := bytes.Repeat([]byte{byte(i)}, 64<<10)
+			resp, err := c.Echo(ctx, &testpb.EchoRequest{Payload: p})
+			if err != nil || !bytes.Equal(resp.GetPayload(), p) {
+				t.Errorf("call %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -168,8 +168,10 @@ func UnaryInterceptor(i ...UnaryServerInterceptor) ServerOption {
 // bytes in the response is fine), on a stream until the handler's next
 // RecvMsg or its return — and must not be changed. A handler that keeps
 // them longer must copy them (bytes.Clone). Compressed requests are
-// copied as before. A lent unary request holds its share of the
-// connection's receive memory until the response is sent.
+// copied as before. A unary request's bytes are copied once into pooled
+// memory, which the request borrows until its response is sent: the
+// transport's receive memory goes back at once, so that the connection
+// reads on while handlers run.
 func LendRequestBytes(lend bool) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.lendRequests = lend })
 }

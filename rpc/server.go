@@ -352,7 +352,7 @@ type callStream struct {
 	method   string
 	req      wire.Request
 	frame    transport.Buffer // holds req's bytes until the handler decoded them
-	lent     transport.Buffer // holds them until the response is sent, when decode lent them
+	lent     []byte           // a pooled copy of them, lent to the request until the response is sent; nil: none
 	deadline time.Time        // zero: none
 	fail     error            // the call fails with this before any handler runs
 	svc      *service
@@ -644,7 +644,10 @@ func (l *serverLink) serveStream(st *callStream) {
 		(*h)(l.closable())
 	}
 	err = l.respond(st, sc, resp, err)
-	st.lent.Release() // the response, which may have used them, is sent
+	if st.lent != nil {
+		bufpool.Put(st.lent) // the response, which may have used them, is sent
+		st.lent = nil
+	}
 	l.ResponseDone()
 	l.adm.unreserve(st) // a response that did not go
 	l.adm.requestDone(st)
@@ -713,10 +716,16 @@ func (st *callStream) decode(v any) error {
 	o := &st.cc.l.s.opts
 	var err error
 	if lc := o.lender(st.comp); lc != nil {
-		// v may point into the frame: it is released once the response
-		// has been sent (serveStream).
-		err = lc.UnmarshalLent(st.req.Payload, v)
-		st.lent, st.frame = st.frame, transport.Buffer{}
+		// v may point into the bytes: a pooled copy, given back once
+		// the response has been sent (serveStream). The frame itself
+		// goes back at once, as when the codec copies: it holds the
+		// transport's receive memory, which the reader needs to read
+		// on (a frame held through the handler could stop the reader
+		// from reading what the handler waits for: the peer's window
+		// updates for the response).
+		st.lent = append(bufpool.Get(len(st.req.Payload))[:0], st.req.Payload...)
+		st.frame.Release()
+		err = lc.UnmarshalLent(st.lent, v)
 	} else {
 		err = decodeMsg(o.codec, st.comp, st.req.Payload, o.maxRecvSize, v)
 		// The codec copied what it needs: give the (possibly registered)
