@@ -899,6 +899,13 @@ func (cs *clientStream) sendKept(m any, n int) error {
 	if !l.Flow.Acquire(cs.done, len(frame)) {
 		return io.EOF
 	}
+	// OutPayload goes before the frame does, as gRPC-go's goes once the
+	// frame is queued for its writer: reported after the send, it could
+	// follow the server's answer (InHeader, reported by the reader), which
+	// a loaded machine showed (TestStatsStreams).
+	if cs.stats != nil {
+		cs.stats.outPayload(m, len(payload), len(frame))
+	}
 	if err := l.Conn.Send(cs.ctx, frame); err != nil {
 		l.Flow.Add(int64(len(frame)))
 		if cs.ctx.Err() == nil {
@@ -907,9 +914,6 @@ func (cs *clientStream) sendKept(m any, n int) error {
 			}
 		}
 		return io.EOF
-	}
-	if cs.stats != nil {
-		cs.stats.outPayload(m, len(payload), len(frame))
 	}
 	return nil
 }

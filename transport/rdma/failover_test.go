@@ -39,18 +39,23 @@ const failoverPort = "7473"
 // rules fail it. (`rdma link delete rxe0` waits, on rxe, for every process
 // that holds the device open; `ip link set down` takes TCP too, the
 // guests having one NIC.)
+//
+// The route to the peer is in place before the address goes, and the
+// address is back before the route goes: a TCP dial between the two (the
+// failover's, at once when a work request fails right away) found no route
+// ("network is unreachable"), and the calls made meanwhile failed.
 func takeRDMA(ip, peer, dev string) error {
 	return ipCmds(
 		[]string{"addr", "add", "10.9.9.3/32", "dev", "lo"},
-		[]string{"addr", "del", ip + "/24", "dev", dev},
 		[]string{"route", "add", peer + "/32", "dev", dev, "src", "10.9.9.3"},
+		[]string{"addr", "del", ip + "/24", "dev", dev},
 	)
 }
 
 func giveRDMA(ip, peer, dev string) error {
 	return ipCmds(
-		[]string{"route", "del", peer + "/32", "dev", dev},
 		[]string{"addr", "add", ip + "/24", "dev", dev},
+		[]string{"route", "del", peer + "/32", "dev", dev},
 	)
 }
 
