@@ -40,31 +40,36 @@ const failoverPort = "7473"
 // that holds the device open; `ip link set down` takes TCP too, the
 // guests having one NIC.)
 //
-// The route to the peer is in place before the address goes, and the
-// address is back before the route goes: a TCP dial between the two (the
-// failover's, at once when a work request fails right away) found no route
-// ("network is unreachable"), and the calls made meanwhile failed.
+// Deleting a device's last address flushes the routes through it, so the
+// route to the peer can only be added after the address went. The three
+// commands run in one ip process (-batch), so that a failover dial made at
+// once (a work request fails right when the address goes) does not fall
+// between them and find no route ("network is unreachable"; one exec
+// apart, it did in a full guest suite).
 func takeRDMA(ip, peer, dev string) error {
 	return ipCmds(
 		[]string{"addr", "add", "10.9.9.3/32", "dev", "lo"},
-		[]string{"route", "add", peer + "/32", "dev", dev, "src", "10.9.9.3"},
 		[]string{"addr", "del", ip + "/24", "dev", dev},
+		[]string{"route", "add", peer + "/32", "dev", dev, "src", "10.9.9.3"},
 	)
 }
 
 func giveRDMA(ip, peer, dev string) error {
 	return ipCmds(
-		[]string{"addr", "add", ip + "/24", "dev", dev},
 		[]string{"route", "del", peer + "/32", "dev", dev},
+		[]string{"addr", "add", ip + "/24", "dev", dev},
 	)
 }
 
 func ipCmds(cmds ...[]string) error {
+	var batch strings.Builder
 	for _, args := range cmds {
-		out, err := exec.Command("/usr/sbin/ip", args...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
+		batch.WriteString(strings.Join(args, " ") + "\n")
+	}
+	cmd := exec.Command("/usr/sbin/ip", "-batch", "-")
+	cmd.Stdin = strings.NewReader(batch.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("ip -batch %q: %v: %s", batch.String(), err, out)
 	}
 	return nil
 }
