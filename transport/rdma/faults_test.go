@@ -27,11 +27,19 @@ import (
 // pair returns a connected client and server over tr, closed at the end.
 func pair(t *testing.T, tr *Transport, ip string) (client, server *conn, lis transport.Listener) {
 	t.Helper()
-	lis, err := tr.Listen(net.JoinHostPort(ip, "0"))
+	c, srv, lis := connectPair(t, tr, tr, ip)
+	return c.(*conn), srv.(*conn), lis
+}
+
+// connectPair connects a client of cli to a server of srv listening on ip,
+// all closed at the end.
+func connectPair(tb testing.TB, cli, srv *Transport, ip string) (client, server transport.Conn, lis transport.Listener) {
+	tb.Helper()
+	lis, err := srv.Listen(net.JoinHostPort(ip, "0"))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { lis.Close() })
+	tb.Cleanup(func() { lis.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	acc := make(chan transport.Conn, 1)
@@ -39,17 +47,17 @@ func pair(t *testing.T, tr *Transport, ip string) (client, server *conn, lis tra
 		c, _ := lis.Accept(ctx)
 		acc <- c
 	}()
-	c, err := tr.Dial(ctx, lis.Addr().String())
+	c, err := cli.Dial(ctx, lis.Addr().String())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	tb.Cleanup(func() { c.Close() })
 	s := <-acc
 	if s == nil {
-		t.Fatal("accept failed")
+		tb.Fatal("accept failed")
 	}
-	t.Cleanup(func() { s.Close() })
-	return c.(*conn), s.(*conn), lis
+	tb.Cleanup(func() { s.Close() })
+	return c, s, lis
 }
 
 // echoOnce proves a transport still connects and carries a message.

@@ -118,27 +118,6 @@ func echoServer(b *testing.B, tr *Transport, ip string) (*rpc.ClientConn, func()
 
 // benchPair is pair for a benchmark.
 func benchPair(b *testing.B, tr *Transport, ip string) (client, server transport.Conn) {
-	lis, err := tr.Listen(net.JoinHostPort(ip, "0"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { lis.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	acc := make(chan transport.Conn, 1)
-	go func() {
-		c, _ := lis.Accept(ctx)
-		acc <- c
-	}()
-	c, err := tr.Dial(ctx, lis.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	s := <-acc
-	if s == nil {
-		b.Fatal("accept failed")
-	}
-	b.Cleanup(func() { s.Close() })
+	c, s, _ := connectPair(b, tr, tr, ip)
 	return c, s
 }

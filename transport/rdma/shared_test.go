@@ -244,28 +244,7 @@ func TestSharedFallbackAndRefusal(t *testing.T) {
 // dialPair connects a client of one transport to a server of another.
 func dialPair(t *testing.T, cli, srv *Transport, ip string) (client, server *conn) {
 	t.Helper()
-	lis, err := srv.Listen(net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lis.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	acc := make(chan transport.Conn, 1)
-	go func() {
-		c, _ := lis.Accept(ctx)
-		acc <- c
-	}()
-	c, err := cli.Dial(ctx, lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	s := <-acc
-	if s == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { s.Close() })
+	c, s, _ := connectPair(t, cli, srv, ip)
 	return c.(*conn), s.(*conn)
 }
 
