@@ -335,19 +335,10 @@ func TestTwoHostsPlainNetwork(t *testing.T) {
 		start := time.Now()
 		// The server guest may not listen yet: call until it answers
 		// (bounded by ctx).
-		for {
+		untilServed(t, ctx, scheme, func() error {
 			_, err := c.Echo(ctx, &testpb.EchoRequest{Payload: []byte("first")})
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("%s: the server guest never answered: %v", scheme, err)
-			}
-			select {
-			case <-time.After(200 * time.Millisecond):
-			case <-ctx.Done():
-			}
-		}
+			return err
+		})
 		t.Logf("%s: first call answered after %v", scheme, time.Since(start))
 		for i := range 20 {
 			payload := []byte(fmt.Sprintf("%s call %d", scheme, i))

@@ -127,20 +127,10 @@ func TestFailoverTwoHosts(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core()))
 	var cc *rpc.ClientConn
-	for {
-		var err error
+	untilServed(t, ctx, "dial", func() (err error) {
 		cc, err = rpc.Dial(ctx, "rdma://"+target, rpc.WithFallback("tcp"), rpc.WithLogger(log))
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the server guest never answered: %v", err)
-		}
-		select {
-		case <-time.After(200 * time.Millisecond):
-		case <-ctx.Done():
-		}
-	}
+		return err
+	})
 	defer cc.Close()
 	c := testpb.NewTestClient(cc)
 	// Whatever happens, tell the server it may stop.

@@ -156,3 +156,23 @@ func TestCreditReturnsAreActivity(t *testing.T) {
 		t.Errorf("BytesReceived did not grow while the peer returned credits for %d messages", n)
 	}
 }
+
+// untilServed calls try until it succeeds, every 200 ms, failing the test
+// when ctx ends first: a two-guest client starts with its server, not
+// after its listener (testbed/README.md). what names the attempt.
+func untilServed(t *testing.T, ctx context.Context, what string, try func() error) {
+	t.Helper()
+	for {
+		err := try()
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: the server guest never answered: %v", what, err)
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}

@@ -277,19 +277,10 @@ func TestTwoHostsRendezvous(t *testing.T) {
 		}
 	} else {
 		var c transport.Conn
-		for {
-			var err error
-			if c, err = tr.Dial(ctx, net.JoinHostPort(peer, "7472")); err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("the server guest never answered: %v", err)
-			}
-			select {
-			case <-time.After(200 * time.Millisecond):
-			case <-ctx.Done():
-			}
-		}
+		untilServed(t, ctx, "dial", func() (err error) {
+			c, err = tr.Dial(ctx, net.JoinHostPort(peer, "7472"))
+			return err
+		})
 		for i, n := range sizes {
 			start := time.Now()
 			if err := c.Send(ctx, stamp(1, i, n)); err != nil {

@@ -74,20 +74,10 @@ func TestTwoHosts(t *testing.T) {
 	// The client: the server guest may not listen yet, so dial until it
 	// does (bounded by ctx).
 	var cc *rpc.ClientConn
-	for {
-		var err error
+	untilServed(t, ctx, "dial", func() (err error) {
 		cc, err = rpc.Dial(ctx, "rdma://"+net.JoinHostPort(peer, twoHostPort), rpc.WithTransport(tr), rpc.WithMaxRecvMsgSize(5<<20))
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the server guest never answered: %v", err)
-		}
-		select {
-		case <-time.After(200 * time.Millisecond):
-		case <-ctx.Done():
-		}
-	}
+		return err
+	})
 	defer cc.Close()
 	c := testpb.NewTestClient(cc)
 	for _, n := range []int{0, 1, 100, 4096, 65536, 1 << 20, 4 << 20} {
