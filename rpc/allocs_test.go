@@ -104,23 +104,7 @@ func testUnaryAllocs(t *testing.T, tr transport.Transport, addr string, maxAlloc
 	}
 	srv := rpc.NewServer(rpc.ServerCodec(rawCodec{}))
 	srv.RegisterService(desc, struct{}{})
-	lis, err := tr.Listen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	defer func() {
-		srv.Stop()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	cc, err := rpc.Dial(testCtx(t), "x://"+lis.Addr().String(), rpc.WithTransport(tr), rpc.WithCodec(rawCodec{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := serveAndDial(t, tr, addr, srv, rpc.WithCodec(rawCodec{}))
 
 	req, reply := &rawMsg{n: 64}, new(rawMsg)
 	ctx := context.Background()
@@ -181,23 +165,7 @@ func TestStreamedMessageAllocs(t *testing.T) {
 	tr := tcp.New(tcp.Options{})
 	srv := rpc.NewServer(rpc.ServerCodec(rawCodec{}))
 	srv.RegisterService(desc, struct{}{})
-	lis, err := tr.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	defer func() {
-		srv.Stop()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	cc, err := rpc.Dial(testCtx(t), "x://"+lis.Addr().String(), rpc.WithTransport(tr), rpc.WithCodec(rawCodec{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := serveAndDial(t, tr, "127.0.0.1:0", srv, rpc.WithCodec(rawCodec{}))
 
 	req, reply := &bigMsg{b: make([]byte, size)}, &bigMsg{b: make([]byte, size)}
 	ctx := context.Background()

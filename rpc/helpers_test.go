@@ -349,3 +349,28 @@ func (c *spyConn) BytesReceived() uint64 {
 }
 
 var _ = pipe.Default
+
+// serveAndDial serves srv on a listener of tr at addr and returns a client of
+// it dialed over tr with opts (a later WithTransport wins); both end with
+// the test, the client first.
+func serveAndDial(t *testing.T, tr transport.Transport, addr string, srv *rpc.Server, opts ...rpc.DialOption) *rpc.ClientConn {
+	t.Helper()
+	lis, err := tr.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	cc, err := rpc.Dial(testCtx(t), "x://"+lis.Addr().String(), append([]rpc.DialOption{rpc.WithTransport(tr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}

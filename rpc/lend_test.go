@@ -23,24 +23,7 @@ func lendServer(t *testing.T, opts ...rpc.ServerOption) *rpc.ClientConn {
 	srv := rpc.NewServer(opts...)
 	testpb.RegisterTestServer(srv, newGate())
 	srv.RegisterService(&benchStreams, struct{}{})
-	lis, err := tr.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	cc, err := rpc.Dial(testCtx(t), "x://"+lis.Addr().String(), rpc.WithTransport(tr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return cc
+	return serveAndDial(t, tr, "127.0.0.1:0", srv)
 }
 
 // With LendRequestBytes, the handlers answer with the request's own
@@ -186,23 +169,7 @@ func TestLentRequestsDoNotStopTheReader(t *testing.T) {
 	tr := tcp.New(tcp.Options{RecvQueueBytes: 128 << 10})
 	srv := rpc.NewServer(rpc.LendRequestBytes(true))
 	testpb.RegisterTestServer(srv, &barrierEcho{n: n, all: make(chan struct{})})
-	lis, err := tr.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	defer func() {
-		srv.Stop()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	cc, err := rpc.Dial(testCtx(t), "x://"+lis.Addr().String(), rpc.WithTransport(tcp.New(tcp.Options{})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := serveAndDial(t, tr, "127.0.0.1:0", srv, rpc.WithTransport(tcp.New(tcp.Options{}))) // the client's own budget
 	c := testpb.NewTestClient(cc)
 	ctx := testCtx(t)
 	var wg sync.WaitGroup

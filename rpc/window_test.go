@@ -35,23 +35,7 @@ func TestLargeMessagesKeepSeveralInFlight(t *testing.T) {
 	tr := tcp.New(tcp.Options{})
 	srv := rpc.NewServer()
 	srv.RegisterService(&desc, struct{}{})
-	lis, err := tr.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	defer func() {
-		srv.Stop()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	cc, err := rpc.Dial(testCtx(t), "x://"+lis.Addr().String(), rpc.WithTransport(tr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := serveAndDial(t, tr, "127.0.0.1:0", srv)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	cs, err := cc.NewStream(ctx, &desc.Streams[0], "/grow.Flood/Flood")
