@@ -293,21 +293,7 @@ func TestTwoHostsPlainNetwork(t *testing.T) {
 		if err != nil {
 			t.Fatalf("listen on the plain address: %v", err)
 		}
-		q := &quitEcho{quit: make(chan struct{})}
-		srv := rpc.NewServer()
-		testpb.RegisterTestServer(srv, q)
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(lis) }()
-		select {
-		case <-q.quit:
-			srv.GracefulStop()
-		case <-ctx.Done():
-			srv.Stop()
-			t.Error("the client never said it was done")
-		}
-		if err := <-served; err != nil {
-			t.Fatal(err)
-		}
+		serveUntilQuit(t, ctx, lis)
 		got := tr.Counters()
 		t.Logf("server: conns_opened_rxe0=%d", got["conns_opened_rxe0"])
 		if got["conns_opened_rxe0"] < 2 {

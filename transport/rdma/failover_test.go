@@ -101,21 +101,7 @@ func TestFailoverTwoHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q := &quitEcho{quit: make(chan struct{})}
-		srv := rpc.NewServer(rpc.Logger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))))
-		testpb.RegisterTestServer(srv, q)
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(lis) }()
-		select {
-		case <-q.quit:
-			srv.GracefulStop()
-		case <-ctx.Done():
-			srv.Stop()
-			t.Error("the client never said it was done")
-		}
-		if err := <-served; err != nil {
-			t.Fatal(err)
-		}
+		serveUntilQuit(t, ctx, lis, rpc.Logger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))))
 		logCounters(t, "server", before, trBefore, tr)
 		if n := tr.(transport.Counters).Counters()["tcp_peers"] - trBefore["tcp_peers"]; n < 2 {
 			t.Errorf("the server served %d TCP clients on its RDMA port, want at least 2 (the tcp:// check and the failover)", n)

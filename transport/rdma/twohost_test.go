@@ -12,6 +12,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/status"
+	"github.com/rdmarpc/rdmarpc/transport"
 )
 
 const twoHostPort = "7471"
@@ -33,6 +34,27 @@ func (q *quitEcho) Fail(ctx context.Context, in *testpb.FailRequest) (*testpb.Fa
 	return &testpb.FailResponse{}, nil
 }
 
+// serveUntilQuit serves a quitEcho on lis with opts until the client says
+// it is done (or ctx ends: then the test fails), and stops gracefully.
+func serveUntilQuit(t *testing.T, ctx context.Context, lis transport.Listener, opts ...rpc.ServerOption) {
+	t.Helper()
+	q := &quitEcho{quit: make(chan struct{})}
+	srv := rpc.NewServer(opts...)
+	testpb.RegisterTestServer(srv, q)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	select {
+	case <-q.quit:
+		srv.GracefulStop()
+	case <-ctx.Done():
+		srv.Stop()
+		t.Error("the client never said it was done")
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestTwoHosts runs in the test bed's two-guest mode: the server guest
 // serves Echo over rdma://, the client guest calls it with messages from
 // 0 B to 4 MiB and many calls at once, so packets cross a (virtual) wire
@@ -52,21 +74,7 @@ func TestTwoHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q := &quitEcho{quit: make(chan struct{})}
-		srv := rpc.NewServer(rpc.MaxRecvMsgSize(5 << 20))
-		testpb.RegisterTestServer(srv, q)
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(lis) }()
-		select {
-		case <-q.quit:
-			srv.GracefulStop()
-		case <-ctx.Done():
-			srv.Stop()
-			t.Error("the client never said it was done")
-		}
-		if err := <-served; err != nil {
-			t.Fatal(err)
-		}
+		serveUntilQuit(t, ctx, lis, rpc.MaxRecvMsgSize(5<<20))
 		checkCounters(t, before)
 		return
 	}
