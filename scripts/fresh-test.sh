@@ -133,6 +133,12 @@ if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
   mkdir -p "$root/usr/local/share/ca-certificates"
   cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
 fi
+# A machine's / is a mount point; a directory chrooted into is not, and then
+# `unshare --mount` (make build's check-noverbs) cannot make / private and
+# fails. The root bound onto itself is one, private, so nothing mounted
+# in it reaches the host's mount table beyond it.
+mount --bind "$root" "$root" && mounts+=("$root")
+mount --make-private "$root"
 mkdir -p "$root/proc" "$root/sys"
 mount -t proc proc "$root/proc" && mounts+=("$root/proc")
 mount -t sysfs sysfs "$root/sys" && mounts+=("$root/sys")
