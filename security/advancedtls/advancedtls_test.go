@@ -66,11 +66,16 @@ func serve(t *testing.T, creds credentials.TransportCredentials) string {
 	return lis.Addr().String()
 }
 
-// call makes one Echo on a new connection (a new handshake) and returns
-// the name the server saw.
+// call makes one Echo on a new connection (a new handshake) to
+// tcp://addr and returns the name the server saw.
 func call(t *testing.T, addr string, creds credentials.TransportCredentials) (string, error) {
 	t.Helper()
-	cc, err := rpc.NewClient("tcp://"+addr, rpc.WithTransportCredentials(creds))
+	return callTarget(t, "tcp://"+addr, creds)
+}
+
+func callTarget(t *testing.T, target string, creds credentials.TransportCredentials) (string, error) {
+	t.Helper()
+	cc, err := rpc.NewClient(target, rpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,8 +186,10 @@ func TestMutualTLSReloadsFiles(t *testing.T) {
 }
 
 // TestCustomVerification: AdditionalPeerVerification sees the authority the
-// client dialed (port included, as gRPC-go's) and the server's verified
-// certificate; when it refuses, the call fails Unavailable with its reason.
+// client dialed, port included, as gRPC-go's: the address of a tcp://
+// target, the endpoint of a dns:/// one (not the IP address it resolved
+// to, nor the host alone), and the server's verified certificate; when it
+// refuses, the call fails Unavailable with its reason.
 func TestCustomVerification(t *testing.T) {
 	ca := newCA(t, "ca")
 	srv := ca.issue(t, "server", false)
@@ -191,45 +198,42 @@ func TestCustomVerification(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := serve(t, server)
-	var seen []string
-	check := func(want string) advancedtls.PostHandshakeVerificationFunc {
-		return func(info *advancedtls.HandshakeVerificationInfo) (*advancedtls.PostHandshakeVerificationResults, error) {
-			seen = append(seen, fmt.Sprintf("%s %s %d", info.ServerName, info.Leaf.Subject.CommonName, len(info.VerifiedChains)))
-			if info.ServerName != want {
-				return nil, fmt.Errorf("expected servername of %s, got %v", want, info.ServerName)
-			}
-			return &advancedtls.PostHandshakeVerificationResults{}, nil
-		}
-	}
+	_, port, _ := strings.Cut(addr, ":")
 	for _, tc := range []struct {
-		want string
-		ok   bool
-	}{{addr, true}, {"ExampleDesignedToFail", false}} {
+		target, want string
+		ok           bool
+	}{
+		{"tcp://" + addr, addr, true},
+		{"dns:///localhost:" + port, "localhost:" + port, true},
+		{"tcp://" + addr, "ExampleDesignedToFail", false},
+	} {
+		var seen []string
 		creds, err := advancedtls.NewClientCreds(&advancedtls.Options{
-			RootOptions:                advancedtls.RootCertificateOptions{RootCertificates: ca.pool()},
-			VerificationType:           advancedtls.CertVerification,
-			AdditionalPeerVerification: check(tc.want),
+			RootOptions:      advancedtls.RootCertificateOptions{RootCertificates: ca.pool()},
+			VerificationType: advancedtls.CertVerification,
+			AdditionalPeerVerification: func(info *advancedtls.HandshakeVerificationInfo) (*advancedtls.PostHandshakeVerificationResults, error) {
+				seen = append(seen, fmt.Sprintf("%s %s %d", info.ServerName, info.Leaf.Subject.CommonName, len(info.VerifiedChains)))
+				if info.ServerName != tc.want {
+					return nil, fmt.Errorf("expected servername of %s, got %v", tc.want, info.ServerName)
+				}
+				return &advancedtls.PostHandshakeVerificationResults{}, nil
+			},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = call(t, addr, creds)
+		_, err = callTarget(t, tc.target, creds)
 		// The server asks for no client certificate: the handler says so,
 		// which shows that the call got through.
 		if tc.ok && status.Code(err) != codes.Unauthenticated {
-			t.Errorf("the check accepting %s: %v, want the handler's Unauthenticated", tc.want, err)
+			t.Errorf("%s, the check accepting %s: %v, want the handler's Unauthenticated", tc.target, tc.want, err)
 		}
-		if !tc.ok && (status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "expected servername of ExampleDesignedToFail")) {
-			t.Errorf("the check refusing: %v, want Unavailable with its reason", err)
+		if !tc.ok && (status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "expected servername of "+tc.want)) {
+			t.Errorf("%s, the check refusing: %v, want Unavailable with its reason", tc.target, err)
 		}
-	}
-	for _, s := range seen {
-		if s != addr+" server 1" {
-			t.Errorf("the check saw %q, want %q", s, addr+" server 1")
+		if len(seen) == 0 || (tc.ok && seen[0] != tc.want+" server 1") {
+			t.Errorf("%s: the check saw %q, want %q", tc.target, seen, tc.want+" server 1")
 		}
-	}
-	if len(seen) == 0 {
-		t.Error("the check never ran")
 	}
 }
 
