@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/rdmarpc/rdmarpc/balancer"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
@@ -93,12 +92,17 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 		if err != nil {
 			return err
 		}
+		var trailer metadata.MD
+		ci.pickTrailer = nil
+		if done != nil {
+			ci.pickTrailer = &trailer
+		}
 		cmd, err := l.callMD(ctx, method, md, ci)
 		if err == nil {
 			err = l.call(ctx, method, cmd, req, reply, ci, rs)
 		}
 		if done != nil {
-			done(balancer.DoneInfo{Err: err})
+			done(doneInfo(err, trailer))
 		}
 		switch err {
 		case errNotSent:
@@ -395,6 +399,9 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats)
 			}
 			if ci.attemptTrailer != nil {
 				*ci.attemptTrailer = resp.Trailer
+			}
+			if ci.pickTrailer != nil {
+				*ci.pickTrailer = resp.Trailer
 			}
 			if ci.peer != nil {
 				*ci.peer = Peer{Addr: l.Conn.RemoteAddr(), LocalAddr: l.Conn.LocalAddr(), AuthInfo: authInfo(l.Conn)}
