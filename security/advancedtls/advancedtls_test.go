@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,9 +50,16 @@ func (whoService) Echo(ctx context.Context, _ *testpb.EchoRequest) (*testpb.Echo
 // serve serves whoService with creds over tcp:// and returns the address.
 func serve(t *testing.T, creds credentials.TransportCredentials) string {
 	t.Helper()
+	return serveOn(t, "tcp://127.0.0.1:0", creds)
+}
+
+// serveOn serves whoService with creds on the listen URL and returns the
+// address.
+func serveOn(t *testing.T, url string, creds credentials.TransportCredentials) string {
+	t.Helper()
 	srv := rpc.NewServer(rpc.Creds(creds))
 	testpb.RegisterTestServer(srv, whoService{})
-	lis, err := rpc.Listen("tcp://127.0.0.1:0", rpc.ListenCreds(creds))
+	lis, err := rpc.Listen(url, rpc.ListenCreds(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +128,10 @@ func waitFor(t *testing.T, p certprovider.Provider, what string, check func(*cer
 // sides over tcp://. A client certificate rewritten on disk is presented
 // by the next connection; a client of another CA is refused until the
 // server's root file is rewritten to trust that CA.
-func TestMutualTLSReloadsFiles(t *testing.T) {
+func TestMutualTLSReloadsFiles(t *testing.T) { mutualTLSReloadsFiles(t, "tcp", "127.0.0.1") }
+
+// mutualTLSReloadsFiles is TestMutualTLSReloadsFiles over scheme:// at host.
+func mutualTLSReloadsFiles(t *testing.T, scheme, host string) {
 	ca1, ca2 := newCA(t, "ca one"), newCA(t, "ca two")
 	srvLeaf := ca1.issue(t, "server", false)
 	dir := t.TempDir()
@@ -142,7 +153,7 @@ func TestMutualTLSReloadsFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := serve(t, server)
+	addr := serveOn(t, scheme+"://"+net.JoinHostPort(host, "0"), server)
 
 	clientID := provider(t, pemfile.Options{CertFile: path("client.pem"), KeyFile: path("client.key"), RefreshDuration: refresh})
 	client, err := advancedtls.NewClientCreds(&advancedtls.Options{
@@ -152,7 +163,7 @@ func TestMutualTLSReloadsFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := call(t, addr, client); err != nil || got != "alice" {
+	if got, err := callTarget(t, scheme+"://"+addr, client); err != nil || got != "alice" {
 		t.Fatalf("first call: %q, %v; want alice", got, err)
 	}
 
@@ -162,7 +173,7 @@ func TestMutualTLSReloadsFiles(t *testing.T) {
 	waitFor(t, clientID, "bob's certificate", func(km *certprovider.KeyMaterial) bool {
 		return len(km.Certs) == 1 && string(km.Certs[0].Certificate[0]) == string(bob.cert.Raw)
 	})
-	if got, err := call(t, addr, client); err != nil || got != "bob" {
+	if got, err := callTarget(t, scheme+"://"+addr, client); err != nil || got != "bob" {
 		t.Fatalf("after the rewrite: %q, %v; want bob", got, err)
 	}
 
@@ -172,7 +183,7 @@ func TestMutualTLSReloadsFiles(t *testing.T) {
 	waitFor(t, clientID, "carol's certificate", func(km *certprovider.KeyMaterial) bool {
 		return len(km.Certs) == 1 && string(km.Certs[0].Certificate[0]) == string(carol.cert.Raw)
 	})
-	if got, err := call(t, addr, client); status.Code(err) != codes.Unavailable {
+	if got, err := callTarget(t, scheme+"://"+addr, client); status.Code(err) != codes.Unavailable {
 		t.Fatalf("carol, of a CA the server does not trust: %q, %v; want Unavailable", got, err)
 	}
 	write(t, path("roots.pem"), append(append([]byte{}, ca1.pem...), ca2.pem...))
@@ -180,7 +191,7 @@ func TestMutualTLSReloadsFiles(t *testing.T) {
 		_, err := carol.cert.Verify(x509.VerifyOptions{Roots: km.Roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		return err == nil
 	})
-	if got, err := call(t, addr, client); err != nil || got != "carol" {
+	if got, err := callTarget(t, scheme+"://"+addr, client); err != nil || got != "carol" {
 		t.Fatalf("once the server trusts carol's CA: %q, %v; want carol", got, err)
 	}
 }

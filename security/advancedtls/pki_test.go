@@ -61,8 +61,8 @@ type leaf struct {
 	keyPEM  []byte
 }
 
-// issue makes a certificate for cn valid for 127.0.0.1, a client's when
-// client.
+// issue makes a certificate for cn valid for 127.0.0.1 (and the guest's
+// address in the Soft-RoCE guest), a client's when client.
 func (c *ca) issue(t testing.TB, cn string, client bool) *leaf {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -78,6 +78,9 @@ func (c *ca) issue(t testing.TB, cn string, client bool) *leaf {
 		DNSNames: []string{cn}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if ip := net.ParseIP(os.Getenv("RDMARPC_TEST_IP")); ip != nil {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 	}
 	if client {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
