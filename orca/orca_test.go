@@ -247,3 +247,105 @@ func FuzzParseTrailer(f *testing.F) {
 		orca.ParseTrailer(map[string][]string{"endpoint-load-metrics-bin": {string(b)}})
 	})
 }
+
+// chanListener sends each report to its channel, dropping what the test
+// does not read.
+type chanListener chan *v3orcapb.OrcaLoadReport
+
+func (c chanListener) OnLoadReport(r *v3orcapb.OrcaLoadReport) {
+	select {
+	case c <- r:
+	default:
+	}
+}
+
+// twoListeners registers two listeners on its SubConn and hands the test
+// their stops; two holds the channels every balancer built shares.
+type twoListeners struct {
+	a, b  chanListener
+	stops chan func()
+	cc    balancer.ClientConn
+	sc    balancer.SubConn
+}
+
+var two = &twoListeners{a: make(chanListener, 1), b: make(chanListener, 1), stops: make(chan func(), 2)}
+
+func init() { balancer.Register(twoBuilder{}) }
+
+type twoBuilder struct{}
+
+func (twoBuilder) Name() string { return "orca_two" }
+func (twoBuilder) Build(cc balancer.ClientConn, _ balancer.BuildOptions) balancer.Balancer {
+	return &twoListeners{a: two.a, b: two.b, stops: two.stops, cc: cc}
+}
+
+func (o *twoListeners) UpdateClientConnState(ccs balancer.ClientConnState) error {
+	if o.sc != nil {
+		return nil
+	}
+	sc, err := o.cc.NewSubConn(ccs.ResolverState.Addresses, balancer.NewSubConnOptions{
+		StateListener: func(scs balancer.SubConnState) {
+			if scs.ConnectivityState == connectivity.Ready {
+				o.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: picker{o.sc}})
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	o.sc = sc
+	sc.Connect()
+	o.stops <- orca.RegisterOOBListener(sc, o.a, orca.OOBListenerOptions{ReportInterval: time.Millisecond})
+	o.stops <- orca.RegisterOOBListener(sc, o.b, orca.OOBListenerOptions{ReportInterval: time.Hour})
+	return nil
+}
+
+func (o *twoListeners) ResolverError(error)                                        {}
+func (o *twoListeners) UpdateSubConnState(balancer.SubConn, balancer.SubConnState) {}
+func (o *twoListeners) ExitIdle()                                                  {}
+func (o *twoListeners) Close()                                                     {}
+
+// TestOOBListenersShareAStream: two listeners of one SubConn get the reports
+// of one stream at the shorter interval they asked (several reports reach
+// the one that asked an hour); once the shorter one stops, the stream is
+// opened again at the other's interval and its first report comes at once;
+// stopping twice does nothing; goleak checks that nothing is left.
+func TestOOBListenersShareAStream(t *testing.T) {
+	smr := orca.NewServerMetricsRecorder()
+	smr.SetEPS(7)
+	addr := serve(t, smr)
+	cc, err := rpc.NewClient("tcp://"+addr, rpc.WithTransportCredentials(insecure.NewCredentials()),
+		rpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"orca_two":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	cc.Connect()
+	ctx := testCtx(t)
+	stopA, stopB := <-two.stops, <-two.stops
+	recv := func(c chanListener, what string) {
+		t.Helper()
+		// Drop a report that may have been queued before, then wait for
+		// a new one.
+		select {
+		case <-c:
+		default:
+		}
+		select {
+		case r := <-c:
+			if r.GetEps() != 7 {
+				t.Fatalf("%s: report %v, want eps 7", what, r)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: no report", what)
+		}
+	}
+	for range 3 { // several reports each: the 1 ms stream, not only its first
+		recv(two.a, "listener a")
+		recv(two.b, "listener b")
+	}
+	stopA()
+	recv(two.b, "listener b after a stopped")
+	stopB()
+	stopB() // a second stop does nothing
+}

@@ -53,11 +53,7 @@ type producerBuilder struct{}
 
 func (producerBuilder) Build(streams any) (balancer.Producer, func()) {
 	p := &producer{client: pb.NewOpenRcaServiceClient(streams.(rpc.ClientConnInterface)), listeners: map[OOBListener]time.Duration{}}
-	return p, func() {
-		p.mu.Lock()
-		p.restartLocked(false)
-		p.mu.Unlock()
-	}
+	return p, p.close
 }
 
 // producer runs one stream for all the listeners of a SubConn, at the
@@ -65,48 +61,64 @@ func (producerBuilder) Build(streams any) (balancer.Producer, func()) {
 type producer struct {
 	client pb.OpenRcaServiceClient
 
-	mu        sync.Mutex // also held while listeners are told a report
+	// runMu serializes the changes of the running stream (add, remove,
+	// close); it is never held by the stream's goroutine.
+	runMu    sync.Mutex
+	interval time.Duration // the running stream's
+	stop     func()        // stops the running stream's goroutine and waits; nil: none runs
+	closed   bool          // the SubConn's Producer was closed: nothing runs again
+
+	mu        sync.Mutex // guards listeners; held while they are told a report
 	listeners map[OOBListener]time.Duration
-	interval  time.Duration // the running stream's
-	stop      func()        // stops the running stream's goroutine and waits
 }
 
 func (p *producer) add(l OOBListener, interval time.Duration) {
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.listeners[l] = interval
+	p.mu.Unlock()
 	if p.stop == nil || interval < p.interval {
-		p.restartLocked(true)
+		p.restart()
 	}
 }
 
 func (p *producer) remove(l OOBListener, interval time.Duration) {
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	delete(p.listeners, l)
+	p.mu.Unlock()
 	if interval == p.interval {
-		p.restartLocked(len(p.listeners) > 0)
+		p.restart()
 	}
 }
 
-// restartLocked stops the running stream and, if run, starts one at the
-// least interval asked.
-func (p *producer) restartLocked(run bool) {
+func (p *producer) close() {
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
+	p.closed = true
+	p.restart()
+}
+
+// restart stops the running stream and starts one at the least interval
+// the listeners ask, if there are any and p is not closed. Under runMu.
+func (p *producer) restart() {
 	if p.stop != nil {
-		stop := p.stop
+		p.stop()
 		p.stop = nil
-		p.mu.Unlock() // the goroutine may wait for mu to tell a report
-		stop()
-		p.mu.Lock()
 	}
-	if !run || len(p.listeners) == 0 {
-		return
-	}
+	p.mu.Lock()
+	n := len(p.listeners)
 	first := true
 	for _, d := range p.listeners {
 		if first || d < p.interval {
 			p.interval, first = d, false
 		}
+	}
+	p.mu.Unlock()
+	if p.closed || n == 0 {
+		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
