@@ -92,17 +92,18 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 		if err != nil {
 			return err
 		}
-		var trailer metadata.MD
+		// The trailer for the pick's Done, allocated only when there is
+		// one: a call without pays nothing (TestUnaryAllocs).
 		ci.pickTrailer = nil
 		if done != nil {
-			ci.pickTrailer = &trailer
+			ci.pickTrailer = new(metadata.MD)
 		}
 		cmd, err := l.callMD(ctx, method, md, ci)
 		if err == nil {
 			err = l.call(ctx, method, cmd, req, reply, ci, rs)
 		}
 		if done != nil {
-			done(doneInfo(err, trailer))
+			done(doneInfo(err, *ci.pickTrailer))
 		}
 		switch err {
 		case errNotSent:
