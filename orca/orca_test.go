@@ -3,6 +3,7 @@ package orca_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -171,6 +172,26 @@ func TestPerCallAndOOBReports(t *testing.T) {
 			t.Errorf("call %d: trailer %v, want endpoint-load-metrics-bin", i, di.Trailer)
 		}
 	}
+	// The same call as a stream (its Done comes from the stream's end).
+	cs, err := cc.NewStream(testCtx(t), &rpc.StreamDesc{}, testpb.Test_Echo_FullMethodName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(&testpb.EchoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.RecvMsg(new(testpb.EchoResponse)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.RecvMsg(new(testpb.EchoResponse)); err != io.EOF {
+		t.Fatalf("the stream's end: %v, want io.EOF", err)
+	}
+	if di := <-seen.perCall; fmt.Sprint(loadOf(di).GetRequestCost()) != "map[db_queries:10]" {
+		t.Errorf("the stream's Done got %v", di.ServerLoad)
+	}
 	ctx := testCtx(t)
 	waitOOB := func(cpu float64) {
 		t.Helper()
@@ -188,6 +209,12 @@ func TestPerCallAndOOBReports(t *testing.T) {
 	waitOOB(0.5)
 	smr.SetCPUUtilization(0.9)
 	waitOOB(0.9)
+}
+
+// loadOf is di's report, nil when it has none.
+func loadOf(di balancer.DoneInfo) *v3orcapb.OrcaLoadReport {
+	r, _ := di.ServerLoad.(*v3orcapb.OrcaLoadReport)
+	return r
 }
 
 // TestRecorder: values out of range are ignored, deletions unset, and a
