@@ -2,6 +2,7 @@ package orca
 
 import (
 	"context"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -34,38 +35,74 @@ func parseTrailer(md map[string][]string) any {
 
 type recorderKey struct{}
 
+// lazyRecorder is the call's recorder, made when the handler first asks
+// for it: a call whose handler never does sends no report, as in gRPC-go.
+type lazyRecorder struct {
+	once sync.Once
+	r    *recorder
+}
+
+func (l *lazyRecorder) get() *recorder {
+	l.once.Do(func() { l.r = newRecorder() })
+	return l.r
+}
+
 // CallMetricsRecorderFromContext is the recorder of the call whose handler
 // has ctx, nil without CallMetricsServerOption.
 func CallMetricsRecorderFromContext(ctx context.Context) CallMetricsRecorder {
-	r, _ := ctx.Value(recorderKey{}).(CallMetricsRecorder)
-	return r
-}
-
-// CallMetricsServerOption gives every call's handler a CallMetricsRecorder
-// and sends what it recorded in the call's trailer, over smp's metrics
-// when smp is not nil (what the call set wins). A call that recorded
-// nothing and has no smp sends no report.
-func CallMetricsServerOption(smp ServerMetricsProvider) rpc.ServerOption {
-	return rpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *rpc.UnaryServerInfo, handler rpc.UnaryHandler) (any, error) {
-		r := newRecorder()
-		resp, err := handler(context.WithValue(ctx, recorderKey{}, CallMetricsRecorder(r)), req)
-		setTrailer(ctx, smp, r)
-		return resp, err
-	})
-}
-
-func setTrailer(ctx context.Context, smp ServerMetricsProvider, r *recorder) {
-	m := r.ServerMetrics()
-	if smp == nil && m.empty() {
-		return
+	l, ok := ctx.Value(recorderKey{}).(*lazyRecorder)
+	if !ok {
+		return nil
 	}
+	return l.get()
+}
+
+// CallMetricsServerOption gives every call's handler, unary or streaming,
+// a CallMetricsRecorder (CallMetricsRecorderFromContext) and, when the
+// handler asked for it, sends what it recorded in the call's trailer, over
+// smp's metrics when smp is not nil (what the call set wins).
+func CallMetricsServerOption(smp ServerMetricsProvider) rpc.ServerOption {
+	unary := func(ctx context.Context, req any, _ *rpc.UnaryServerInfo, handler rpc.UnaryHandler) (any, error) {
+		l := new(lazyRecorder)
+		resp, err := handler(context.WithValue(ctx, recorderKey{}, l), req)
+		if r := l.r; r != nil {
+			if md := trailer(smp, r); md != nil {
+				_ = rpc.SetTrailer(ctx, md) // fails only for a context of no call
+			}
+		}
+		return resp, err
+	}
+	stream := func(srv any, ss rpc.ServerStream, _ *rpc.StreamServerInfo, handler rpc.StreamHandler) error {
+		l := new(lazyRecorder)
+		err := handler(srv, recorderStream{ss, context.WithValue(ss.Context(), recorderKey{}, l)})
+		if r := l.r; r != nil {
+			if md := trailer(smp, r); md != nil {
+				ss.SetTrailer(md)
+			}
+		}
+		return err
+	}
+	return rpc.JoinServerOptions(rpc.ChainUnaryInterceptor(unary), rpc.ChainStreamInterceptor(stream))
+}
+
+// recorderStream is a handler's stream with the recorder in its context.
+type recorderStream struct {
+	rpc.ServerStream
+	ctx context.Context
+}
+
+func (s recorderStream) Context() context.Context { return s.ctx }
+
+// trailer is the trailer carrying r's metrics over smp's, nil if they do
+// not marshal.
+func trailer(smp ServerMetricsProvider, r *recorder) metadata.MD {
 	var server *ServerMetrics
 	if smp != nil {
 		server = smp.ServerMetrics()
 	}
-	b, err := proto.Marshal(merge(server, m).report())
+	b, err := proto.Marshal(merge(server, r.ServerMetrics()).report())
 	if err != nil {
-		return
+		return nil
 	}
-	_ = rpc.SetTrailer(ctx, metadata.Pairs(trailerKey, string(b)))
+	return metadata.Pairs(trailerKey, string(b))
 }

@@ -166,9 +166,3 @@ func mergeMaps(a, b map[string]float64) map[string]float64 {
 	maps.Copy(out, b)
 	return out
 }
-
-// empty says whether nothing is set in m.
-func (m *ServerMetrics) empty() bool {
-	return m.CPUUtilization < 0 && m.MemUtilization < 0 && m.AppUtilization < 0 && m.QPS < 0 && m.EPS < 0 &&
-		len(m.Utilization) == 0 && len(m.RequestCost) == 0 && len(m.NamedMetrics) == 0
-}

@@ -44,6 +44,25 @@ func (costService) Echo(ctx context.Context, in *testpb.EchoRequest) (*testpb.Ec
 	return &testpb.EchoResponse{}, nil
 }
 
+// costStreamDesc is a streaming method whose handler records as cost the
+// number of messages it received.
+var costStreamDesc = rpc.ServiceDesc{
+	ServiceName: "orca.test.Costs",
+	Streams: []rpc.StreamDesc{{StreamName: "Count", ClientStreams: true, Handler: func(_ any, ss rpc.ServerStream) error {
+		n := 0
+		for {
+			if err := ss.RecvMsg(new(testpb.EchoRequest)); err == io.EOF {
+				break
+			} else if err != nil {
+				return err
+			}
+			n++
+		}
+		orca.CallMetricsRecorderFromContext(ss.Context()).SetRequestCost("messages", float64(n))
+		return ss.SendMsg(&testpb.EchoResponse{})
+	}}},
+}
+
 // reports is what the test balancer saw: per-call reports (from Done)
 // and out-of-band ones (from its listener).
 type reports struct {
@@ -117,6 +136,7 @@ func serve(t *testing.T, smr orca.ServerMetricsRecorder) string {
 	t.Helper()
 	srv := rpc.NewServer(orca.CallMetricsServerOption(nil))
 	testpb.RegisterTestServer(srv, costService{})
+	srv.RegisterService(&costStreamDesc, struct{}{})
 	opts := orca.ServiceOptions{ServerMetricsProvider: smr}
 	orca.AllowAnyMinReportingInterval(&opts, 5*time.Millisecond)
 	if err := orca.Register(srv, opts); err != nil {
@@ -191,6 +211,35 @@ func TestPerCallAndOOBReports(t *testing.T) {
 	}
 	if di := <-seen.perCall; fmt.Sprint(loadOf(di).GetRequestCost()) != "map[db_queries:10]" {
 		t.Errorf("the stream's Done got %v", di.ServerLoad)
+	}
+	// A streaming handler's recorder reaches the client too.
+	cs, err = cc.NewStream(testCtx(t), &costStreamDesc.Streams[0], "/orca.test.Costs/Count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := cs.SendMsg(&testpb.EchoRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.RecvMsg(new(testpb.EchoResponse)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.RecvMsg(new(testpb.EchoResponse)); err != io.EOF {
+		t.Fatalf("the stream's end: %v, want io.EOF", err)
+	}
+	if di := <-seen.perCall; fmt.Sprint(loadOf(di).GetRequestCost()) != "map[messages:3]" {
+		t.Errorf("the streaming handler's report: %v, want request cost messages 3", di.ServerLoad)
+	}
+	// A handler that never asks for its recorder sends no report.
+	if _, err := c.Block(testCtx(t), &testpb.BlockRequest{}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Block: %v, want Unimplemented", err)
+	}
+	if di := <-seen.perCall; di.ServerLoad != nil || di.Trailer.Get("endpoint-load-metrics-bin") != nil {
+		t.Errorf("a handler that recorded nothing: ServerLoad %v, trailer %v; want none", di.ServerLoad, di.Trailer)
 	}
 	ctx := testCtx(t)
 	waitOOB := func(cpu float64) {
