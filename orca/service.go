@@ -4,8 +4,6 @@ import (
 	"errors"
 	"time"
 
-	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
-
 	"github.com/rdmarpc/rdmarpc/orca/internal/pb"
 	"github.com/rdmarpc/rdmarpc/rpc"
 )
@@ -27,31 +25,46 @@ type ServiceOptions struct {
 	allowAnyMinReportingInterval bool // tests only
 }
 
-// Register serves ORCA's out-of-band service on s: each client's stream
-// gets a report of opts' provider at once and then every interval it
-// asked for (no less than MinReportingInterval) until it ends.
-func Register(s rpc.ServiceRegistrar, opts ServiceOptions) error {
-	if opts.ServerMetricsProvider == nil {
-		return errors.New("orca: ServerMetricsProvider is required")
-	}
-	if !opts.allowAnyMinReportingInterval {
-		opts.MinReportingInterval = max(opts.MinReportingInterval, minReportingInterval)
-	}
-	pb.RegisterOpenRcaServiceServer(s, &service{opts: opts})
-	return nil
-}
-
-type service struct {
+// Service is ORCA's out-of-band service: each client's stream gets a
+// report of its provider at once and then every interval the client asked
+// for, no less than MinReportingInterval, until the stream ends.
+type Service struct {
 	pb.UnimplementedOpenRcaServiceServer
 	opts ServiceOptions
 }
 
-func (s *service) StreamCoreMetrics(req *pb.OrcaLoadReportRequest, stream pb.OpenRcaService_StreamCoreMetricsServer) error {
+// NewService returns the service configured by opts, to register where
+// Register does not suit.
+func NewService(opts ServiceOptions) (*Service, error) {
+	if opts.ServerMetricsProvider == nil {
+		return nil, errors.New("orca: ServerMetricsProvider is required")
+	}
+	if !opts.allowAnyMinReportingInterval {
+		opts.MinReportingInterval = max(opts.MinReportingInterval, minReportingInterval)
+	}
+	return &Service{opts: opts}, nil
+}
+
+// Register serves NewService(opts) on s.
+func Register(s rpc.ServiceRegistrar, opts ServiceOptions) error {
+	svc, err := NewService(opts)
+	if err != nil {
+		return err
+	}
+	pb.RegisterOpenRcaServiceServer(s, svc)
+	return nil
+}
+
+// StreamCoreMetrics is the service's one method.
+func (s *Service) StreamCoreMetrics(req *pb.OrcaLoadReportRequest, stream pb.OpenRcaService_StreamCoreMetricsServer) error {
 	interval := max(req.GetReportInterval().AsDuration(), s.opts.MinReportingInterval)
+	if interval <= 0 { // a test's server allowing any interval, asked for none
+		interval = minReportingInterval
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := stream.Send(s.report()); err != nil {
+		if err := stream.Send(s.opts.ServerMetricsProvider.ServerMetrics().report()); err != nil {
 			return err
 		}
 		select {
@@ -60,8 +73,4 @@ func (s *service) StreamCoreMetrics(req *pb.OrcaLoadReportRequest, stream pb.Ope
 		case <-t.C:
 		}
 	}
-}
-
-func (s *service) report() *v3orcapb.OrcaLoadReport {
-	return s.opts.ServerMetricsProvider.ServerMetrics().report()
 }
