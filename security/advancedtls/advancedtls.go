@@ -195,7 +195,9 @@ func (o *Options) common(client bool) (*tls.Config, side, error) {
 			return km.Roots, nil
 		}
 	default:
-		if o.VerificationType != SkipVerification {
+		// The system's roots, when the peer is verified at all: always
+		// on a client, on a server only when it asks for certificates.
+		if o.VerificationType != SkipVerification && (client || o.RequireClientCert) {
 			pool, err := x509.SystemCertPool()
 			if err != nil {
 				return nil, s, fmt.Errorf("advancedtls: the system's roots: %w", err)
