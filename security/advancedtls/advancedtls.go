@@ -430,9 +430,13 @@ func (s side) verifyPeer(ctx context.Context, serverName string, rawConn net.Con
 		var chains CertificateChains
 		var leaf *x509.Certificate
 		if s.verification != SkipVerification {
-			roots, err := s.roots(ctx, &ConnectionInfo{RawConn: rawConn, RawCerts: rawCerts})
-			if err != nil {
-				return fmt.Errorf("advancedtls: the roots: %w", err)
+			var roots *x509.CertPool // nil: the system's
+			if s.roots != nil {
+				r, err := s.roots(ctx, &ConnectionInfo{RawConn: rawConn, RawCerts: rawCerts})
+				if err != nil {
+					return fmt.Errorf("advancedtls: the roots: %w", err)
+				}
+				roots = r
 			}
 			opts := x509.VerifyOptions{
 				Roots:         roots,
@@ -453,6 +457,7 @@ func (s side) verifyPeer(ctx context.Context, serverName string, rawConn net.Con
 				}
 				opts.DNSName = host
 			}
+			var err error
 			chains, err = certs[0].Verify(opts)
 			if err != nil {
 				return fmt.Errorf("advancedtls: %w", err)
