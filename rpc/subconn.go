@@ -56,6 +56,9 @@ type subConn struct {
 	// (failover.go).
 	curVia  via
 	probing bool
+	// producers are the balancer's Producers on s (producer.go); not
+	// guarded by cc.mu.
+	producers producers
 }
 
 func (cc *ClientConn) newSubConn(addrs []resolver.Address) *subConn {
