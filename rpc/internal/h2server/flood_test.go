@@ -2,7 +2,6 @@ package h2server
 
 import (
 	"context"
-	"io"
 	"net"
 	"runtime"
 	"sync"
@@ -68,11 +67,10 @@ func TestSettingsFlood(t *testing.T) {
 				}
 				written <- n
 			}()
-			// The client reads nothing (its preface aside) until the
-			// server's reader has stopped: its queue is full and it waits.
-			if _, err := io.WriteString(cli, ""); err != nil {
-				t.Fatal(err)
-			}
+			// The client reads nothing until the server's reader has
+			// stopped: its queue is full and it waits. (Nothing else may
+			// write to cli meanwhile: the flood's write, blocked, holds
+			// the pipe's write lock.)
 			for {
 				c.mu.Lock()
 				full := len(c.ctrl) > maxQueuedControl
