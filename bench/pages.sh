@@ -14,7 +14,8 @@
 #          (BENCH_FLAGS replaces the default --sizes 64,1KiB,64KiB --conc 1,16 --duration 3s),
 #          then every implementation again under valgrind's callgrind (--callgrind, instr.csv:
 #          instructions per call at each end; installs valgrind when missing)
-#   rdma   bench/softroce.sh, the latency ladder in one Soft-RoCE boot (RDMA_FLAGS: its
+#   rdma   bench/softroce.sh, the latency ladder in one Soft-RoCE boot, the RPC rungs with
+#          client and server in separate processes and again in one (RDMA_FLAGS: its
 #          rpcbench flags; STREAM_FLAGS as softroce.sh reads it)
 #   kv     in one Soft-RoCE boot, kvserver and two echo servers (rpcbench --serve) in
 #          processes of their own, then KV_ROUNDS (4) rounds of rpcbench --target … --kv …,
@@ -72,7 +73,8 @@ rdma)
   [ -z "${STREAM_FLAGS+x}" ] || CMD="STREAM_FLAGS='$STREAM_FLAGS' $CMD"
   MACHINE="host: $(host); $GUEST"
   bash "$REPO/bench/softroce.sh" "$WORK" "${FLAGS[@]}"
-  FILES=(ladder.txt ladder.csv rdma.csv tcp.csv rdma-stream.csv rpcbench.txt rpcbench-tcp.txt rpcbench-stream.txt)
+  FILES=(ladder.txt ladder.csv rdma.csv rdma-1p.csv tcp.csv tcp-1p.csv rdma-stream.csv
+    rpcbench.txt rpcbench-1p.txt rpcbench-tcp.txt rpcbench-tcp-1p.txt rpcbench-stream.txt)
   ;;
 kv)
   read -r -a FLAGS <<<"${BENCH_FLAGS:---sizes 1KiB --conc 1 --duration 3s --warmup 300ms}"

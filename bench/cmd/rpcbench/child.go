@@ -21,7 +21,7 @@ import (
 // childEnv naming the implementation (rdmarpc, or a peer of --compare). The
 // child serves on loopback, prints "ready ADDR", then answers its parent
 // on stdin: "begin" (it notes what it has spent: "ok"), "end CALLS" (what
-// it spent since, per call: "CPU_NS VCSW ALLOCS INSTR"), until stdin ends, when
+// it spent since, per call: "CPU_NS VCSW ALLOCS INSTR CGO WAKEUPS"), until stdin ends, when
 // it stops its server and exits.
 const (
 	childEnv       = "RPCBENCH_CHILD"
@@ -59,7 +59,7 @@ func childMain(impl string, stdin io.Reader, stdout io.Writer) int {
 			now := bench.TakeSnapshot()
 			calls, _ := strconv.ParseInt(arg, 10, 64)
 			c := begin.PerCall(now, calls)
-			fmt.Fprintln(stdout, int64(c.CPU), c.VCSW, c.Allocs, c.Instr)
+			fmt.Fprintln(stdout, int64(c.CPU), c.VCSW, c.Allocs, c.Instr, c.Cgo, c.Wakeups)
 		default:
 			fmt.Fprintf(os.Stderr, "rpcbench server: unknown command %q\n", sc.Text())
 			return 1
@@ -166,7 +166,7 @@ func (c *child) End(calls int64) (bench.EndCosts, error) {
 	}
 	var ns int64
 	var e bench.EndCosts
-	if _, err := fmt.Sscan(l, &ns, &e.VCSW, &e.Allocs, &e.Instr); err != nil {
+	if _, err := fmt.Sscan(l, &ns, &e.VCSW, &e.Allocs, &e.Instr, &e.Cgo, &e.Wakeups); err != nil {
 		return e, fmt.Errorf("server process: %q: %w", l, err)
 	}
 	e.CPU = time.Duration(ns)
