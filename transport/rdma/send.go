@@ -101,6 +101,77 @@ func (c *conn) send(ctx context.Context, msg []byte, awaited bool) error {
 	return c.sendMessage(ctx, msg, awaited)
 }
 
+// TrySend is Send when msg can go now (transport.TrySender): the turn is
+// free, and a credit, a send slot and a send-queue entry are all there.
+// Else it reports false, having sent and taken nothing; it never waits. It
+// never overtakes: it takes the turn as Send does, so it follows every
+// message whose send took the turn first, and it declines whenever the
+// turn's holder would first have to settle something (an abort owed, a
+// rendezvous not yet answered). A message larger than one of the peer's
+// buffers (fragments, or a rendezvous) is declined: those are Send's. The
+// RPC layer sends a stream's WINDOW_UPDATE with it from the goroutine that
+// read the message; no reply is awaited, so the receiver is not roused to
+// poll for one.
+func (c *conn) TrySend(msg []byte) (bool, error) {
+	if err := c.checkSend(context.Background(), len(msg)); err != nil {
+		return false, err
+	}
+	if len(msg) > int(c.peer.bufSize) {
+		return false, nil
+	}
+	select {
+	case c.turn <- struct{}{}:
+	default:
+		return false, nil
+	}
+	defer c.giveTurn()
+	if c.sig.IsSet() {
+		return false, c.closeErr()
+	}
+	if c.abortOwed {
+		return false, nil
+	}
+	slot, ok, err := c.tryTake()
+	if !ok {
+		return false, err
+	}
+	if !c.startFill(slot) {
+		return false, c.closeErr()
+	}
+	copy(c.slotBytes(slot), msg)
+	c.endFill()
+	if err := c.post(slot, kindMessage, len(msg), true, false); err != nil {
+		return false, err
+	}
+	c.t.counters.messagesSent.Add(1)
+	return true, nil
+}
+
+// tryTake takes a credit, a send-queue entry and a send slot when all are
+// there now, as take does, and reports whether it did; it never waits and
+// counts no wait. It takes nothing while a rendezvous is in progress or
+// its reply is not yet taken: the turn's holder settles that first
+// (takeTurn), and TrySend does not wait for it. Called with the turn held.
+func (s *sender) tryTake() (slot int32, ok bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closeSig.IsSet() {
+		return -1, false, s.closeSig.Err()
+	}
+	if s.rndv.state != rndvNone || s.win.Avail() <= 0 || s.avail <= 0 || s.sqFree <= ctlHeadroom {
+		return -1, false, nil
+	}
+	id, last, ok := s.mem.tryTake()
+	if !ok {
+		return -1, false, nil
+	}
+	slot, s.lastSlot = id, last
+	s.avail--
+	s.win.Take()
+	s.sqFree--
+	return slot, true, nil
+}
+
 // takeTurn waits for the right to send a message.
 func (c *conn) takeTurn(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
