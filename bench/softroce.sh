@@ -14,6 +14,9 @@
 # The streaming rows (rpcbench-stream.txt, rdma-stream.csv): stream ping-pong and a flood on
 # rdma:// next to ib_send_lat / ib_send_bw, client and server in separate processes, with STREAM_FLAGS (default --sizes 64,64KiB
 # --conc 1,16 --duration 2s --warmup 300ms; STREAM_FLAGS=none skips them).
+# FLOOD_PROFILE=1: after the ladder, CPU profiles of both processes during a 64 B stream flood
+# on rdma://, 1 and 16 streams (flood-c1.pprof and flood-c1.pprof.server, flood-c16…; read
+# them on the host with go tool pprof).
 # The guest's figures come from an emulated CPU (qemu TCG): read the ratios, not the times.
 set -euo pipefail
 
@@ -25,7 +28,7 @@ FLAGS=("$@")
 command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
 
 mkdir -p "$OUT"
-rm -f "$OUT"/rpcbench*.txt "$OUT"/*.csv "$OUT"/rdma.png "$OUT"/ladder.txt "$OUT"/rc.*
+rm -f "$OUT"/rpcbench*.txt "$OUT"/*.csv "$OUT"/rdma.png "$OUT"/ladder.txt "$OUT"/rc.* "$OUT"/flood-*
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/rpcbench" ./bench/cmd/rpcbench)
 # The rungs below the RPC layer (raw verbs through transport/rdma/rawverbs).
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/ladder" ./bench/cmd/ladder)
@@ -85,6 +88,11 @@ fi
   printf './ladder --dev rxe0 --csv /out/ladder.csv --merge %q --merge-inproc /out/rdma-1p.csv,/out/tcp-1p.csv --before %q' "$MERGE" "$BEFORE"
   printf ' %q' "${LADDER_FLAGS[@]}"
   echo ' >> /out/ladder.txt 2>&1 || rc=1'
+  if [ -n "${FLOOD_PROFILE:-}" ]; then
+    for c in 1 16; do
+      echo "./rpcbench --listen rdma://\$RDMARPC_TEST_IP:0 --modes stream --sizes 64 --conc $c --duration 5s --warmup 300ms --cpuprofile /out/flood-c$c.pprof > /out/flood-c$c.txt 2>&1 || rc=1"
+    done
+  fi
   echo 'for c in rcvd_rnr_err send_rnr_err retry_exceeded_err retry_rnr_exceeded_err; do'
   echo '  echo "rxe0 $c $(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/$c)" >> /out/ladder.txt'
   echo 'done'

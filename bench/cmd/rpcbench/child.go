@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +29,9 @@ const (
 	childListenEnv = "RPCBENCH_CHILD_LISTEN" // rdmarpc's listen URL
 	childWindowEnv = "RPCBENCH_CHILD_WINDOW" // rdmarpc's --window
 	lendEnv        = "RPCBENCH_LEND"         // --lend, in every process
+	// childProfileEnv: the child writes a CPU profile of its life to this
+	// file (--cpuprofile's, with .server).
+	childProfileEnv = "RPCBENCH_CHILD_CPUPROFILE"
 )
 
 // lendOpts is the server options of --lend.
@@ -40,6 +44,19 @@ func lendOpts() []rpc.ServerOption {
 
 // childMain is the child's whole life; it returns the exit code.
 func childMain(impl string, stdin io.Reader, stdout io.Writer) int {
+	if path := os.Getenv(childProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rpcbench server:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "rpcbench server:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	addr, stop, err := serveImpl(impl, os.Getenv(childListenEnv), os.Getenv(childWindowEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rpcbench server:", err)
