@@ -54,6 +54,7 @@ type sender struct {
 	turn        chan struct{} // one message at a time: fragments stay contiguous
 	turnWaiters atomic.Int32
 	abortOwed   bool        // a message was abandoned mid-way; its turn holder sends the abort
+	flushOwed   bool        // the turn's holder queued its message's last send: flush once the turn is given back
 	swept       atomic.Bool // holds lent credits: in the transport's give-back sweep
 
 	// Set when the connection is made.
@@ -97,8 +98,28 @@ func (c *conn) send(ctx context.Context, msg []byte, awaited bool) error {
 	if err := c.takeTurn(ctx); err != nil {
 		return err
 	}
-	defer c.giveTurn()
-	return c.sendMessage(ctx, msg, awaited)
+	return c.giveTurnAndFlush(c.sendMessage(ctx, msg, awaited))
+}
+
+// giveTurnAndFlush gives the turn back, then rings the doorbell for the
+// message's last send, which the turn's holder queued without posting
+// (flushOwed), and returns err, or the post's error. The turn goes first so
+// that the next sender queues its message while this one's post is in the
+// device (on Soft-RoCE a post is a system call that does the send's work):
+// its flush then finds this one posting and leaves it to this one's loop,
+// which takes whatever was queued meanwhile in one post (postQueued). The
+// order is the turn's: sends are queued in turn order and posted in queue
+// order.
+func (c *conn) giveTurnAndFlush(err error) error {
+	owed := c.flushOwed
+	c.flushOwed = false
+	c.giveTurn()
+	if owed {
+		if ferr := c.flush(); err == nil {
+			err = ferr
+		}
+	}
+	return err
 }
 
 // TrySend is Send when msg can go now (transport.TrySender): the turn is
@@ -233,11 +254,19 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error 
 		}
 		// No memory for it at one end: in fragments.
 	}
-	return c.sendFragments(ctx, msg, awaited)
+	return c.queueFragments(ctx, msg, awaited, true)
 }
 
-// sendFragments sends msg whole or in fragments (see sendMessage).
+// sendFragments sends msg whole or in fragments (see sendMessage), every
+// fragment posted before it returns.
 func (c *conn) sendFragments(ctx context.Context, msg []byte, awaited bool) error {
+	return c.queueFragments(ctx, msg, awaited, false)
+}
+
+// queueFragments is sendFragments; with deferLast, the last fragment is
+// queued but not posted: the caller flushes it once it gave the turn back
+// (flushOwed, giveTurnAndFlush).
+func (c *conn) queueFragments(ctx context.Context, msg []byte, awaited, deferLast bool) error {
 	b := int(c.peer.bufSize)
 	n := fragments(len(msg), b)
 	for i := range n {
@@ -276,7 +305,12 @@ func (c *conn) sendFragments(ctx context.Context, msg []byte, awaited bool) erro
 		}
 		copy(mem[head:], part)
 		c.endFill()
-		if err := c.post(slot, k, head+len(part), i == n-1, !awaited); err != nil {
+		if i == n-1 && deferLast {
+			// The doorbell rings once the turn is given back
+			// (giveTurnAndFlush).
+			c.queueData(&c.receiver, slot, k, head+len(part), true, !awaited)
+			c.flushOwed = true
+		} else if err := c.post(slot, k, head+len(part), i == n-1, !awaited); err != nil {
 			return err
 		}
 	}
@@ -457,7 +491,7 @@ func (s *sender) enqueueLocked(wr verbs.SendWR, slot int32) {
 // already posting, it takes theirs too, so concurrent senders share one
 // post (one doorbell, one cgo call) instead of taking turns.
 func (c *conn) flush() error {
-	if err := c.postQueued(c.qp); err != nil {
+	if err := c.postQueued(c.qp.PostSend); err != nil {
 		err = fmt.Errorf("posting sends: %w", err)
 		c.fail(err)
 		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
@@ -465,9 +499,10 @@ func (c *conn) flush() error {
 	return nil
 }
 
-// postQueued posts the queued sends on qp, unless a flush is posting them
-// already; mu is not held while it posts.
-func (s *sender) postQueued(qp *verbs.QP) error {
+// postQueued posts the queued sends with post (the QP's PostSend), unless
+// a flush is posting them already: that one's loop takes them; mu is not
+// held while it posts.
+func (s *sender) postQueued(post func([]verbs.SendWR) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.posting {
@@ -479,8 +514,9 @@ func (s *sender) postQueued(qp *verbs.QP) error {
 		batch, inlined := s.outbox, s.inlined
 		s.outbox, s.inlined = s.spareOutbox[:0], s.spareInline[:0]
 		s.mu.Unlock()
-		err = qp.PostSend(batch)
+		err = post(batch)
 		s.ctr.sendsPosted.Add(uint64(len(batch)))
+		s.ctr.sendPosts.Add(1)
 		s.mu.Lock()
 		s.spareOutbox = batch[:0]
 		if len(inlined) > 0 {
@@ -617,21 +653,20 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 		b.Release()
 		return err
 	}
-	defer c.giveTurn()
 	if _, err := c.reserve(ctx, false); err != nil {
+		c.giveTurn()
 		b.Release()
 		return err
 	}
 	// The slot now belongs to the send queue, not to the user.
 	c.slotTaken()
 	c.unlend()
-	if err := c.post(slot, kindMessage, n, true, false); err != nil {
-		return err
-	}
+	c.queueData(&c.receiver, slot, kindMessage, n, true, false)
+	c.flushOwed = true
 	c.noteSent(false)
 	c.rouseReceiver(false)
 	c.t.counters.messagesSent.Add(1)
-	return nil
+	return c.giveTurnAndFlush(nil)
 }
 
 // rouseReceiver wakes a Recv that sleeps while nobody polls the completion

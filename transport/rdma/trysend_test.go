@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/internal/signal"
 	"github.com/rdmarpc/rdmarpc/transport"
 	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/credit"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
 )
 
 // TestTryTake: TrySend's take, without a device. It takes a credit, a
@@ -171,5 +173,55 @@ func TestTrySend(t *testing.T) {
 	cli.Close()
 	if ok, err := cli.TrySend([]byte("closed")); ok || err == nil {
 		t.Fatalf("TrySend on a closed connection: %v, %v", ok, err)
+	}
+}
+
+// TestPostWhilePosting: a sender that queues while another's post is in
+// the device does not post itself: the poster's loop takes everything
+// queued meanwhile in one more post, in queue order, so sends queued by
+// turn holders after the first gave its turn back share one doorbell
+// (giveTurnAndFlush) and none is left behind.
+func TestPostWhilePosting(t *testing.T) {
+	s := &sender{ctr: &counters{}}
+	var batches [][]uint64
+	inDevice, release := make(chan struct{}), make(chan struct{})
+	post := func(wrs []verbs.SendWR) error {
+		var ids []uint64
+		for _, w := range wrs {
+			ids = append(ids, w.ID)
+		}
+		batches = append(batches, ids)
+		if len(batches) == 1 {
+			close(inDevice)
+			<-release
+		}
+		return nil
+	}
+	queue := func() {
+		s.mu.Lock()
+		s.enqueueLocked(verbs.SendWR{ID: s.seq, Signaled: true}, -1)
+		s.mu.Unlock()
+	}
+	queue()
+	first := make(chan error, 1)
+	go func() { first <- s.postQueued(post) }()
+	<-inDevice
+	queue()
+	queue()
+	if err := s.postQueued(post); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(batches) != "[[0] [1 2]]" {
+		t.Errorf("posted %v, want [[0] [1 2]]: the first post, then the two queued during it in one", batches)
+	}
+	if got, posts := s.ctr.sendsPosted.Load(), s.ctr.sendPosts.Load(); got != 3 || posts != 2 {
+		t.Errorf("counted %d sends in %d posts, want 3 in 2", got, posts)
+	}
+	if len(s.outbox) != 0 || s.posting {
+		t.Errorf("left %d queued, posting %v", len(s.outbox), s.posting)
 	}
 }
