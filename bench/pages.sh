@@ -71,6 +71,8 @@ rdma)
   read -r -a FLAGS <<<"${RDMA_FLAGS:-}"
   CMD="bash bench/softroce.sh <dir> ${FLAGS[*]}"
   [ -z "${STREAM_FLAGS+x}" ] || CMD="STREAM_FLAGS='$STREAM_FLAGS' $CMD"
+  [ -z "${FLOOD_PROFILE:-}" ] || CMD="FLOOD_PROFILE=$FLOOD_PROFILE $CMD"
+  [ -z "${BASELINE:-}" ] || CMD="BASELINE=$BASELINE $CMD"
   MACHINE="host: $(host); $GUEST"
   bash "$REPO/bench/softroce.sh" "$WORK" "${FLAGS[@]}"
   FILES=(ladder.txt ladder.csv rdma.csv rdma-1p.csv tcp.csv tcp-1p.csv rdma-stream.csv

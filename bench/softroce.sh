@@ -47,6 +47,7 @@ if [ -n "${BASELINE:-}" ]; then
     CGO_ENABLED=1 go build -o "$OUT/ladder-before" "$LADDER_PKG")
   rm -rf "$OUT/baseline"
   BEFORE=/out/ladder-before.csv,/out/rdma-before.csv,/out/tcp-before.csv
+  [ "${STREAM[*]}" = none ] || BEFORE=$BEFORE,/out/rdma-stream-before.csv
 fi
 # rpcbench's default is a server process of its own: what a deployment runs. --inproc, both
 # ends in one process as the ladder's lower rungs have them, is the -1p rungs.
@@ -81,6 +82,11 @@ fi
     printf './rpcbench-before --listen tcp://$RDMARPC_TEST_IP:0 --csv /out/tcp-before.csv'
     printf ' %q' "${FLAGS[@]}"
     echo ' > /out/rpcbench-tcp-before.txt 2>&1 || rc=1'
+    if [ "${STREAM[*]}" != none ]; then
+      printf './rpcbench-before --listen rdma://$RDMARPC_TEST_IP:0 --modes pingpong,stream --csv /out/rdma-stream-before.csv'
+      printf ' %q' "${STREAM[@]}"
+      echo ' > /out/rpcbench-stream-before.txt 2>&1 || rc=1'
+    fi
     printf './ladder-before --dev rxe0 --rungs conn --csv /out/ladder-before.csv'
     printf ' %q' "${LADDER_FLAGS[@]}"
     echo ' > /out/ladder-before.txt 2>&1 || rc=1'

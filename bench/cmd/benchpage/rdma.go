@@ -46,6 +46,7 @@ type ladderText struct {
 	counters []string // the device's RNR and retry counters
 	host     string   // "host: …"
 	baseline bool     // a before/after table followed (BASELINE)
+	before   []string // that table, header first
 }
 
 // parseLadder reads bench/softroce.sh's ladder.txt: the guest's lines,
@@ -53,8 +54,9 @@ type ladderText struct {
 // before/after table (skipped), the counters and the host's line.
 func parseLadder(text string) (ladderText, error) {
 	var (
-		l  ladderText
-		in bool // inside the table
+		l        ladderText
+		in       bool // inside the table
+		inBefore bool // inside the before/after table
 	)
 	for _, line := range strings.Split(text, "\n") {
 		t := strings.TrimRight(line, " ")
@@ -66,7 +68,8 @@ func parseLadder(text string) (ladderText, error) {
 		case strings.HasPrefix(t, "rung ") && l.table == nil:
 			l.table, in = append(l.table, t), true
 		case strings.HasPrefix(t, "Before (baseline build)"):
-			l.baseline, in = true, false
+			l.baseline, in, inBefore = true, false, true
+			l.before = append(l.before, t)
 		case strings.HasPrefix(t, "rpc-rdma / rpc-tcp"):
 			l.summary, in = append(l.summary, t), false
 		case strings.HasPrefix(t, "Issue 25's targets"):
@@ -74,11 +77,13 @@ func parseLadder(text string) (ladderText, error) {
 		case strings.HasPrefix(t, "target: "):
 			l.targets, in = append(l.targets, strings.TrimPrefix(t, "target: ")), false
 		case strings.HasPrefix(t, "rxe0 "):
-			l.counters, in = append(l.counters, t[len("rxe0 "):]), false
+			l.counters, in, inBefore = append(l.counters, t[len("rxe0 "):]), false, false
 		case strings.HasPrefix(t, "host:"):
-			l.host, in = t, false
+			l.host, in, inBefore = t, false, false
 		case in:
 			l.table = append(l.table, t)
+		case inBefore && t != "":
+			l.before = append(l.before, t)
 		}
 	}
 	for len(l.table) > 0 && l.table[len(l.table)-1] == "" {
@@ -120,7 +125,10 @@ func rdmaFigures(w io.Writer, dir string) error {
 		fmt.Fprintf(w, "\n%s\n", strings.Join(append(l.guest, l.host), "; "))
 	}
 	if l.baseline {
-		fmt.Fprintf(w, "\nThis run also measured a baseline build; its before/after table is in [ladder.txt](%s/ladder.txt).\n", filepath.Base(dir))
+		fmt.Fprintf(w, "\nThis run also measured a baseline build (the command's BASELINE); from [ladder.txt](%s/ladder.txt):\n", filepath.Base(dir))
+		if len(l.before) > 1 {
+			fmt.Fprintf(w, "\n```\n%s\n```\n", strings.Join(l.before, "\n"))
+		}
 	}
 	if slices.ContainsFunc(l.table, func(s string) bool { return strings.HasPrefix(s, "rpc-rdma-1p ") }) {
 		fmt.Fprintf(w, "\nrpc-rdma and rpc-tcp have client and server in separate processes (rpcbench's server in a child process); "+

@@ -109,10 +109,10 @@ func printBeforeAfter(w io.Writer, rs, before []bench.Result, sizes, concs []int
 	if len(before) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nBefore (baseline build) and after (this build), same boot:")
-	fmt.Fprintf(w, "%-12s %6s %4s %11s %11s %7s %11s %11s %7s %9s %9s %8s %8s %8s %8s %8s %8s %8s %8s\n",
-		"rung", "size", "conc", "p50 before", "p50 after", "after/", "calls/s bef", "calls/s aft", "after/", "×busy bef", "×busy aft", "csw bef", "csw aft",
-		"wake bef", "wake aft", "allc bef", "allc aft", "cpuµs bef", "cpuµs aft")
+	fmt.Fprintln(w, "\nBefore (baseline build) and after (this build), same boot; per-call costs at both ends, as in the ladder:")
+	fmt.Fprintf(w, "%-16s %6s %4s %11s %11s %7s %11s %11s %7s %9s %9s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s\n",
+		"rung", "size", "conc", "p50 before", "p50 after", "after/", "calls/s bef", "calls/s aft", "after/", "×busy bef", "×busy aft", "vcsw bef", "vcsw aft",
+		"wake bef", "wake aft", "cgo bef", "cgo aft", "allc bef", "allc aft", "cpuµs bef", "cpuµs aft")
 	for _, size := range sizes {
 		for _, conc := range concs {
 			busy, hasBusy := find(rs, "verbs-busy", size, conc)
@@ -121,18 +121,23 @@ func printBeforeAfter(w io.Writer, rs, before []bench.Result, sizes, concs []int
 					continue
 				}
 				a, ok := find(rs, b.Impl, size, conc)
-				if !ok || b.P50 <= 0 || b.CallsPerSec() <= 0 {
+				if !ok || b.CallsPerSec() <= 0 || a.CallsPerSec() <= 0 || (b.P50 <= 0) != (a.P50 <= 0) {
 					continue
 				}
+				after := "-" // a flood has no latency: calls/s only
+				if b.P50 > 0 {
+					after = fmt.Sprintf("%.2f", float64(a.P50)/float64(b.P50))
+				}
 				xb, xa := "", ""
-				if hasBusy && busy.P50 > 0 {
+				if hasBusy && busy.P50 > 0 && b.P50 > 0 {
 					xb = fmt.Sprintf("%.2f", float64(b.P50)/float64(busy.P50))
 					xa = fmt.Sprintf("%.2f", float64(a.P50)/float64(busy.P50))
 				}
-				fmt.Fprintf(w, "%-12s %6d %4d %11.1f %11.1f %7.2f %11.0f %11.0f %7.2f %9s %9s %8.2f %8.2f %8.2f %8.2f %8.1f %8.1f %8.1f %8.1f\n",
-					b.Impl, size, conc, us(b.P50), us(a.P50), float64(a.P50)/float64(b.P50),
-					b.CallsPerSec(), a.CallsPerSec(), a.CallsPerSec()/b.CallsPerSec(), xb, xa, b.CSWPerCall, a.CSWPerCall,
-					b.WakeupsPerCall, a.WakeupsPerCall, b.AllocsPerCall, a.AllocsPerCall, us(b.CPUPerCall), us(a.CPUPerCall))
+				eb, ea := bothEnds(b), bothEnds(a)
+				fmt.Fprintf(w, "%-16s %6d %4d %11.1f %11.1f %7s %11.0f %11.0f %7.2f %9s %9s %8.2f %8.2f %8.2f %8.2f %8.1f %8.1f %8.1f %8.1f %9.1f %9.1f\n",
+					b.Impl, size, conc, us(b.P50), us(a.P50), after,
+					b.CallsPerSec(), a.CallsPerSec(), a.CallsPerSec()/b.CallsPerSec(), xb, xa, eb.VCSW, ea.VCSW,
+					eb.Wakeups, ea.Wakeups, eb.Cgo, ea.Cgo, eb.Allocs, ea.Allocs, us(eb.CPU), us(ea.CPU))
 			}
 		}
 	}

@@ -103,8 +103,12 @@ func TestSeparateProcesses(t *testing.T) {
 	if err := writeCSV(own, []bench.Result{{Impl: "verbs-busy", Transport: "rdma", Size: 64, Concurrency: 1, Calls: 10, Elapsed: time.Second, P50: us(30)}}); err != nil {
 		t.Fatal(err)
 	}
+	before := csvFile("rdma-stream-before.csv", []bench.Result{
+		{Impl: "rdmarpc/stream", Transport: "rdma", Size: 64, Concurrency: 16, Calls: 4000, Elapsed: time.Second},
+	})
 	var out strings.Builder
-	if err := run([]string{"--table-only", "--sizes", "64", "--conc", "1", "--merge", own + "," + sep + "," + stream, "--merge-inproc", inproc}, &out); err != nil {
+	if err := run([]string{"--table-only", "--sizes", "64", "--conc", "1,16", "--merge", own + "," + sep + "," + stream, "--merge-inproc", inproc,
+		"--before", before}, &out); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -114,6 +118,8 @@ func TestSeparateProcesses(t *testing.T) {
 		"target: rpc-rdma 64 B conc 1 p50 / verbs-busy p50: 2.00 (target ≤ 1.5)",
 		"target: rpc-rdma 64 B conc 1 p50 / ib_send_lat p50: 3.00 (target ≤ 2)",
 		"target: rpc-rdma/stream 64 B flood, 16 stream(s): 8000 msg/s / ib_send_bw 40000 msg/s: 0.20 (target ≥ 0.5)",
+		// a flood before and after: calls/s only
+		"\nrpc-rdma/stream      64   16         0.0         0.0       -        4000        8000    2.00 ",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
