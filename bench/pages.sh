@@ -76,7 +76,9 @@ rdma)
   MACHINE="host: $(host); $GUEST"
   bash "$REPO/bench/softroce.sh" "$WORK" "${FLAGS[@]}"
   FILES=(ladder.txt ladder.csv rdma.csv rdma-1p.csv tcp.csv tcp-1p.csv rdma-stream.csv
-    rpcbench.txt rpcbench-1p.txt rpcbench-tcp.txt rpcbench-tcp-1p.txt rpcbench-stream.txt)
+    rpcbench.txt rpcbench-1p.txt rpcbench-tcp.txt rpcbench-tcp-1p.txt rpcbench-stream.txt
+    ladder-before.csv rdma-before.csv tcp-before.csv rdma-stream-before.csv
+    flood-c1.txt flood-c16.txt flood-c1.pprof flood-c1.pprof.server flood-c16.pprof flood-c16.pprof.server)
   ;;
 kv)
   read -r -a FLAGS <<<"${BENCH_FLAGS:---sizes 1KiB --conc 1 --duration 3s --warmup 300ms}"
