@@ -92,6 +92,9 @@ type EndCosts struct {
 	VCSW   float64       // voluntary context switches (the process's threads slept)
 	Allocs float64       // heap allocations
 	Instr  float64       // instructions, under callgrind (0 otherwise)
+	// Cgo calls and goroutine wake-ups (estimated as Result's are): what
+	// the ladder's RPC rungs need from a server in a process of its own.
+	Cgo, Wakeups float64
 }
 
 // Meter measures the other end of a cell (a server in another process)
@@ -110,16 +113,18 @@ type Snapshot struct {
 	VCSW    int64
 	Mallocs uint64
 	Instr   uint64
+	Cgo     int64
+	Wakeups uint64
 }
 
 // TakeSnapshot reads what this process has spent so far (getrusage
-// RUSAGE_SELF and runtime.MemStats).
+// RUSAGE_SELF, runtime.MemStats, the cgo calls and the scheduler's
+// sampled latencies).
 func TakeSnapshot() Snapshot {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	p := readProcCosts()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return Snapshot{CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), VCSW: ru.Nvcsw, Mallocs: m.Mallocs, Instr: instructions()}
+	return Snapshot{CPU: p.cpu, VCSW: p.vcsw, Mallocs: m.Mallocs, Instr: p.instr, Cgo: p.cgo, Wakeups: p.wakeups}
 }
 
 // PerCall is what was spent from s to later, per call.
@@ -129,9 +134,11 @@ func (s Snapshot) PerCall(later Snapshot, calls int64) EndCosts {
 	}
 	n := float64(calls)
 	return EndCosts{
-		CPU:    (later.CPU - s.CPU) / time.Duration(calls),
-		VCSW:   float64(later.VCSW-s.VCSW) / n,
-		Allocs: float64(later.Mallocs-s.Mallocs) / n,
-		Instr:  float64(later.Instr-s.Instr) / n,
+		CPU:     (later.CPU - s.CPU) / time.Duration(calls),
+		VCSW:    float64(later.VCSW-s.VCSW) / n,
+		Allocs:  float64(later.Mallocs-s.Mallocs) / n,
+		Instr:   float64(later.Instr-s.Instr) / n,
+		Cgo:     float64(later.Cgo-s.Cgo) / n,
+		Wakeups: float64(later.Wakeups-s.Wakeups) / n,
 	}
 }

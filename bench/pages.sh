@@ -14,7 +14,8 @@
 #          (BENCH_FLAGS replaces the default --sizes 64,1KiB,64KiB --conc 1,16 --duration 3s),
 #          then every implementation again under valgrind's callgrind (--callgrind, instr.csv:
 #          instructions per call at each end; installs valgrind when missing)
-#   rdma   bench/softroce.sh, the latency ladder in one Soft-RoCE boot (RDMA_FLAGS: its
+#   rdma   bench/softroce.sh, the latency ladder in one Soft-RoCE boot, the RPC rungs with
+#          client and server in separate processes and again in one (RDMA_FLAGS: its
 #          rpcbench flags; STREAM_FLAGS as softroce.sh reads it)
 #   kv     in one Soft-RoCE boot, kvserver and two echo servers (rpcbench --serve) in
 #          processes of their own, then KV_ROUNDS (4) rounds of rpcbench --target … --kv …,
@@ -70,9 +71,14 @@ rdma)
   read -r -a FLAGS <<<"${RDMA_FLAGS:-}"
   CMD="bash bench/softroce.sh <dir> ${FLAGS[*]}"
   [ -z "${STREAM_FLAGS+x}" ] || CMD="STREAM_FLAGS='$STREAM_FLAGS' $CMD"
+  [ -z "${FLOOD_PROFILE:-}" ] || CMD="FLOOD_PROFILE=$FLOOD_PROFILE $CMD"
+  [ -z "${BASELINE:-}" ] || CMD="BASELINE=$BASELINE $CMD"
   MACHINE="host: $(host); $GUEST"
   bash "$REPO/bench/softroce.sh" "$WORK" "${FLAGS[@]}"
-  FILES=(ladder.txt ladder.csv rdma.csv tcp.csv rdma-stream.csv rpcbench.txt rpcbench-tcp.txt rpcbench-stream.txt)
+  FILES=(ladder.txt ladder.csv rdma.csv rdma-1p.csv tcp.csv tcp-1p.csv rdma-stream.csv
+    rpcbench.txt rpcbench-1p.txt rpcbench-tcp.txt rpcbench-tcp-1p.txt rpcbench-stream.txt
+    ladder-before.csv rdma-before.csv tcp-before.csv rdma-stream-before.csv
+    flood-c1.txt flood-c16.txt flood-c1.pprof flood-c1.pprof.server flood-c16.pprof flood-c16.pprof.server)
   ;;
 kv)
   read -r -a FLAGS <<<"${BENCH_FLAGS:---sizes 1KiB --conc 1 --duration 3s --warmup 300ms}"

@@ -79,14 +79,16 @@ var CSVHeader = []string{"impl", "transport", "size_bytes", "concurrency", "call
 	"calls_per_s", "mb_per_s", "p50_us", "p99_us", "p999_us", "allocs_per_call", "bytes_per_call",
 	"csw_per_call", "wakeups_per_call", "cgo_per_call", "cpu_us_per_call",
 	"vcsw_per_call", "server_cpu_us_per_call", "server_vcsw_per_call", "server_allocs_per_call",
-	"instr_per_call", "server_instr_per_call"}
+	"instr_per_call", "server_instr_per_call", "server_cgo_per_call", "server_wakeups_per_call"}
 
 // Older CSVs have fewer columns (before the per-call process costs, before
-// the server's end); ReadCSV still reads them.
+// the server's end, before instructions, before the server's cgo calls and
+// wake-ups); ReadCSV still reads them.
 const (
 	oldColumns  = 13
 	noServerEnd = 17
 	noInstr     = 21
+	noServerCgo = 23
 )
 
 // WriteCSV writes results with a header line.
@@ -101,7 +103,7 @@ func WriteCSV(w io.Writer, rs []Result) error {
 			f(r.AllocsPerCall, 2), f(r.BytesPerCall, 1),
 			f(r.CSWPerCall, 3), f(r.WakeupsPerCall, 2), f(r.CgoPerCall, 2), f(micros(r.CPUPerCall), 2),
 			f(r.VCSWPerCall, 3), f(micros(r.Server.CPU), 2), f(r.Server.VCSW, 3), f(r.Server.Allocs, 2),
-			f(r.InstrPerCall, 0), f(r.Server.Instr, 0)})
+			f(r.InstrPerCall, 0), f(r.Server.Instr, 0), f(r.Server.Cgo, 2), f(r.Server.Wakeups, 2)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -114,7 +116,7 @@ func ReadCSV(r io.Reader) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) == 0 || !slices.Contains([]int{oldColumns, noServerEnd, noInstr, len(CSVHeader)}, len(recs[0])) ||
+	if len(recs) == 0 || !slices.Contains([]int{oldColumns, noServerEnd, noInstr, noServerCgo, len(CSVHeader)}, len(recs[0])) ||
 		strings.Join(recs[0], ",") != strings.Join(CSVHeader[:len(recs[0])], ",") {
 		return nil, fmt.Errorf("bench: CSV header is not %s", strings.Join(CSVHeader, ","))
 	}
@@ -147,8 +149,11 @@ func ReadCSV(r io.Reader) ([]Result, error) {
 			r.VCSWPerCall = num[17]
 			r.Server = EndCosts{CPU: usDur(num[18]), VCSW: num[19], Allocs: num[20]}
 		}
-		if len(rec) == len(CSVHeader) {
+		if len(rec) >= noServerCgo {
 			r.InstrPerCall, r.Server.Instr = num[21], num[22]
+		}
+		if len(rec) == len(CSVHeader) {
+			r.Server.Cgo, r.Server.Wakeups = num[23], num[24]
 		}
 		out = append(out, r)
 	}

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Runs the latency ladder inside the Soft-RoCE test bed, in one boot (testbed/vm.sh run1):
 # rpcbench over rdma:// on rxe0 next to ib_send_lat / ib_send_bw at the same sizes, rpcbench
-# over tcp:// in the same guest, then bench/cmd/ladder (raw verbs busy-poll and
-# completion-channel ping-pongs, transport Conn ping-pong, raw TCP ping-pong), which prints
-# every rung with its ratio to the rung below and its per-call costs (ladder.txt).
+# over tcp:// in the same guest, each with client and server in separate processes (rpcbench's
+# server in a child process: rdma.csv, tcp.csv) and again with both in one (--inproc:
+# rdma-1p.csv, tcp-1p.csv, the ladder's -1p rungs), then bench/cmd/ladder (raw verbs busy-poll
+# and completion-channel ping-pongs, transport Conn ping-pong, raw TCP ping-pong), which prints
+# every rung with its ratio to the rung below, its per-call costs at both ends and issue 25's
+# targets (ladder.txt).
 #
 #   bench/softroce.sh [outdir] [rpcbench flags...]    (default outdir: .cache/bench-softroce)
 #
 # Default flags: --sizes 64,4KiB,64KiB --conc 1,16 --duration 2s; flags given replace them.
 # The streaming rows (rpcbench-stream.txt, rdma-stream.csv): stream ping-pong and a flood on
-# rdma:// next to ib_send_lat / ib_send_bw, with STREAM_FLAGS (default --sizes 64,64KiB
+# rdma:// next to ib_send_lat / ib_send_bw, client and server in separate processes, with STREAM_FLAGS (default --sizes 64,64KiB
 # --conc 1,16 --duration 2s --warmup 300ms; STREAM_FLAGS=none skips them).
+# FLOOD_PROFILE=1: after the ladder, CPU profiles of both processes during a 64 B stream flood
+# on rdma://, 1 and 16 streams (flood-c1.pprof and flood-c1.pprof.server, flood-c16…; read
+# them on the host with go tool pprof).
 # The guest's figures come from an emulated CPU (qemu TCG): read the ratios, not the times.
 set -euo pipefail
 
@@ -22,7 +28,7 @@ FLAGS=("$@")
 command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
 
 mkdir -p "$OUT"
-rm -f "$OUT"/rpcbench*.txt "$OUT"/*.csv "$OUT"/rdma.png "$OUT"/ladder.txt "$OUT"/rc.*
+rm -f "$OUT"/rpcbench*.txt "$OUT"/*.csv "$OUT"/rdma.png "$OUT"/ladder.txt "$OUT"/rc.* "$OUT"/flood-*
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/rpcbench" ./bench/cmd/rpcbench)
 # The rungs below the RPC layer (raw verbs through transport/rdma/rawverbs).
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/ladder" ./bench/cmd/ladder)
@@ -41,25 +47,34 @@ if [ -n "${BASELINE:-}" ]; then
     CGO_ENABLED=1 go build -o "$OUT/ladder-before" "$LADDER_PKG")
   rm -rf "$OUT/baseline"
   BEFORE=/out/ladder-before.csv,/out/rdma-before.csv,/out/tcp-before.csv
+  [ "${STREAM[*]}" = none ] || BEFORE=$BEFORE,/out/rdma-stream-before.csv
 fi
-# --inproc: the ladder's rungs all run both ends in one process, and so does its RPC rung
-# (rpcbench's default is a server process of its own).
+# rpcbench's default is a server process of its own: what a deployment runs. --inproc, both
+# ends in one process as the ladder's lower rungs have them, is the -1p rungs.
 {
   echo '# written by bench/softroce.sh'
   echo 'cd /out'
   echo 'rc=0'
   echo '{ echo "guest: $(nproc) vCPUs, kernel $(uname -r), qemu TCG"; grep MemTotal /proc/meminfo; } > /out/ladder.txt'
-  printf './rpcbench --inproc --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --csv /out/rdma.csv --png /out/rdma.png'
+  printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --csv /out/rdma.csv --png /out/rdma.png'
   printf ' %q' "${FLAGS[@]}"
   echo ' > /out/rpcbench.txt 2>&1 || rc=1'
+  printf './rpcbench --inproc --listen rdma://$RDMARPC_TEST_IP:0 --csv /out/rdma-1p.csv'
+  printf ' %q' "${FLAGS[@]}"
+  echo ' > /out/rpcbench-1p.txt 2>&1 || rc=1'
+  MERGE=/out/rdma.csv,/out/tcp.csv
   if [ "${STREAM[*]}" != none ]; then
-    printf './rpcbench --inproc --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --modes pingpong,stream --csv /out/rdma-stream.csv'
+    printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --modes pingpong,stream --csv /out/rdma-stream.csv'
     printf ' %q' "${STREAM[@]}"
     echo ' > /out/rpcbench-stream.txt 2>&1 || rc=1'
+    MERGE=$MERGE,/out/rdma-stream.csv
   fi
-  printf './rpcbench --inproc --listen tcp://$RDMARPC_TEST_IP:0 --csv /out/tcp.csv'
+  printf './rpcbench --listen tcp://$RDMARPC_TEST_IP:0 --csv /out/tcp.csv'
   printf ' %q' "${FLAGS[@]}"
   echo ' > /out/rpcbench-tcp.txt 2>&1 || rc=1'
+  printf './rpcbench --inproc --listen tcp://$RDMARPC_TEST_IP:0 --csv /out/tcp-1p.csv'
+  printf ' %q' "${FLAGS[@]}"
+  echo ' > /out/rpcbench-tcp-1p.txt 2>&1 || rc=1'
   if [ -n "$BEFORE" ]; then
     printf './rpcbench-before --listen rdma://$RDMARPC_TEST_IP:0 --csv /out/rdma-before.csv'
     printf ' %q' "${FLAGS[@]}"
@@ -67,13 +82,23 @@ fi
     printf './rpcbench-before --listen tcp://$RDMARPC_TEST_IP:0 --csv /out/tcp-before.csv'
     printf ' %q' "${FLAGS[@]}"
     echo ' > /out/rpcbench-tcp-before.txt 2>&1 || rc=1'
+    if [ "${STREAM[*]}" != none ]; then
+      printf './rpcbench-before --listen rdma://$RDMARPC_TEST_IP:0 --modes pingpong,stream --csv /out/rdma-stream-before.csv'
+      printf ' %q' "${STREAM[@]}"
+      echo ' > /out/rpcbench-stream-before.txt 2>&1 || rc=1'
+    fi
     printf './ladder-before --dev rxe0 --rungs conn --csv /out/ladder-before.csv'
     printf ' %q' "${LADDER_FLAGS[@]}"
     echo ' > /out/ladder-before.txt 2>&1 || rc=1'
   fi
-  printf './ladder --dev rxe0 --csv /out/ladder.csv --merge /out/rdma.csv,/out/tcp.csv --before %q' "$BEFORE"
+  printf './ladder --dev rxe0 --csv /out/ladder.csv --merge %q --merge-inproc /out/rdma-1p.csv,/out/tcp-1p.csv --before %q' "$MERGE" "$BEFORE"
   printf ' %q' "${LADDER_FLAGS[@]}"
   echo ' >> /out/ladder.txt 2>&1 || rc=1'
+  if [ -n "${FLOOD_PROFILE:-}" ]; then
+    for c in 1 16; do
+      echo "./rpcbench --listen rdma://\$RDMARPC_TEST_IP:0 --modes stream --sizes 64 --conc $c --duration 5s --warmup 300ms --cpuprofile /out/flood-c$c.pprof > /out/flood-c$c.txt 2>&1 || rc=1"
+    done
+  fi
   echo 'for c in rcvd_rnr_err send_rnr_err retry_exceeded_err retry_rnr_exceeded_err; do'
   echo '  echo "rxe0 $c $(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/$c)" >> /out/ladder.txt'
   echo 'done'
@@ -83,7 +108,7 @@ fi
 status=0
 RDMARPC_VM_QUIET=${RDMARPC_VM_QUIET:-1} "$REPO/testbed/vm.sh" run1 "$OUT" || status=$?
 [ ! -f "$OUT/rpcbench-stream.txt" ] || cat "$OUT/rpcbench-stream.txt"
-cat "$OUT/rpcbench.txt" "$OUT/rpcbench-tcp.txt" 2>/dev/null || echo "FAIL no rpcbench output in $OUT (see $OUT/console.single.log)"
+cat "$OUT/rpcbench.txt" "$OUT/rpcbench-1p.txt" "$OUT/rpcbench-tcp.txt" "$OUT/rpcbench-tcp-1p.txt" 2>/dev/null || echo "FAIL no rpcbench output in $OUT (see $OUT/console.single.log)"
 echo "host: $(nproc) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/ladder.txt"
 cat "$OUT/ladder.txt" 2>/dev/null || echo "FAIL no ladder output in $OUT"
 [ "$status" = 0 ] && echo "PASS bench/softroce.sh: $OUT/ladder.txt, $OUT/rdma.csv, $OUT/rdma.png" || echo "FAIL bench/softroce.sh (exit $status)"

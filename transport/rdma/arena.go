@@ -97,13 +97,31 @@ func (a *arena) tryGrowLocked() bool {
 func (a *arena) take() (id int32, last bool, w chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.free) == 0 && !a.tryGrowLocked() {
+	id, last, ok := a.takeLocked()
+	if !ok {
 		return -1, false, a.sendQ.wait()
+	}
+	return id, last, nil
+}
+
+// tryTake is take without the wait: ok is false, and nothing waits, when
+// no slot is free and the arena may not grow (TrySend).
+func (a *arena) tryTake() (id int32, last, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.takeLocked()
+}
+
+// takeLocked takes a free slot, growing the arena when none is; last: it
+// was the last free one. Called with mu held.
+func (a *arena) takeLocked() (id int32, last, ok bool) {
+	if len(a.free) == 0 && !a.tryGrowLocked() {
+		return -1, false, false
 	}
 	id = a.free[len(a.free)-1]
 	a.free = a.free[:len(a.free)-1]
 	a.handOffLocked()
-	return id, len(a.free) == 0, nil
+	return id, len(a.free) == 0, true
 }
 
 // lend takes a slot for NewSendBuffer, which holds it without sending,

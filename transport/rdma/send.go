@@ -54,6 +54,7 @@ type sender struct {
 	turn        chan struct{} // one message at a time: fragments stay contiguous
 	turnWaiters atomic.Int32
 	abortOwed   bool        // a message was abandoned mid-way; its turn holder sends the abort
+	flushOwed   bool        // the turn's holder queued its message's last send: flush once the turn is given back
 	swept       atomic.Bool // holds lent credits: in the transport's give-back sweep
 
 	// Set when the connection is made.
@@ -97,8 +98,99 @@ func (c *conn) send(ctx context.Context, msg []byte, awaited bool) error {
 	if err := c.takeTurn(ctx); err != nil {
 		return err
 	}
+	return c.giveTurnAndFlush(c.sendMessage(ctx, msg, awaited))
+}
+
+// giveTurnAndFlush gives the turn back, then rings the doorbell for the
+// message's last send, which the turn's holder queued without posting
+// (flushOwed), and returns err, or the post's error. The turn goes first so
+// that the next sender queues its message while this one's post is in the
+// device (on Soft-RoCE a post is a system call that does the send's work):
+// its flush then finds this one posting and leaves it to this one's loop,
+// which takes whatever was queued meanwhile in one post (postQueued). The
+// order is the turn's: sends are queued in turn order and posted in queue
+// order.
+func (c *conn) giveTurnAndFlush(err error) error {
+	owed := c.flushOwed
+	c.flushOwed = false
+	c.giveTurn()
+	if owed {
+		if ferr := c.flush(); err == nil {
+			err = ferr
+		}
+	}
+	return err
+}
+
+// TrySend is Send when msg can go now (transport.TrySender): the turn is
+// free, and a credit, a send slot and a send-queue entry are all there.
+// Else it reports false, having sent and taken nothing; it never waits. It
+// never overtakes: it takes the turn as Send does, so it follows every
+// message whose send took the turn first, and it declines whenever the
+// turn's holder would first have to settle something (an abort owed, a
+// rendezvous not yet answered). A message larger than one of the peer's
+// buffers (fragments, or a rendezvous) is declined: those are Send's. The
+// RPC layer sends a stream's WINDOW_UPDATE with it from the goroutine that
+// read the message; no reply is awaited, so the receiver is not roused to
+// poll for one.
+func (c *conn) TrySend(msg []byte) (bool, error) {
+	if err := c.checkSend(context.Background(), len(msg)); err != nil {
+		return false, err
+	}
+	if len(msg) > int(c.peer.bufSize) {
+		return false, nil
+	}
+	select {
+	case c.turn <- struct{}{}:
+	default:
+		return false, nil
+	}
 	defer c.giveTurn()
-	return c.sendMessage(ctx, msg, awaited)
+	if c.sig.IsSet() {
+		return false, c.closeErr()
+	}
+	if c.abortOwed {
+		return false, nil
+	}
+	slot, ok, err := c.tryTake()
+	if !ok {
+		return false, err
+	}
+	if !c.startFill(slot) {
+		return false, c.closeErr()
+	}
+	copy(c.slotBytes(slot), msg)
+	c.endFill()
+	if err := c.post(slot, kindMessage, len(msg), true, false); err != nil {
+		return false, err
+	}
+	c.t.counters.messagesSent.Add(1)
+	return true, nil
+}
+
+// tryTake takes a credit, a send-queue entry and a send slot when all are
+// there now, as take does, and reports whether it did; it never waits and
+// counts no wait. It takes nothing while a rendezvous is in progress or
+// its reply is not yet taken: the turn's holder settles that first
+// (takeTurn), and TrySend does not wait for it. Called with the turn held.
+func (s *sender) tryTake() (slot int32, ok bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closeSig.IsSet() {
+		return -1, false, s.closeSig.Err()
+	}
+	if s.rndv.state != rndvNone || s.win.Avail() <= 0 || s.avail <= 0 || s.sqFree <= ctlHeadroom {
+		return -1, false, nil
+	}
+	id, last, ok := s.mem.tryTake()
+	if !ok {
+		return -1, false, nil
+	}
+	slot, s.lastSlot = id, last
+	s.avail--
+	s.win.Take()
+	s.sqFree--
+	return slot, true, nil
 }
 
 // takeTurn waits for the right to send a message.
@@ -162,11 +254,19 @@ func (c *conn) sendMessage(ctx context.Context, msg []byte, awaited bool) error 
 		}
 		// No memory for it at one end: in fragments.
 	}
-	return c.sendFragments(ctx, msg, awaited)
+	return c.queueFragments(ctx, msg, awaited, true)
 }
 
-// sendFragments sends msg whole or in fragments (see sendMessage).
+// sendFragments sends msg whole or in fragments (see sendMessage), every
+// fragment posted before it returns.
 func (c *conn) sendFragments(ctx context.Context, msg []byte, awaited bool) error {
+	return c.queueFragments(ctx, msg, awaited, false)
+}
+
+// queueFragments is sendFragments; with deferLast, the last fragment is
+// queued but not posted: the caller flushes it once it gave the turn back
+// (flushOwed, giveTurnAndFlush).
+func (c *conn) queueFragments(ctx context.Context, msg []byte, awaited, deferLast bool) error {
 	b := int(c.peer.bufSize)
 	n := fragments(len(msg), b)
 	for i := range n {
@@ -205,7 +305,12 @@ func (c *conn) sendFragments(ctx context.Context, msg []byte, awaited bool) erro
 		}
 		copy(mem[head:], part)
 		c.endFill()
-		if err := c.post(slot, k, head+len(part), i == n-1, !awaited); err != nil {
+		if i == n-1 && deferLast {
+			// The doorbell rings once the turn is given back
+			// (giveTurnAndFlush).
+			c.queueData(&c.receiver, slot, k, head+len(part), true, !awaited)
+			c.flushOwed = true
+		} else if err := c.post(slot, k, head+len(part), i == n-1, !awaited); err != nil {
 			return err
 		}
 	}
@@ -386,7 +491,7 @@ func (s *sender) enqueueLocked(wr verbs.SendWR, slot int32) {
 // already posting, it takes theirs too, so concurrent senders share one
 // post (one doorbell, one cgo call) instead of taking turns.
 func (c *conn) flush() error {
-	if err := c.postQueued(c.qp); err != nil {
+	if err := c.postQueued(c.qp.PostSend); err != nil {
 		err = fmt.Errorf("posting sends: %w", err)
 		c.fail(err)
 		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
@@ -394,9 +499,10 @@ func (c *conn) flush() error {
 	return nil
 }
 
-// postQueued posts the queued sends on qp, unless a flush is posting them
-// already; mu is not held while it posts.
-func (s *sender) postQueued(qp *verbs.QP) error {
+// postQueued posts the queued sends with post (the QP's PostSend), unless
+// a flush is posting them already: that one's loop takes them; mu is not
+// held while it posts.
+func (s *sender) postQueued(post func([]verbs.SendWR) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.posting {
@@ -408,8 +514,9 @@ func (s *sender) postQueued(qp *verbs.QP) error {
 		batch, inlined := s.outbox, s.inlined
 		s.outbox, s.inlined = s.spareOutbox[:0], s.spareInline[:0]
 		s.mu.Unlock()
-		err = qp.PostSend(batch)
+		err = post(batch)
 		s.ctr.sendsPosted.Add(uint64(len(batch)))
+		s.ctr.sendPosts.Add(1)
 		s.mu.Lock()
 		s.spareOutbox = batch[:0]
 		if len(inlined) > 0 {
@@ -546,21 +653,20 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 		b.Release()
 		return err
 	}
-	defer c.giveTurn()
 	if _, err := c.reserve(ctx, false); err != nil {
+		c.giveTurn()
 		b.Release()
 		return err
 	}
 	// The slot now belongs to the send queue, not to the user.
 	c.slotTaken()
 	c.unlend()
-	if err := c.post(slot, kindMessage, n, true, false); err != nil {
-		return err
-	}
+	c.queueData(&c.receiver, slot, kindMessage, n, true, false)
+	c.flushOwed = true
 	c.noteSent(false)
 	c.rouseReceiver(false)
 	c.t.counters.messagesSent.Add(1)
-	return nil
+	return c.giveTurnAndFlush(nil)
 }
 
 // rouseReceiver wakes a Recv that sleeps while nobody polls the completion

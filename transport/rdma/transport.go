@@ -520,6 +520,7 @@ type counters struct {
 	slotWaits                atomic.Uint64 // a send found no send slot and waited
 	creditOnlySent           atomic.Uint64
 	sendsPosted, recvsPosted atomic.Uint64
+	sendPosts                atomic.Uint64 // PostSend calls (doorbells): sendsPosted over it is the batch
 	sendCompletions          atomic.Uint64
 	recvCompletions          atomic.Uint64
 	cqArms                   atomic.Uint64 // completion queues armed (req_notify)
@@ -576,6 +577,7 @@ func (c *counters) snapshot() map[string]uint64 {
 		"slot_waits":          c.slotWaits.Load(),
 		"credit_only_sent":    c.creditOnlySent.Load(),
 		"sends_posted":        c.sendsPosted.Load(),
+		"send_posts":          c.sendPosts.Load(),
 		"recvs_posted":        c.recvsPosted.Load(),
 		"send_completions":    c.sendCompletions.Load(),
 		"recv_completions":    c.recvCompletions.Load(),

@@ -119,6 +119,8 @@ func TestLadder(t *testing.T) {
 		"conn             64    1       89.0\n\n" +
 		"conn             64   16      593.0\n\n" +
 		"rpc-rdma / rpc-tcp at 64 B conc 1: p50 0.24\n\n" +
+		"Issue 25's targets, rdma://, client and server in separate processes:\n" +
+		"target: rpc-rdma 64 B conc 1 p50 / verbs-busy p50: 2.00 (target ≤ 1.5)\n" +
 		"Before (baseline build) and after (this build), same boot:\n" +
 		"rung           size conc  p50 before   p50 after\n" +
 		"conn             64    1        73.0        89.0\n" +
@@ -131,7 +133,8 @@ func TestLadder(t *testing.T) {
 	if want := "rung           size conc     p50 µs\nconn             64    1       89.0\n\nconn             64   16      593.0"; strings.Join(l.table, "\n") != want {
 		t.Errorf("table\n%s\nwant\n%s", strings.Join(l.table, "\n"), want)
 	}
-	if !l.baseline || len(l.counters) != 2 || l.host == "" || len(l.guest) != 1 || len(l.summary) != 1 {
+	if !l.baseline || len(l.counters) != 2 || l.host == "" || len(l.guest) != 1 || len(l.summary) != 1 ||
+		len(l.targets) != 1 || l.targets[0] != "rpc-rdma 64 B conc 1 p50 / verbs-busy p50: 2.00 (target ≤ 1.5)" {
 		t.Errorf("parsed %+v", l)
 	}
 	if _, err := parseLadder("guest: 2 vCPUs\nFAIL no ladder output\n"); !errors.Is(err, errNoFigures) {

@@ -34,7 +34,8 @@ func run(args []string, stdout io.Writer) error {
 	d := fs.Duration("duration", 2*time.Second, "measured time per cell")
 	warm := fs.Duration("warmup", 300*time.Millisecond, "unmeasured time before each cell")
 	csvPath := fs.String("csv", "", "write this run's cells to this CSV `file`")
-	merge := fs.String("merge", "", "rpcbench CSV `files` (comma-separated) whose rows join the table: ib_send and the RPC rungs")
+	merge := fs.String("merge", "", "rpcbench CSV `files` (comma-separated) whose rows join the table: ib_send and the RPC rungs (client and server in separate processes)")
+	mergeInProc := fs.String("merge-inproc", "", "rpcbench --inproc CSV `files` (comma-separated) whose rdmarpc rows join the table as the -1p RPC rungs (both ends in one process)")
 	beforeFiles := fs.String("before", "", "CSV `files` (comma-separated, ladder's or rpcbench's) from a baseline build in the same boot, compared rung by rung")
 	pollSpin := fs.Duration("poll-spin", 0, "the conn rung's rdma.Options.PollSpin (0: the default; negative: never spin)")
 	only := fs.Bool("table-only", false, "run nothing: print the table of the --merge files")
@@ -72,17 +73,22 @@ func run(args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	for _, p := range bench.SplitList(*merge) {
-		more, err := readCSV(p)
-		if err != nil {
-			return fmt.Errorf("%s: %w", p, err)
+	for _, m := range []struct {
+		files  string
+		inProc bool
+	}{{*merge, false}, {*mergeInProc, true}} {
+		for _, p := range bench.SplitList(m.files) {
+			more, err := readCSV(p, m.inProc)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			rs = append(rs, more...)
 		}
-		rs = append(rs, more...)
 	}
 	printTable(stdout, rs, sz, cc)
 	var before []bench.Result
 	for _, p := range bench.SplitList(*beforeFiles) {
-		more, err := readCSV(p)
+		more, err := readCSV(p, false)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,13 +22,16 @@ import (
 // childEnv naming the implementation (rdmarpc, or a peer of --compare). The
 // child serves on loopback, prints "ready ADDR", then answers its parent
 // on stdin: "begin" (it notes what it has spent: "ok"), "end CALLS" (what
-// it spent since, per call: "CPU_NS VCSW ALLOCS INSTR"), until stdin ends, when
+// it spent since, per call: "CPU_NS VCSW ALLOCS INSTR CGO WAKEUPS"), until stdin ends, when
 // it stops its server and exits.
 const (
 	childEnv       = "RPCBENCH_CHILD"
 	childListenEnv = "RPCBENCH_CHILD_LISTEN" // rdmarpc's listen URL
 	childWindowEnv = "RPCBENCH_CHILD_WINDOW" // rdmarpc's --window
 	lendEnv        = "RPCBENCH_LEND"         // --lend, in every process
+	// childProfileEnv: the child writes a CPU profile of its life to this
+	// file (--cpuprofile's, with .server).
+	childProfileEnv = "RPCBENCH_CHILD_CPUPROFILE"
 )
 
 // lendOpts is the server options of --lend.
@@ -40,6 +44,19 @@ func lendOpts() []rpc.ServerOption {
 
 // childMain is the child's whole life; it returns the exit code.
 func childMain(impl string, stdin io.Reader, stdout io.Writer) int {
+	if path := os.Getenv(childProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rpcbench server:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "rpcbench server:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	addr, stop, err := serveImpl(impl, os.Getenv(childListenEnv), os.Getenv(childWindowEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rpcbench server:", err)
@@ -59,7 +76,7 @@ func childMain(impl string, stdin io.Reader, stdout io.Writer) int {
 			now := bench.TakeSnapshot()
 			calls, _ := strconv.ParseInt(arg, 10, 64)
 			c := begin.PerCall(now, calls)
-			fmt.Fprintln(stdout, int64(c.CPU), c.VCSW, c.Allocs, c.Instr)
+			fmt.Fprintln(stdout, int64(c.CPU), c.VCSW, c.Allocs, c.Instr, c.Cgo, c.Wakeups)
 		default:
 			fmt.Fprintf(os.Stderr, "rpcbench server: unknown command %q\n", sc.Text())
 			return 1
@@ -166,7 +183,7 @@ func (c *child) End(calls int64) (bench.EndCosts, error) {
 	}
 	var ns int64
 	var e bench.EndCosts
-	if _, err := fmt.Sscan(l, &ns, &e.VCSW, &e.Allocs, &e.Instr); err != nil {
+	if _, err := fmt.Sscan(l, &ns, &e.VCSW, &e.Allocs, &e.Instr, &e.Cgo, &e.Wakeups); err != nil {
 		return e, fmt.Errorf("server process: %q: %w", l, err)
 	}
 	e.CPU = time.Duration(ns)

@@ -77,6 +77,8 @@ func run(args []string, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if o.cpuProfile != "" {
+		// A server in a child process profiles itself too (childMain).
+		os.Setenv(childProfileEnv, o.cpuProfile+".server")
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {
 			return err
@@ -140,7 +142,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.ibPort, "ib-port", 0, "perftest's TCP port (-p; 0: its default 18515)")
 	fs.StringVar(&o.ibLat, "ib-lat", "", "read ib_send_lat output from these `files` (comma-separated) instead of running it")
 	fs.StringVar(&o.ibBW, "ib-bw", "", "read ib_send_bw output from these `files` (comma-separated) instead of running it")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this `file`")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this `file`; a server in a child process writes its own to file.server")
 	fs.BoolVar(&o.lend, "lend", false, "rdmarpc's server lends each request's bytes to the handler instead of copying them (rpc.LendRequestBytes; the echo answers with them)")
 	fs.BoolVar(&o.callgrind, "callgrind", false, "count the instructions each end executes per call: the client and every server process run under valgrind's callgrind (about 50 times slower, so use a short --duration and --warmup); the counts do not depend on the machine's load, and include the runtime's work in every thread")
 	fs.StringVar(&o.tracePath, "trace", "", "write a runtime execution trace of the run to this `file` (go tool trace)")
