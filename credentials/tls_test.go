@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/credentials/insecure"
+	"github.com/rdmarpc/rdmarpc/internal/testpki"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -59,14 +60,14 @@ func handshake(t *testing.T, client, server credentials.TransportCredentials, au
 	return c, s
 }
 
-func serverCreds(t *testing.T, ca *ca, names ...string) credentials.TransportCredentials {
-	l := ca.issue(t, leafOpts{cn: names[0], dnsNames: names})
-	return credentials.NewServerTLSFromCert(&l.tls)
+func serverCreds(t *testing.T, ca *testpki.CA, names ...string) credentials.TransportCredentials {
+	l := ca.Issue(t, testpki.LeafOpts{CN: names[0], DNSNames: names})
+	return credentials.NewServerTLSFromCert(&l.TLS)
 }
 
 func TestTLSHandshake(t *testing.T) {
-	ca := newCA(t, "test CA")
-	c, s := handshake(t, credentials.NewClientTLSFromCert(ca.pool(), ""), serverCreds(t, ca, "kv.test"), "kv.test:7070")
+	ca := testpki.NewCA(t, "test CA")
+	c, s := handshake(t, credentials.NewClientTLSFromCert(ca.Pool(), ""), serverCreds(t, ca, "kv.test"), "kv.test:7070")
 	if c.err != nil || s.err != nil {
 		t.Fatalf("handshake: client %v, server %v", c.err, s.err)
 	}
@@ -95,8 +96,8 @@ func TestTLSHandshake(t *testing.T) {
 // A client refuses a server whose certificate is wrong, and says why; the
 // server's handshake fails too (issue 11 item 9).
 func TestWrongServerCertificateIsRefused(t *testing.T) {
-	trusted, other := newCA(t, "trusted CA"), newCA(t, "other CA")
-	expired := trusted.issue(t, leafOpts{cn: "kv.test", dnsNames: []string{"kv.test"}, expired: true})
+	trusted, other := testpki.NewCA(t, "trusted CA"), testpki.NewCA(t, "other CA")
+	expired := trusted.Issue(t, testpki.LeafOpts{CN: "kv.test", DNSNames: []string{"kv.test"}, Expired: true})
 	for _, tc := range []struct {
 		name   string
 		server credentials.TransportCredentials
@@ -104,10 +105,10 @@ func TestWrongServerCertificateIsRefused(t *testing.T) {
 	}{
 		{"unknown authority", serverCreds(t, other, "kv.test"), "certificate signed by unknown authority"},
 		{"other name", serverCreds(t, trusted, "other.test"), "certificate is valid for other.test, not kv.test"},
-		{"expired", credentials.NewServerTLSFromCert(&expired.tls), "expired"},
+		{"expired", credentials.NewServerTLSFromCert(&expired.TLS), "expired"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, s := handshake(t, credentials.NewClientTLSFromCert(trusted.pool(), ""), tc.server, "kv.test:7070")
+			c, s := handshake(t, credentials.NewClientTLSFromCert(trusted.Pool(), ""), tc.server, "kv.test:7070")
 			if c.err == nil || !strings.Contains(c.err.Error(), tc.want) || !strings.Contains(c.err.Error(), "TLS handshake with kv.test:7070") {
 				t.Fatalf("client error %v, want one saying %q", c.err, tc.want)
 			}
@@ -120,7 +121,7 @@ func TestWrongServerCertificateIsRefused(t *testing.T) {
 
 // Plaintext against TLS fails on both sides with the reason.
 func TestPlaintextAgainstTLSIsRefused(t *testing.T) {
-	ca := newCA(t, "test CA")
+	ca := testpki.NewCA(t, "test CA")
 	creds := serverCreds(t, ca, "kv.test")
 
 	// A plaintext client talking to a TLS server.
@@ -166,7 +167,7 @@ func TestPlaintextAgainstTLSIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = credentials.NewClientTLSFromCert(ca.pool(), "").ClientHandshake(context.Background(), "kv.test:7070", raw2)
+	_, _, err = credentials.NewClientTLSFromCert(ca.Pool(), "").ClientHandshake(context.Background(), "kv.test:7070", raw2)
 	if err == nil || !strings.Contains(err.Error(), "does not look like a TLS handshake") {
 		t.Fatalf("client error %v, want one saying the server does not speak TLS", err)
 	}
@@ -179,25 +180,25 @@ func TestPlaintextAgainstTLSIsRefused(t *testing.T) {
 // does not trust or a missing one, and its AuthInfo carries the verified
 // client certificate.
 func TestMutualTLS(t *testing.T) {
-	serverCA, clientCA, strangerCA := newCA(t, "server CA"), newCA(t, "client CA"), newCA(t, "stranger CA")
-	srv := serverCA.issue(t, leafOpts{cn: "kv.test", dnsNames: []string{"kv.test"}})
+	serverCA, clientCA, strangerCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA"), testpki.NewCA(t, "stranger CA")
+	srv := serverCA.Issue(t, testpki.LeafOpts{CN: "kv.test", DNSNames: []string{"kv.test"}})
 	server := credentials.NewTLS(&tls.Config{
-		Certificates: []tls.Certificate{srv.tls},
+		Certificates: []tls.Certificate{srv.TLS},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    clientCA.pool(),
+		ClientCAs:    clientCA.Pool(),
 	})
-	clientWith := func(l *leaf) credentials.TransportCredentials {
-		cfg := &tls.Config{RootCAs: serverCA.pool()}
+	clientWith := func(l *testpki.Leaf) credentials.TransportCredentials {
+		cfg := &tls.Config{RootCAs: serverCA.Pool()}
 		if l != nil {
 			// Present the certificate even when the server's list of
 			// acceptable CAs does not name its issuer, as an intruder would.
-			cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &l.tls, nil }
+			cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &l.TLS, nil }
 		}
 		return credentials.NewTLS(cfg)
 	}
 
 	t.Run("trusted", func(t *testing.T) {
-		c, s := handshake(t, clientWith(clientCA.issue(t, leafOpts{cn: "client-1", client: true})), server, "kv.test:7070")
+		c, s := handshake(t, clientWith(clientCA.Issue(t, testpki.LeafOpts{CN: "client-1", Client: true})), server, "kv.test:7070")
 		if c.err != nil || s.err != nil {
 			t.Fatalf("client %v, server %v", c.err, s.err)
 		}
@@ -208,10 +209,10 @@ func TestMutualTLS(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		name   string
-		client *leaf
+		client *testpki.Leaf
 		want   string
 	}{
-		{"untrusted", strangerCA.issue(t, leafOpts{cn: "intruder", client: true}), "certificate signed by unknown authority"},
+		{"untrusted", strangerCA.Issue(t, testpki.LeafOpts{CN: "intruder", Client: true}), "certificate signed by unknown authority"},
 		{"none", nil, "client didn't provide a certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,14 +234,14 @@ func TestMutualTLS(t *testing.T) {
 }
 
 func TestTLSFromFiles(t *testing.T) {
-	ca := newCA(t, "test CA")
-	l := ca.issue(t, leafOpts{cn: "kv.test", dnsNames: []string{"kv.test"}})
-	server, err := credentials.NewServerTLSFromFile(writeFile(t, "cert.pem", l.certPEM), writeFile(t, "key.pem", l.keyPEM))
+	ca := testpki.NewCA(t, "test CA")
+	l := ca.Issue(t, testpki.LeafOpts{CN: "kv.test", DNSNames: []string{"kv.test"}})
+	server, err := credentials.NewServerTLSFromFile(writeFile(t, "cert.pem", l.CertPEM), writeFile(t, "key.pem", l.KeyPEM))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The client dials an IP; the override is the name the certificate has.
-	client, err := credentials.NewClientTLSFromFile(writeFile(t, "ca.pem", ca.pem), "kv.test")
+	client, err := credentials.NewClientTLSFromFile(writeFile(t, "ca.pem", ca.PEM), "kv.test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,8 +266,8 @@ func TestTLSFromFiles(t *testing.T) {
 			return err
 		}, "no PEM certificate"},
 		{"key does not match", func() error {
-			other := ca.issue(t, leafOpts{cn: "other"})
-			_, err := credentials.NewServerTLSFromFile(writeFile(t, "c.pem", l.certPEM), writeFile(t, "k.pem", other.keyPEM))
+			other := ca.Issue(t, testpki.LeafOpts{CN: "other"})
+			_, err := credentials.NewServerTLSFromFile(writeFile(t, "c.pem", l.CertPEM), writeFile(t, "k.pem", other.KeyPEM))
 			return err
 		}, "private key does not match public key"},
 	} {
@@ -277,8 +278,8 @@ func TestTLSFromFiles(t *testing.T) {
 }
 
 func TestCloneAndOverrideServerName(t *testing.T) {
-	ca := newCA(t, "test CA")
-	orig := credentials.NewClientTLSFromCert(ca.pool(), "")
+	ca := testpki.NewCA(t, "test CA")
+	orig := credentials.NewClientTLSFromCert(ca.Pool(), "")
 	clone := orig.Clone()
 	if err := clone.OverrideServerName("kv.test"); err != nil {
 		t.Fatal(err)
@@ -298,7 +299,7 @@ func TestCloneAndOverrideServerName(t *testing.T) {
 // A client handshake gives up when its context ends, and closes the raw
 // connection: the server sees it go.
 func TestClientHandshakeHonoursContext(t *testing.T) {
-	ca := newCA(t, "test CA")
+	ca := testpki.NewCA(t, "test CA")
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +319,7 @@ func TestClientHandshakeHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := credentials.NewClientTLSFromCert(ca.pool(), "").ClientHandshake(ctx, "kv.test:7070", raw)
+		_, _, err := credentials.NewClientTLSFromCert(ca.Pool(), "").ClientHandshake(ctx, "kv.test:7070", raw)
 		done <- err
 	}()
 	srv := <-accepted // a server that never answers
@@ -340,7 +341,7 @@ func TestClientHandshakeHonoursContext(t *testing.T) {
 // material from another: what the RDMA transport can use to bind a queue
 // pair to the bootstrap connection that authenticated it.
 func TestKeyingMaterialBindsTheSession(t *testing.T) {
-	ca := newCA(t, "test CA")
+	ca := testpki.NewCA(t, "test CA")
 	export := func(r result) []byte {
 		st := r.info.(credentials.TLSInfo).State
 		b, err := st.ExportKeyingMaterial("EXPORTER-rdmarpc-test", []byte("qp 17"), 32)
@@ -349,7 +350,7 @@ func TestKeyingMaterialBindsTheSession(t *testing.T) {
 		}
 		return b
 	}
-	client := credentials.NewClientTLSFromCert(ca.pool(), "")
+	client := credentials.NewClientTLSFromCert(ca.Pool(), "")
 	server := serverCreds(t, ca, "kv.test")
 	c1, s1 := handshake(t, client, server, "kv.test:7070")
 	c2, _ := handshake(t, client, server, "kv.test:7070")
@@ -368,13 +369,13 @@ func TestKeyingMaterialBindsTheSession(t *testing.T) {
 // handshake (ECDSA P-256) over loopback TCP, client and server, and the
 // insecure one for comparison.
 func BenchmarkHandshake(b *testing.B) {
-	ca := newCA(b, "bench CA")
-	l := ca.issue(b, leafOpts{cn: "kv.test", dnsNames: []string{"kv.test"}})
+	ca := testpki.NewCA(b, "bench CA")
+	l := ca.Issue(b, testpki.LeafOpts{CN: "kv.test", DNSNames: []string{"kv.test"}})
 	for _, tc := range []struct {
 		name           string
 		client, server credentials.TransportCredentials
 	}{
-		{"tls", credentials.NewClientTLSFromCert(ca.pool(), ""), credentials.NewServerTLSFromCert(&l.tls)},
+		{"tls", credentials.NewClientTLSFromCert(ca.Pool(), ""), credentials.NewServerTLSFromCert(&l.TLS)},
 		{"insecure", insecure.NewCredentials(), insecure.NewCredentials()},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -415,17 +416,17 @@ func BenchmarkHandshake(b *testing.B) {
 // port, and an rdmarpc client still gets "rdmarpc"; a client's credentials
 // offer only "rdmarpc".
 func TestServerOffersH2(t *testing.T) {
-	ca := newCA(t, "test CA")
+	ca := testpki.NewCA(t, "test CA")
 	srv := serverCreds(t, ca, "kv.test")
-	h2 := h2Client{&tls.Config{RootCAs: ca.pool(), ServerName: "kv.test", NextProtos: []string{"h2"}}}
+	h2 := h2Client{&tls.Config{RootCAs: ca.Pool(), ServerName: "kv.test", NextProtos: []string{"h2"}}}
 	for _, tc := range []struct {
 		name   string
 		client credentials.TransportCredentials
 		want   string
 	}{
 		{"grpc client", h2, "h2"},
-		{"rdmarpc client", credentials.NewClientTLSFromCert(ca.pool(), ""), credentials.ALPN},
-		{"rdmarpc client of a clone", credentials.NewClientTLSFromCert(ca.pool(), "").Clone(), credentials.ALPN},
+		{"rdmarpc client", credentials.NewClientTLSFromCert(ca.Pool(), ""), credentials.ALPN},
+		{"rdmarpc client of a clone", credentials.NewClientTLSFromCert(ca.Pool(), "").Clone(), credentials.ALPN},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, s := handshake(t, tc.client, srv.Clone(), "kv.test:7070")

@@ -18,6 +18,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/credentials/tls/certprovider"
 	"github.com/rdmarpc/rdmarpc/credentials/tls/certprovider/pemfile"
+	"github.com/rdmarpc/rdmarpc/internal/testpki"
 	"github.com/rdmarpc/rdmarpc/peer"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
@@ -132,16 +133,16 @@ func TestMutualTLSReloadsFiles(t *testing.T) { mutualTLSReloadsFiles(t, "tcp", "
 
 // mutualTLSReloadsFiles is TestMutualTLSReloadsFiles over scheme:// at host.
 func mutualTLSReloadsFiles(t *testing.T, scheme, host string) {
-	ca1, ca2 := newCA(t, "ca one"), newCA(t, "ca two")
-	srvLeaf := ca1.issue(t, "server", false)
+	ca1, ca2 := testpki.NewCA(t, "ca one"), testpki.NewCA(t, "ca two")
+	srvLeaf := issue(t, ca1, "server", false)
 	dir := t.TempDir()
 	path := func(name string) string { return filepath.Join(dir, name) }
-	write(t, path("server.pem"), srvLeaf.certPEM)
-	write(t, path("server.key"), srvLeaf.keyPEM)
-	write(t, path("roots.pem"), ca1.pem)
-	alice := ca1.issue(t, "alice", true)
-	write(t, path("client.pem"), alice.certPEM)
-	write(t, path("client.key"), alice.keyPEM)
+	testpki.WriteFile(t, path("server.pem"), srvLeaf.CertPEM)
+	testpki.WriteFile(t, path("server.key"), srvLeaf.KeyPEM)
+	testpki.WriteFile(t, path("roots.pem"), ca1.PEM)
+	alice := issue(t, ca1, "alice", true)
+	testpki.WriteFile(t, path("client.pem"), alice.CertPEM)
+	testpki.WriteFile(t, path("client.key"), alice.KeyPEM)
 
 	const refresh = 10 * time.Millisecond
 	serverRoots := provider(t, pemfile.Options{RootFile: path("roots.pem"), RefreshDuration: refresh})
@@ -158,7 +159,7 @@ func mutualTLSReloadsFiles(t *testing.T, scheme, host string) {
 	clientID := provider(t, pemfile.Options{CertFile: path("client.pem"), KeyFile: path("client.key"), RefreshDuration: refresh})
 	client, err := advancedtls.NewClientCreds(&advancedtls.Options{
 		IdentityOptions: advancedtls.IdentityCertificateOptions{IdentityProvider: clientID},
-		RootOptions:     advancedtls.RootCertificateOptions{RootCertificates: ca1.pool()},
+		RootOptions:     advancedtls.RootCertificateOptions{RootCertificates: ca1.Pool()},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -167,28 +168,28 @@ func mutualTLSReloadsFiles(t *testing.T, scheme, host string) {
 		t.Fatalf("first call: %q, %v; want alice", got, err)
 	}
 
-	bob := ca1.issue(t, "bob", true)
-	write(t, path("client.key"), bob.keyPEM)
-	write(t, path("client.pem"), bob.certPEM)
+	bob := issue(t, ca1, "bob", true)
+	testpki.WriteFile(t, path("client.key"), bob.KeyPEM)
+	testpki.WriteFile(t, path("client.pem"), bob.CertPEM)
 	waitFor(t, clientID, "bob's certificate", func(km *certprovider.KeyMaterial) bool {
-		return len(km.Certs) == 1 && string(km.Certs[0].Certificate[0]) == string(bob.cert.Raw)
+		return len(km.Certs) == 1 && string(km.Certs[0].Certificate[0]) == string(bob.Cert.Raw)
 	})
 	if got, err := callTarget(t, scheme+"://"+addr, client); err != nil || got != "bob" {
 		t.Fatalf("after the rewrite: %q, %v; want bob", got, err)
 	}
 
-	carol := ca2.issue(t, "carol", true)
-	write(t, path("client.key"), carol.keyPEM)
-	write(t, path("client.pem"), carol.certPEM)
+	carol := issue(t, ca2, "carol", true)
+	testpki.WriteFile(t, path("client.key"), carol.KeyPEM)
+	testpki.WriteFile(t, path("client.pem"), carol.CertPEM)
 	waitFor(t, clientID, "carol's certificate", func(km *certprovider.KeyMaterial) bool {
-		return len(km.Certs) == 1 && string(km.Certs[0].Certificate[0]) == string(carol.cert.Raw)
+		return len(km.Certs) == 1 && string(km.Certs[0].Certificate[0]) == string(carol.Cert.Raw)
 	})
 	if got, err := callTarget(t, scheme+"://"+addr, client); status.Code(err) != codes.Unavailable {
 		t.Fatalf("carol, of a CA the server does not trust: %q, %v; want Unavailable", got, err)
 	}
-	write(t, path("roots.pem"), append(append([]byte{}, ca1.pem...), ca2.pem...))
+	testpki.WriteFile(t, path("roots.pem"), append(append([]byte{}, ca1.PEM...), ca2.PEM...))
 	waitFor(t, serverRoots, "the second CA", func(km *certprovider.KeyMaterial) bool {
-		_, err := carol.cert.Verify(x509.VerifyOptions{Roots: km.Roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		_, err := carol.Cert.Verify(x509.VerifyOptions{Roots: km.Roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		return err == nil
 	})
 	if got, err := callTarget(t, scheme+"://"+addr, client); err != nil || got != "carol" {
@@ -202,9 +203,9 @@ func mutualTLSReloadsFiles(t *testing.T, scheme, host string) {
 // to, nor the host alone), and the server's verified certificate; when it
 // refuses, the call fails Unavailable with its reason.
 func TestCustomVerification(t *testing.T) {
-	ca := newCA(t, "ca")
-	srv := ca.issue(t, "server", false)
-	server, err := advancedtls.NewServerCreds(&advancedtls.Options{IdentityOptions: advancedtls.IdentityCertificateOptions{Certificates: []tls.Certificate{srv.tls}}})
+	ca := testpki.NewCA(t, "ca")
+	srv := issue(t, ca, "server", false)
+	server, err := advancedtls.NewServerCreds(&advancedtls.Options{IdentityOptions: advancedtls.IdentityCertificateOptions{Certificates: []tls.Certificate{srv.TLS}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func TestCustomVerification(t *testing.T) {
 	} {
 		var seen []string
 		creds, err := advancedtls.NewClientCreds(&advancedtls.Options{
-			RootOptions:      advancedtls.RootCertificateOptions{RootCertificates: ca.pool()},
+			RootOptions:      advancedtls.RootCertificateOptions{RootCertificates: ca.Pool()},
 			VerificationType: advancedtls.CertVerification,
 			AdditionalPeerVerification: func(info *advancedtls.HandshakeVerificationInfo) (*advancedtls.PostHandshakeVerificationResults, error) {
 				seen = append(seen, fmt.Sprintf("%s %s %d", info.ServerName, info.Leaf.Subject.CommonName, len(info.VerifiedChains)))
@@ -253,12 +254,12 @@ func TestCustomVerification(t *testing.T) {
 // server is accepted unless DenyUndetermined. Both providers are used: the
 // static one and the one reading a directory.
 func TestRevocation(t *testing.T) {
-	ca := newCA(t, "ca")
-	good, revoked := ca.issue(t, "good", false), ca.issue(t, "revoked", false)
-	crlPEM := ca.crl(t, revoked)
+	ca := testpki.NewCA(t, "ca")
+	good, revoked := issue(t, ca, "good", false), issue(t, ca, "revoked", false)
+	crlPEM := ca.CRL(t, revoked)
 	dir := t.TempDir()
-	write(t, filepath.Join(dir, "ca.crl"), crlPEM)
-	write(t, filepath.Join(dir, "not-a-crl.pem"), ca.pem) // skipped
+	testpki.WriteFile(t, filepath.Join(dir, "ca.crl"), crlPEM)
+	testpki.WriteFile(t, filepath.Join(dir, "not-a-crl.pem"), ca.PEM) // skipped
 	var failed []error
 	watcher, err := advancedtls.NewFileWatcherCRLProvider(advancedtls.FileWatcherOptions{CRLDirectory: dir, CRLReloadingFailedCallback: func(err error) { failed = append(failed, err) }})
 	if err != nil {
@@ -268,8 +269,8 @@ func TestRevocation(t *testing.T) {
 	if len(failed) != 1 {
 		t.Errorf("the directory's non-CRL file made %d failures (%v), want 1", len(failed), failed)
 	}
-	serveLeaf := func(l *leaf) string {
-		creds, err := advancedtls.NewServerCreds(&advancedtls.Options{IdentityOptions: advancedtls.IdentityCertificateOptions{Certificates: []tls.Certificate{l.tls}}})
+	serveLeaf := func(l *testpki.Leaf) string {
+		creds, err := advancedtls.NewServerCreds(&advancedtls.Options{IdentityOptions: advancedtls.IdentityCertificateOptions{Certificates: []tls.Certificate{l.TLS}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +292,7 @@ func TestRevocation(t *testing.T) {
 		{"none/deny", advancedtls.NewStaticCRLProvider(nil), true, goodAddr, false},
 	} {
 		creds, err := advancedtls.NewClientCreds(&advancedtls.Options{
-			RootOptions:       advancedtls.RootCertificateOptions{RootCertificates: ca.pool()},
+			RootOptions:       advancedtls.RootCertificateOptions{RootCertificates: ca.Pool()},
 			RevocationOptions: &advancedtls.RevocationOptions{CRLProvider: tc.provider, DenyUndetermined: tc.deny},
 		})
 		if err != nil {
@@ -306,8 +307,8 @@ func TestRevocation(t *testing.T) {
 
 // TestOptionsRefused: the combinations gRPC-go refuses are refused.
 func TestOptionsRefused(t *testing.T) {
-	ca := newCA(t, "ca")
-	id := advancedtls.IdentityCertificateOptions{Certificates: []tls.Certificate{ca.issue(t, "s", false).tls}}
+	ca := testpki.NewCA(t, "ca")
+	id := advancedtls.IdentityCertificateOptions{Certificates: []tls.Certificate{issue(t, ca, "s", false).TLS}}
 	for _, tc := range []struct {
 		name   string
 		client bool
@@ -316,7 +317,7 @@ func TestOptionsRefused(t *testing.T) {
 		{"client skips verification with no custom check", true, advancedtls.Options{VerificationType: advancedtls.SkipVerification}},
 		{"server requires client certs, skips verification, no custom check", false, advancedtls.Options{IdentityOptions: id, RequireClientCert: true, VerificationType: advancedtls.SkipVerification}},
 		{"server without identity", false, advancedtls.Options{}},
-		{"two root sources", true, advancedtls.Options{RootOptions: advancedtls.RootCertificateOptions{RootCertificates: ca.pool(), GetRootCertificates: func(*advancedtls.ConnectionInfo) (*advancedtls.RootCertificates, error) { return nil, errors.New("no") }}}},
+		{"two root sources", true, advancedtls.Options{RootOptions: advancedtls.RootCertificateOptions{RootCertificates: ca.Pool(), GetRootCertificates: func(*advancedtls.ConnectionInfo) (*advancedtls.RootCertificates, error) { return nil, errors.New("no") }}}},
 		{"min above max", true, advancedtls.Options{MinTLSVersion: 0x0304, MaxTLSVersion: 0x0303}},
 	} {
 		var err error
