@@ -28,7 +28,7 @@ import (
 // guest the windowed path made the rendezvous 1.5-2.3x faster at 1 and
 // 16 MiB, but TestRendezvousPool (a 48 MiB budget, so the shared receive
 // layout and a pool bound of 12 MiB) hung once in Send, not understood
-// yet (docs/rdma.md, "Rendezvous: registration"). Until then regions are
+// yet (docs/rdma.md, "Rendezvous: registration"; it reproduces). Until then regions are
 // registered per transfer; the package's tests turn it on with
 // -rdma.windows.
 var rendezvousWindows = false
