@@ -3,6 +3,7 @@ package rdma
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.uber.org/zap"
@@ -29,17 +30,50 @@ type budget struct {
 	cost   layoutCost
 	log    *zap.Logger
 	once   sync.Once
+
+	// pools are the devices' idle rendezvous read buffers, charged here:
+	// take frees them before it refuses anything (rendezvous_pool.go).
+	pools []*readPool
 }
 
-// take reserves n bytes, or says why not.
+// take reserves n bytes, or says why not. Idle pooled read buffers are
+// freed first when the budget has no room otherwise: they never make a
+// handshake or a message fail.
 func (b *budget) take(n int64) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.limit > 0 && b.used+n > b.limit {
-		return fmt.Errorf("%w: %d bytes more wanted, %d of %d in use (the budget is %s)", ErrMemoryBudget, n, b.used, b.limit, b.source)
+	for {
+		b.mu.Lock()
+		if b.limit <= 0 || b.used+n <= b.limit {
+			b.used += n
+			b.mu.Unlock()
+			return nil
+		}
+		short := b.used + n - b.limit
+		err := fmt.Errorf("%w: %d bytes more wanted, %d of %d in use (the budget is %s)", ErrMemoryBudget, n, b.used, b.limit, b.source)
+		pools := b.pools
+		b.mu.Unlock()
+		freed := false
+		for _, p := range pools {
+			if p.trim(short) {
+				freed = true
+			}
+		}
+		if !freed {
+			return err
+		}
 	}
-	b.used += n
-	return nil
+}
+
+// addPool and removePool track the pools take may trim.
+func (b *budget) addPool(p *readPool) {
+	b.mu.Lock()
+	b.pools = append(slices.Clip(b.pools), p)
+	b.mu.Unlock()
+}
+
+func (b *budget) removePool(p *readPool) {
+	b.mu.Lock()
+	b.pools = slices.DeleteFunc(slices.Clone(b.pools), func(q *readPool) bool { return q == p })
+	b.mu.Unlock()
 }
 
 // give returns n bytes taken before.

@@ -213,6 +213,9 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 	if sendsDone && c.sendCompleted(lastSend) {
 		c.sendCreditOnly()
 	}
+	if sendsDone && c.rndvOn {
+		c.putInvalidated()
+	}
 	if c.pool != nil {
 		c.pool.growIfWanted()
 	}

@@ -36,8 +36,13 @@ func guestIP(t testing.TB) string {
 // then cover the other one too.
 var completionsFlag = flag.String("rdma.completions", "", "default completion layout for these tests: shared or perconn (empty: DefaultCompletions)")
 
+// windowsFlag runs the package's tests with the rendezvous' windowed
+// regions on (rendezvousWindows).
+var windowsFlag = flag.Bool("rdma.windows", false, "send rendezvous regions through memory windows (rendezvousWindows)")
+
 func TestMain(m *testing.M) {
 	flag.Parse()
+	rendezvousWindows = *windowsFlag
 	switch *completionsFlag {
 	case "":
 	case "shared":

@@ -47,7 +47,7 @@ const DefaultRendezvousThreshold = 1 << 20
 
 // rndvReserve is how many send-queue entries are kept for the reads and
 // replies of rendezvous, beyond the data sends' (see queueRead).
-const rndvReserve = 4
+const rndvReserve = 8
 
 // rndvDesc describes a rendezvous region: rkey names it at the peer, addr
 // is its first byte, n its length; id counts the connection's rendezvous
@@ -122,6 +122,13 @@ type rndvSend struct {
 
 	lent     map[uint64]*verbs.MR // regions NewSendBuffer lent, by id
 	nextLent uint64
+
+	// The connection's memory window and its windowed regions
+	// (rendezvous_window.go): key is the window's last bound key.
+	mw    *verbs.MW
+	key   uint32
+	wins  []winRegion
+	toPut []*verbs.MR // invalidated and released: for the pool
 }
 
 // rndvTestHook, set only by tests, may change a descriptor before it
@@ -137,6 +144,9 @@ type rndvRecv struct {
 	target   atomic.Pointer[verbs.MR]
 	n        int
 	doneOwed bool // the reply waits for Recv to take queued messages (RecvQueueBytes)
+	// busy: a descriptor was accepted and its message is not delivered
+	// (nor refused) yet; the buffer may still be being registered.
+	busy bool
 }
 
 // rndvEvent is a rendezvous message accept took: k, and with read the
@@ -154,13 +164,23 @@ type rndvBuf struct {
 }
 
 func (o *rndvBuf) ReleaseBuffer(uint64, []byte) {
-	o.c.freeRegion(o.mr)
+	o.c.dev.reads.put(o.mr)
 	o.c.unlend()
 }
 
-// freeRegion deregisters a rendezvous region or target and gives its
-// memory back to the budget.
+// freeRegion deregisters a sender's rendezvous region and gives its
+// memory back to the budget; a windowed one goes back to its pool once its
+// key is invalidated (rendezvous_window.go).
 func (c *conn) freeRegion(mr *verbs.MR) {
+	if mr == nil {
+		return // taken by the teardown (freeRndv)
+	}
+	if mr.Windowed() {
+		if c.releaseWindowed(mr) {
+			c.dev.wins.put(mr)
+		}
+		return
+	}
 	n := mr.Len()
 	if err := mr.Close(); err != nil {
 		c.log.Error("deregistering a rendezvous region", zap.Error(err))
@@ -183,7 +203,7 @@ func (c *conn) sendRendezvous(ctx context.Context, msg []byte, awaited bool) (se
 		return false, nil
 	}
 	copy(mr.Bytes(), msg)
-	refused, err := c.sendRegion(ctx, mr, awaited)
+	refused, err := c.sendRegion(ctx, mr, len(msg), awaited)
 	if refused != nil {
 		c.freeRegion(refused)
 		return false, nil
@@ -191,11 +211,16 @@ func (c *conn) sendRendezvous(ctx context.Context, msg []byte, awaited bool) (se
 	return err == nil, err
 }
 
-// newRegion registers a region the peer may read, of n bytes, within the
-// memory budget; nil when there is no memory for it (the message goes in
-// fragments).
+// newRegion takes a region the peer may read, of at least n bytes, within
+// the memory budget: a windowed one from the device's pool, or, without
+// memory windows, one registered for this transfer; nil when there is no
+// memory for it (the message goes in fragments).
 func (c *conn) newRegion(n int) *verbs.MR {
-	if c.t.budget.take(int64(n)) != nil {
+	mr, fallback := c.windowedRegion(n)
+	if mr != nil {
+		return mr
+	}
+	if fallback || c.t.budget.take(int64(n)) != nil {
 		c.t.counters.rndvFallbacks.Add(1)
 		return nil
 	}
@@ -209,12 +234,11 @@ func (c *conn) newRegion(n int) *verbs.MR {
 	return mr
 }
 
-// sendRegion sends the message in mr (all of it) by rendezvous, holding
-// the turn, and frees mr once the peer read it, or with the connection.
-// When the peer refuses, mr is returned (refused) for the caller to send
-// in fragments and free.
-func (c *conn) sendRegion(ctx context.Context, mr *verbs.MR, awaited bool) (refused *verbs.MR, err error) {
-	n := mr.Len()
+// sendRegion sends the message in mr (its first n bytes) by rendezvous,
+// holding the turn, and frees mr once the peer read it, or with the
+// connection. When the peer refuses, mr is returned (refused) for the
+// caller to send in fragments and free.
+func (c *conn) sendRegion(ctx context.Context, mr *verbs.MR, n int, awaited bool) (refused *verbs.MR, err error) {
 	slot, err := c.reserve(ctx, true)
 	if err != nil {
 		c.freeRegion(mr)
@@ -229,6 +253,15 @@ func (c *conn) sendRegion(ctx context.Context, mr *verbs.MR, awaited bool) (refu
 		c.endFill()
 		c.freeRegion(mr)
 		return nil, c.closeErr()
+	}
+	if mr.Windowed() {
+		c.dev.wins.scrub(mr, n)
+		// Queued before the descriptor, executed before it is sent.
+		if d.rkey, err = c.queueBind(mr, n); err != nil {
+			c.endFill()
+			return nil, err // the region goes with the connection (freeRndv)
+		}
+		c.t.counters.rndvWindowed.Add(1)
 	}
 	if h := c.rndvHook.Load(); h != nil {
 		(*h)(&d)
@@ -285,7 +318,8 @@ func (c *conn) lendRegion(n int) (transport.Buffer, bool) {
 	r.lent[id] = mr
 	c.mu.Unlock()
 	c.lentBufs.Add(1)
-	return transport.NewBuffer(mr.Bytes()[:n], lentRegion{c}, id), true
+	// [:n:n]: a pooled region still holds an earlier message past n.
+	return transport.NewBuffer(mr.Bytes()[:n:n], lentRegion{c}, id), true
 }
 
 // takeLentRegion takes back a region NewSendBuffer lent.
@@ -313,12 +347,12 @@ func (c *conn) sendLentRegion(ctx context.Context, b transport.Buffer) error {
 		return err
 	}
 	defer c.giveTurn()
-	refused, err := c.sendRegion(ctx, mr, true)
+	refused, err := c.sendRegion(ctx, mr, b.Len(), true)
 	if refused == nil {
 		return err
 	}
 	defer c.freeRegion(refused)
-	return c.sendFragments(ctx, refused.Bytes(), true)
+	return c.sendFragments(ctx, refused.Bytes()[:b.Len()], true)
 }
 
 // publishRegion makes mr the region in progress and gives d its id; false
@@ -407,6 +441,12 @@ func (s *sender) replied(k kind) (*verbs.MR, error) {
 	if s.rndv.state != rndvPending {
 		return nil, protoErr("a %v with no rendezvous in progress", k)
 	}
+	if s.rndv.region != nil && s.rndv.region.Windowed() {
+		// The key dies now: the peer read the region, or will not.
+		if err := s.queueInvalidateLocked(s.rndv.region); err != nil {
+			return nil, err
+		}
+	}
 	s.rndv.wake.broadcast()
 	if s.rndv.abandoned {
 		// Nobody takes the reply: whoever waits for the turn sees none
@@ -422,26 +462,44 @@ func (s *sender) replied(k kind) (*verbs.MR, error) {
 	return nil, nil
 }
 
-// startRead begins the rendezvous d the peer described: a buffer of this
-// side's own, within the memory budget, and an RDMA Read into it; or,
-// without the memory, a refusal.
+// startRead begins the rendezvous d the peer described: an RDMA Read into
+// a buffer of this side's own, within the memory budget, or, without the
+// memory, a refusal. A buffer the pool has ready is read into at once;
+// registering a new one takes up to ~100 ms (16 MiB in the guest), so it
+// is done on a goroutine of its own, never on the completion handler (a
+// shared completion queue serves other connections too). The goroutine
+// holds a lent count: the connection's memory, and its device, stay until
+// it returned.
 func (c *conn) startRead(d rndvDesc) error {
-	n := int(d.n)
-	var mr *verbs.MR
-	err := c.t.budget.take(int64(n))
-	if err == nil {
-		if mr, err = c.dev.pd.Register(n); err != nil {
-			c.t.budget.give(int64(n))
+	if c.closing.Load() {
+		return nil // the peer's region goes with its connection
+	}
+	if mr := c.dev.reads.get(int(d.n)); mr != nil {
+		c.t.counters.rndvPooled.Add(1)
+		return c.readInto(mr, d)
+	}
+	c.lentBufs.Add(1)
+	go func() {
+		defer c.unlend()
+		mr, err := c.dev.reads.take(int(d.n))
+		if err != nil {
+			c.log.Debug("refusing a rendezvous", zap.Int("bytes", int(d.n)), zap.Error(err))
+			c.endRead()
+			c.reply(kindRndvRefused)
+			return
 		}
-	}
-	if err != nil {
-		c.log.Debug("refusing a rendezvous", zap.Int("bytes", n), zap.Error(err))
-		c.endRead()
-		c.reply(kindRndvRefused)
-		return nil
-	}
-	if !c.setTarget(mr, n) {
-		c.freeRegion(mr)
+		if err := c.readInto(mr, d); err != nil {
+			c.t.counters.protocolErrors.Add(1)
+			c.fail(err)
+		}
+	}()
+	return nil
+}
+
+// readInto posts the RDMA Read of d into mr (at least d.n bytes).
+func (c *conn) readInto(mr *verbs.MR, d rndvDesc) error {
+	if !c.setTarget(mr, int(d.n)) {
+		c.dev.reads.put(mr)
 		return nil // closing
 	}
 	if err := c.queueRead(mr, d); err != nil {
@@ -466,7 +524,9 @@ func (r *receiver) setTarget(mr *verbs.MR, n int) bool {
 
 // endRead: the rendezvous in progress ends without a delivery (refused).
 func (r *receiver) endRead() {
-	r.rndv.target.Store(nil)
+	r.rmu.Lock()
+	r.rndv.busy = false
+	r.rmu.Unlock()
 }
 
 // queueRead queues the RDMA Read of d into mr. It takes one of the
@@ -535,9 +595,11 @@ func (r *receiver) deliverRead() (replyNow bool, err error) {
 	if mr == nil {
 		return false, protoErr("a rendezvous read completed with none in progress")
 	}
+	r.rndv.busy = false
 	r.lentCount.Add(1)
 	r.queued += n
-	r.deliverLocked(transport.NewBuffer(mr.Bytes()[:n], &rndvBuf{c: r.self, mr: mr}, 0))
+	// [:n:n]: a pooled buffer still holds an earlier message past n.
+	r.deliverLocked(transport.NewBuffer(mr.Bytes()[:n:n], &rndvBuf{c: r.self, mr: mr}, 0))
 	r.onMessage()
 	r.ctr.rndvRead.Add(1)
 	if r.queued > r.queueBytes+n {
@@ -602,7 +664,7 @@ func (r *receiver) acceptRndvLocked(k kind, data []byte) (desc rndvDesc, read bo
 		if err := r.asm.wholeAllowed(); err != nil {
 			return desc, false, err
 		}
-		if r.rndv.target.Load() != nil {
+		if r.rndv.busy {
 			return desc, false, protoErr("a rendezvous descriptor while one is being read")
 		}
 		d, err := decodeRndv(data, r.rndv.next, r.asm.max)
@@ -610,6 +672,7 @@ func (r *receiver) acceptRndvLocked(k kind, data []byte) (desc rndvDesc, read bo
 			return desc, false, err
 		}
 		r.rndv.next++
+		r.rndv.busy = true
 		return d, true, nil
 	default:
 		if len(data) != 0 {
@@ -629,17 +692,19 @@ func (c *conn) freeRndv() {
 	lent := c.sender.rndv.lent
 	c.sender.rndv.lent = nil
 	c.mu.Unlock()
+	// The window first: its key dies with it.
+	c.freeWindows(region)
 	for _, mr := range lent {
 		// Lent and never sent nor released: only reachable when the
 		// user dropped the buffer, which the lent count then never let
 		// this run. Defensive.
 		c.freeRegion(mr)
 	}
-	target := c.receiver.rndv.target.Swap(nil)
-	for _, mr := range []*verbs.MR{region, target} {
-		if mr != nil {
-			c.freeRegion(mr)
-		}
+	if region != nil {
+		c.freeRegion(region)
+	}
+	if target := c.receiver.rndv.target.Swap(nil); target != nil {
+		c.dev.reads.put(target)
 	}
 }
 
@@ -655,8 +720,17 @@ func (c *conn) rendezvousArrived(rv rndvEvent) error {
 		return c.startRead(rv.desc)
 	}
 	mr, err := c.replied(rv.k)
+	if err == nil {
+		_ = c.flush() // the invalidation of a window (a failure closed the connection)
+	}
 	if mr != nil {
-		c.freeRegion(mr)
+		// Its sender gave up waiting: deregister it (its key dies
+		// here), but not on the completion handler.
+		c.lentBufs.Add(1)
+		go func() {
+			defer c.unlend()
+			c.freeRegion(mr)
+		}()
 	}
 	return err
 }

@@ -14,11 +14,22 @@ import (
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
-// budgetUsed is the registered memory a transport's budget counts now.
+// budgetUsed is the registered memory a transport's budget counts now,
+// less the idle read buffers its pools keep (rendezvous_pool.go).
 func budgetUsed(tr *Transport) int64 {
+	return tr.budget.inUse() - poolIdle(tr)
+}
+
+// poolIdle is what the transport's read pools keep idle.
+func poolIdle(tr *Transport) int64 {
 	tr.budget.mu.Lock()
-	defer tr.budget.mu.Unlock()
-	return tr.budget.used
+	pools := tr.budget.pools
+	tr.budget.mu.Unlock()
+	var n int64
+	for _, p := range pools {
+		n += p.idleBytes()
+	}
+	return n
 }
 
 // recvCheck receives one message and checks it is stamp(sender, seq, n).
@@ -109,9 +120,9 @@ func TestRendezvous(t *testing.T) {
 	if m["rendezvous_refused"] != 0 || m["rendezvous_fallback"] != 0 {
 		t.Errorf("refused %d, fell back %d", m["rendezvous_refused"], m["rendezvous_fallback"])
 	}
-	if used := budgetUsed(tr); used != base {
-		t.Errorf("registered memory %d after the transfers, %d before", used, base)
-	}
+	// The senders' regions go back to their pool when their windows'
+	// invalidations complete, a moment after the replies.
+	waitFor(t, "registered memory back where it was (less the pools')", func() bool { return budgetUsed(tr) == base })
 	checkCounters(t, before)
 }
 
@@ -190,9 +201,7 @@ func TestRendezvousCancel(t *testing.T) {
 	if err := <-third; err != nil {
 		t.Fatal(err)
 	}
-	if used := budgetUsed(tr); used != base {
-		t.Errorf("registered memory %d after the transfers, %d before", used, base)
-	}
+	waitFor(t, "registered memory back where it was (less the pools')", func() bool { return budgetUsed(tr) == base })
 }
 
 // TestRendezvousBadKey: a descriptor naming a key the sender never
@@ -299,4 +308,222 @@ func TestTwoHostsRendezvous(t *testing.T) {
 		t.Errorf("rendezvous sent %d, read %d; want %d each", m["rendezvous_sent"], m["rendezvous_read"], len(sizes))
 	}
 	checkCounters(t, before)
+}
+
+// TestRendezvousPool: a receiver reads into a pooled buffer when the last
+// message of the same class was released (no registration), keeps at most
+// its bound idle, and gives idle buffers back to a budget that needs them.
+func TestRendezvousPool(t *testing.T) {
+	ip := guestIP(t)
+	const budgetBytes = 48 << 20
+	tr := New(Options{MaxMessageSize: 32 << 20, RendezvousThreshold: 256 << 10, MemoryBudget: budgetBytes})
+	cli, srv, _ := pair(t, tr, ip)
+	base := budgetUsed(tr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	sizes := []int{1 << 20, 1<<20 - 100, 900 << 10, 1 << 20, 16 << 20, 1 << 20}
+	for i, n := range sizes {
+		// Send returns at the receiver's done, sent when the message
+		// was read: Recv has it, and its release comes before the
+		// next descriptor.
+		if err := cli.Send(ctx, stamp(0, i, n)); err != nil {
+			t.Fatal(err)
+		}
+		if err := recvCheck(ctx, srv, 0, i, n); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []*readPool{srv.dev.reads, srv.dev.wins} {
+			if idle := p.idleBytes(); idle > p.idleMax {
+				t.Fatalf("a pool keeps %d bytes idle, over its bound %d", idle, p.idleMax)
+			}
+		}
+	}
+	m := tr.Counters()
+	// 1 MiB, 1 MiB - 100 and 900 KiB are one class (1 MiB); 16 MiB is
+	// over the bound (a quarter of the budget) and never kept.
+	if m["rendezvous_read"] != uint64(len(sizes)) || m["rendezvous_pooled"] != 4 {
+		t.Errorf("read %d, %d of them into pooled buffers; want %d, 4", m["rendezvous_read"], m["rendezvous_pooled"], len(sizes))
+	}
+	if idle := srv.dev.reads.idleBytes(); idle != 1<<20 {
+		t.Errorf("the read pool keeps %d bytes idle, want one 1 MiB buffer", idle)
+	}
+	waitFor(t, "registered memory back where it was (less the pools')", func() bool { return budgetUsed(tr) == base })
+	// A taker that needs the idle buffer's room gets it.
+	room := budgetBytes - tr.budget.inUse()
+	if err := tr.budget.take(room + 1); err != nil {
+		t.Fatalf("the budget did not free the pool for %d bytes: %v", room+1, err)
+	}
+	if idle := srv.dev.reads.idleBytes(); idle != 0 {
+		t.Errorf("the read pool still keeps %d bytes", idle)
+	}
+	tr.budget.give(room + 1)
+	if err := tr.budget.take(budgetBytes); err == nil {
+		t.Fatal("the budget gave more than it has")
+	}
+}
+
+// TestRendezvousStaleKey: a key is valid until the receiver's done, not
+// after. A sender that hands out an earlier rendezvous' key and address
+// again (the region was deregistered at that one's done) makes the
+// receiver's read fail at the NIC: that connection closes with an error
+// that names the rendezvous, and the transport still connects.
+func TestRendezvousStaleKey(t *testing.T) {
+	ip := guestIP(t)
+	tr := New(Options{MaxMessageSize: 32 << 20, RendezvousThreshold: 256 << 10})
+	cli, srv, lis := pair(t, tr, ip)
+	var first *rndvDesc
+	stale := func(d *rndvDesc) {
+		if first == nil {
+			first = new(rndvDesc)
+			*first = *d
+			return
+		}
+		// A new region may by chance get the old one's key and address:
+		// then the old descriptor is the new one, and valid.
+		if d.rkey != first.rkey || d.addr != first.addr {
+			d.rkey, d.addr = first.rkey, first.addr
+		}
+	}
+	cli.rndvHook.Store(&stale)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const n = 1 << 20
+	if err := cli.Send(ctx, stamp(0, 0, n)); err != nil {
+		t.Fatal(err)
+	}
+	if err := recvCheck(ctx, srv, 0, 0, n); err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan error, 1)
+	go func() {
+		for i := 1; ; i++ {
+			if err := cli.Send(ctx, stamp(0, i, n)); err != nil {
+				sent <- err
+				return
+			}
+		}
+	}()
+	for i := 1; ; i++ {
+		b, err := srv.Recv(ctx)
+		if err != nil {
+			if !errors.Is(err, transport.ErrClosed) {
+				t.Fatalf("Recv returned %v, want the connection closed", err)
+			}
+			break
+		}
+		// Only a message whose region happened to get the old key and
+		// address is read (and then it is the new message, intact).
+		if !bytes.Equal(b.Bytes(), stamp(0, i, n)) {
+			t.Fatalf("message %d read through a stale key is not the message sent", i)
+		}
+		b.Release()
+	}
+	if !strings.Contains(srv.closeErr().Error(), "rendezvous") {
+		t.Errorf("the close error does not name the rendezvous: %v", srv.closeErr())
+	}
+	if err := <-sent; err == nil {
+		t.Fatal("the sender did not fail")
+	}
+	echoOnce(t, tr, lis)
+}
+
+// TestRendezvousWindowTail: a peer that reads past the message, within the
+// pooled region its window is bound to, finds zeros there, not what an
+// earlier message left (rxe checks a window's reads against its MR's
+// bounds only: the sender scrubs the tail), or, on a device that holds
+// the window's bounds, a refused read. The forged length stands for a
+// peer that reads more than it was told.
+func TestRendezvousWindowTail(t *testing.T) {
+	ip := guestIP(t)
+	tr := New(Options{MaxMessageSize: 32 << 20, RendezvousThreshold: 256 << 10})
+	cli, srv, _ := pair(t, tr, ip)
+	const first, second = 1 << 20, 900 << 10 // one class: the second reuses the first's region
+	var n int
+	longer := func(d *rndvDesc) {
+		if n++; n == 2 {
+			d.n = first
+		}
+	}
+	cli.rndvHook.Store(&longer)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	old := bytes.Repeat([]byte{0xee}, first)
+	if err := cli.Send(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := recvCheckBytes(ctx, srv, old); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Counters()["rendezvous_windowed"] == 0 {
+		t.Skip("no windowed regions (off by default, -rdma.windows; or no memory windows on this device): regions are registered per transfer")
+	}
+	// Its invalidation completed: the region is the pool's again.
+	waitFor(t, "the first region back in its pool", func() bool { return cli.dev.wins.idleBytes() >= first })
+	msg := stamp(0, 1, second)
+	go cli.Send(ctx, msg) // returns at the reply, or with the connection
+	b, err := srv.Recv(ctx)
+	if err != nil {
+		if !errors.Is(err, transport.ErrClosed) {
+			t.Fatal(err)
+		}
+		t.Logf("the device refused the read past the window: %v", srv.closeErr())
+		return
+	}
+	defer b.Release()
+	got := b.Bytes()
+	if len(got) != first || !bytes.Equal(got[:second], msg) {
+		t.Fatalf("got %d bytes, want the %d-byte message and %d more", len(got), second, first-second)
+	}
+	if i := bytes.IndexFunc(got[second:], func(r rune) bool { return r != 0 }); i >= 0 {
+		t.Fatalf("byte %d past the message is not zero: the earlier message's tail was readable", second+i)
+	}
+}
+
+// recvCheckBytes receives one message and checks it is want.
+func recvCheckBytes(ctx context.Context, c transport.Conn, want []byte) error {
+	b, err := c.Recv(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.Release()
+	if !bytes.Equal(b.Bytes(), want) {
+		return fmt.Errorf("got %d bytes, want %d as sent", b.Len(), len(want))
+	}
+	return nil
+}
+
+// TestRendezvousLentReleasedTwice (cb2a7c6): a region NewSendBuffer lent
+// and SendBuffer took is the rendezvous'; a Release of the caller's copy
+// afterwards neither frees it nor counts it back a second time (the
+// connection's lent count would go below what is really lent, and its
+// memory could be freed under a buffer still lent).
+func TestRendezvousLentReleasedTwice(t *testing.T) {
+	ip := guestIP(t)
+	tr := New(Options{MaxMessageSize: 32 << 20, RendezvousThreshold: 256 << 10})
+	cli, srv, _ := pair(t, tr, ip)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const n = 1 << 20
+	before := cli.lentBufs.Load()
+	b, err := cli.NewSendBuffer(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cli.lentBufs.Load(); got != before+1 {
+		t.Fatalf("lent count %d after NewSendBuffer, want %d", got, before+1)
+	}
+	copy(b.Bytes(), stamp(0, 0, n))
+	if err := cli.SendBuffer(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+	if got := cli.lentBufs.Load(); got != before {
+		t.Fatalf("lent count %d after SendBuffer and a Release, want %d", got, before)
+	}
+	if err := recvCheck(ctx, srv, 0, 0, n); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Counters()["rendezvous_sent"] != 1 {
+		t.Errorf("sent %d by rendezvous, want 1", tr.Counters()["rendezvous_sent"])
+	}
 }

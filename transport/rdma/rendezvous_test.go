@@ -128,3 +128,23 @@ func TestRendezvousChoice(t *testing.T) {
 		}
 	}
 }
+
+// TestReadClass: a read buffer's class is whole pages, at least the
+// message, and at most a quarter more than it (past the first page).
+func TestReadClass(t *testing.T) {
+	for _, n := range []int{1, 100, 4095, 4096, 4097, 64 << 10, 70 << 10, 1<<20 - 100, 1 << 20, 1<<20 + 1, 16<<20 + 3, 1 << 30} {
+		c := readClass(n)
+		if c < n || c%pageSize != 0 {
+			t.Errorf("readClass(%d) = %d: not whole pages at least the message", n, c)
+		}
+		if n > pageSize && 4*c > 5*n+4*pageSize {
+			t.Errorf("readClass(%d) = %d: more than a quarter over", n, c)
+		}
+		if readClass(c) != c {
+			t.Errorf("readClass(%d) = %d, a class of its own", c, readClass(c))
+		}
+	}
+	if readClass(900<<10) != readClass(1<<20) {
+		t.Errorf("900 KiB and 1 MiB in different classes: %d, %d", readClass(900<<10), readClass(1<<20))
+	}
+}

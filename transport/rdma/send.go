@@ -794,6 +794,9 @@ func (s *sender) completedLocked(seq uint64) {
 		}
 		if s.ring[i].reserved {
 			s.rndv.rsvFree++
+			if s.ring[i].inval {
+				s.invalidatedLocked(s.ring[i].seq)
+			}
 		} else {
 			s.sqFree++
 		}
@@ -821,7 +824,8 @@ type posted struct {
 	seq      uint64
 	slot     int32 // -1: no slot (credit-only), or none left to free (inline)
 	signaled bool
-	reserved bool // a rendezvous read or reply: its entry is one of rndvReserve
+	reserved bool // a rendezvous read, reply, window bind or invalidation: its entry is one of rndvReserve
+	inval    bool // a window invalidation (rendezvous_window.go)
 }
 
 // freeSendMemory gives the arena the slots of sends that never completed

@@ -178,6 +178,7 @@ func (c *conn) teardown() {
 	c.torndown.Store(true)
 	c.wakeAll()
 	<-c.watchDone
+	c.dropWindow() // before its queue pair: a bound type 2 window holds it
 	l.free(c, drained)
 	c.foldTaken()
 	if c.lentBufs.Load() == 0 {

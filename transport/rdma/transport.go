@@ -325,6 +325,12 @@ type device struct {
 	// arenas are the shared send arenas by slot size (arena.go), under
 	// the transport's mu.
 	arenas map[int]*arena
+	// reads are the rendezvous receivers' idle read buffers, wins the
+	// senders' idle windowed regions (rendezvous_pool.go).
+	reads, wins *readPool
+	// noWindows: the device has no type 2 memory windows; rendezvous
+	// regions are registered per transfer (rendezvous_window.go).
+	noWindows atomic.Bool
 }
 
 // acquire opens the device (once) and counts a user.
@@ -348,7 +354,9 @@ func (t *Transport) acquire(name string) (*device, error) {
 		ctx.Close()
 		return nil, err
 	}
-	d := &device{name: name, ctx: ctx, pd: pd, refs: 1}
+	d := &device{name: name, ctx: ctx, pd: pd, refs: 1,
+		reads: newReadPool(pd.Register, &t.budget, t.o.Logger),
+		wins:  newReadPool(pd.RegisterForWindows, &t.budget, t.o.Logger)}
 	t.devices[name] = d
 	return d, nil
 }
@@ -362,6 +370,8 @@ func (t *Transport) release(d *device) {
 	}
 	delete(t.devices, d.name)
 	t.closeArenasLocked(d)
+	d.reads.close()
+	d.wins.close()
 	if d.pool != nil {
 		d.pool.destroy()
 		d.pool = nil
@@ -544,6 +554,8 @@ type counters struct {
 	rndvRead                 atomic.Uint64 // messages received by rendezvous (RDMA Reads completed)
 	rndvRefused              atomic.Uint64 // rendezvous the peer refused (sent in fragments instead)
 	rndvFallbacks            atomic.Uint64 // messages over the threshold sent in fragments: no memory for the region here
+	rndvPooled               atomic.Uint64 // rendezvous read into a pooled buffer (no registration)
+	rndvWindowed             atomic.Uint64 // rendezvous sent from a windowed region (a memory window, no registration)
 
 	mu       sync.Mutex
 	wcErrors map[string]uint64 // failed work completions by status
@@ -603,6 +615,8 @@ func (c *counters) snapshot() map[string]uint64 {
 		"rendezvous_read":     c.rndvRead.Load(),
 		"rendezvous_refused":  c.rndvRefused.Load(),
 		"rendezvous_fallback": c.rndvFallbacks.Load(),
+		"rendezvous_pooled":   c.rndvPooled.Load(),
+		"rendezvous_windowed": c.rndvWindowed.Load(),
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

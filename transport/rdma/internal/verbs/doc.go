@@ -46,8 +46,10 @@
 //
 // QPs grant peers no remote access (no RDMA Read/Write into our memory)
 // unless created with QPConfig.RemoteRead, which allows RDMA Read only, and
-// only of the MRs registered with RegisterRemoteRead (the others are
-// local-only whatever the QP allows); and
+// only of the MRs registered with RegisterRemoteRead, or of the range of an
+// MR registered with RegisterForWindows that a type 2 memory window (AllocMW)
+// is bound to, under the window's key, until it is invalidated (the others
+// are local-only whatever the QP allows; windows grant read only); and
 // rnr_retry is always 0: a Send that finds no posted receive fails the
 // connection with IBV_WC_RNR_RETRY_EXC_ERR instead of being retried, because
 // rdmarpc's credits make that impossible and tests must see it if it happens.

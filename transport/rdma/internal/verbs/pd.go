@@ -84,6 +84,8 @@ type MR struct {
 	rkey uint32
 	// remote: registered with IBV_ACCESS_REMOTE_READ (RegisterRemoteRead)
 	remote bool
+	// bindable: registered with IBV_ACCESS_MW_BIND (RegisterForWindows)
+	bindable bool
 
 	// g is entered by every post that names this MR, so Close cannot unmap
 	// memory an inline send is being copied from. A guard rather than a
@@ -100,16 +102,22 @@ var pageSize = os.Getpagesize()
 // for the mapping) and registers them with IBV_ACCESS_LOCAL_WRITE.
 //
 // Registration pins the pages: it counts against RLIMIT_MEMLOCK.
-func (p *PD) Register(size int) (*MR, error) { return p.register(size, false) }
+func (p *PD) Register(size int) (*MR, error) { return p.register(size, C.RR_MR_LOCAL) }
 
 // RegisterRemoteRead is Register with IBV_ACCESS_REMOTE_READ as well: a
 // peer whose QP was created with QPConfig.RemoteRead and that holds RKey may
 // RDMA Read the region (never write it) until Close deregisters it, which
 // invalidates the key. Meant for one transfer at a time: register, hand out
 // Addr and RKey, Close once the peer said it read it.
-func (p *PD) RegisterRemoteRead(size int) (*MR, error) { return p.register(size, true) }
+func (p *PD) RegisterRemoteRead(size int) (*MR, error) { return p.register(size, C.RR_MR_REMOTE_READ) }
 
-func (p *PD) register(size int, remote bool) (*MR, error) {
+// RegisterForWindows is Register with IBV_ACCESS_MW_BIND as well: memory
+// windows (AllocMW) may be bound to ranges of it (SendWR.Bind), each
+// readable by one peer under the window's key until it is invalidated. The
+// MR's own key grants no remote access (RKey is 0).
+func (p *PD) RegisterForWindows(size int) (*MR, error) { return p.register(size, C.RR_MR_BIND) }
+
+func (p *PD) register(size int, how C.int) (*MR, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("rdma: register %d bytes: size must be positive", size)
 	}
@@ -125,11 +133,7 @@ func (p *PD) register(size int, remote bool) (*MR, error) {
 	}
 	// mem is not Go heap memory, so C may keep this pointer.
 	var lkey, rkey C.uint32_t
-	var rr C.int
-	if remote {
-		rr = 1
-	}
-	mr, errno := C.rr_reg_mr(p.pd, unsafe.Pointer(&mem[0]), C.size_t(size), rr, &lkey, &rkey)
+	mr, errno := C.rr_reg_mr(p.pd, unsafe.Pointer(&mem[0]), C.size_t(size), how, &lkey, &rkey)
 	if mr == nil {
 		syscall.Munmap(mem)
 		err := verbError(fmt.Sprintf("ibv_reg_mr (%d bytes)", size), errno)
@@ -140,15 +144,16 @@ func (p *PD) register(size int, remote bool) (*MR, error) {
 	}
 	p.children.Add(1)
 	return &MR{
-		pd:     p,
-		mr:     mr,
-		mem:    mem,
-		buf:    mem[:size:size],
-		addr:   uint64(uintptr(unsafe.Pointer(&mem[0]))),
-		lkey:   uint32(lkey),
-		rkey:   uint32(rkey),
-		remote: remote,
-		g:      newGuard(),
+		pd:       p,
+		mr:       mr,
+		mem:      mem,
+		buf:      mem[:size:size],
+		addr:     uint64(uintptr(unsafe.Pointer(&mem[0]))),
+		lkey:     uint32(lkey),
+		rkey:     uint32(rkey),
+		remote:   how == C.RR_MR_REMOTE_READ,
+		bindable: how == C.RR_MR_BIND,
+		g:        newGuard(),
 	}, nil
 }
 
@@ -178,6 +183,10 @@ func (m *MR) RKey() uint32 {
 	return m.rkey
 }
 
+// Windowed reports whether memory windows may be bound to the MR
+// (RegisterForWindows).
+func (m *MR) Windowed() bool { return m.bindable }
+
 // Addr returns the address of the registered memory, as a peer names it.
 func (m *MR) Addr() uint64 { return m.addr }
 
@@ -206,4 +215,65 @@ func (m *MR) Close() error {
 	}
 	m.pd.children.Add(-1)
 	return m.err
+}
+
+// MW is a type 2 memory window: a key a peer may RDMA Read with, valid for
+// exactly the range of an MR (RegisterForWindows) it was last bound to,
+// only on the QP that bound it, from the bind (SendWR.Bind) until the
+// invalidation (SendWR.Invalidate) — which the sender posts, so a key's
+// lifetime is in its hands, not the peer's. Binding and invalidating are
+// work requests on the QP: no system call, no registration.
+type MW struct {
+	pd   *PD
+	mw   *C.struct_ibv_mw
+	rkey atomic.Uint32 // the key of the last bind posted (or the initial one)
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// AllocMW allocates a type 2 memory window, bound to nothing. It fails
+// with an error wrapping syscall.EOPNOTSUPP when the device has none.
+func (p *PD) AllocMW() (*MW, error) {
+	if err := p.acquire(); err != nil {
+		return nil, err
+	}
+	defer p.mu.RUnlock()
+	var rkey C.uint32_t
+	mw, errno := C.rr_alloc_mw(p.pd, &rkey)
+	if mw == nil {
+		return nil, verbError("ibv_alloc_mw (type 2)", errno)
+	}
+	p.children.Add(1)
+	w := &MW{pd: p, mw: mw}
+	w.rkey.Store(uint32(rkey))
+	return w, nil
+}
+
+// RKey is the key of the window's last bind posted.
+func (w *MW) RKey() uint32 { return w.rkey.Load() }
+
+// NextRKey is the key to bind the window with next: its key with the low
+// 8 bits (the part the consumer chooses) one more, so a key handed out
+// before the last invalidation never names the window again until 256
+// binds later.
+func (w *MW) NextRKey() uint32 { return NextRKey(w.rkey.Load()) }
+
+// NextRKey is the key after k for a type 2 window: the low 8 bits one
+// more (ibv_inc_rkey).
+func NextRKey(k uint32) uint32 { return k&^0xff | (k+1)&0xff }
+
+// Close deallocates the window (its key dies with it). Idempotent.
+func (w *MW) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	if rc, errno := C.rr_dealloc_mw(w.mw); rc != 0 {
+		return rcError("ibv_dealloc_mw", int(rc), errno)
+	}
+	w.closed = true
+	w.pd.children.Add(-1)
+	return nil
 }

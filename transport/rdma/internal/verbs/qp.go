@@ -360,6 +360,22 @@ func (q *QP) PostSend(wrs []SendWR) error {
 			return &PostError{Op: "ibv_post_send", Index: i, Err: err}
 		}
 		var flags C.uint32_t
+		var mw *C.struct_ibv_mw
+		var bindMR *C.struct_ibv_mr
+		switch {
+		case w.Bind != nil:
+			if w.MR == nil || !w.MR.bindable || w.Length == 0 || w.Read || w.Invalidate || w.Inline || w.HasImm {
+				return &PostError{Op: "ibv_post_send", Index: i,
+					Err: errors.New("a window bind needs an MR made by RegisterForWindows, a length, and nothing else")}
+			}
+			flags |= C.RR_BIND | C.RR_NOSGE
+			mw, bindMR = w.Bind.mw, w.MR.mr
+		case w.Invalidate:
+			if w.MR != nil || w.Read || w.Inline || w.HasImm {
+				return &PostError{Op: "ibv_post_send", Index: i, Err: errors.New("an invalidation names a key only")}
+			}
+			flags |= C.RR_LOCAL_INV | C.RR_NOSGE
+		}
 		if w.Read {
 			if !q.rdRead || w.MR == nil || w.Length == 0 || w.Inline || w.HasImm {
 				return &PostError{Op: "ibv_post_send", Index: i,
@@ -369,6 +385,11 @@ func (q *QP) PostSend(wrs []SendWR) error {
 		}
 		if w.Length == 0 {
 			flags |= C.RR_NOSGE
+		}
+		var bindLen C.uint64_t
+		remote := C.uint64_t(w.RemoteAddr)
+		if w.Bind != nil {
+			bindLen, remote = C.uint64_t(w.Length), C.uint64_t(addr)
 		}
 		if w.Signaled {
 			flags |= C.RR_SIGNALED
@@ -389,11 +410,22 @@ func (q *QP) PostSend(wrs []SendWR) error {
 		cw = append(cw, C.struct_rr_send_wr{
 			id: C.uint64_t(w.ID), addr: C.uint64_t(addr), length: C.uint32_t(w.Length),
 			lkey: C.uint32_t(lkey), imm: C.uint32_t(w.Imm), flags: flags,
-			remote_addr: C.uint64_t(w.RemoteAddr), rkey: C.uint32_t(w.RKey),
+			remote_addr: remote, rkey: C.uint32_t(w.RKey),
+			bind_len: bindLen, mw: mw, bind_mr: bindMR,
 		})
 	}
 	var bad C.int
-	if rc := C.rr_post_send(q.qp, &cw[0], C.int(len(cw)), &bad); rc != 0 {
+	rc := C.rr_post_send(q.qp, &cw[0], C.int(len(cw)), &bad)
+	posted := len(wrs)
+	if rc != 0 {
+		posted = int(bad)
+	}
+	for i := range wrs[:posted] {
+		if w := wrs[i].Bind; w != nil {
+			w.rkey.Store(wrs[i].RKey)
+		}
+	}
+	if rc != 0 {
 		return &PostError{Op: "ibv_post_send", Index: int(bad), Posted: int(bad), Err: postErrno(int(rc))}
 	}
 	return nil

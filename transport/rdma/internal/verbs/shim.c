@@ -206,14 +206,18 @@ struct ibv_pd *rr_alloc_pd(struct ibv_context *ctx) { return rr_lib.p_ibv_alloc_
 
 int rr_dealloc_pd(struct ibv_pd *pd) { return rr_lib.p_ibv_dealloc_pd(pd); }
 
-// rr_reg_mr registers memory for local writes; with remote_read, peers
-// holding its rkey may also RDMA Read it (a rendezvous region), never write
-// it (see the package doc).
-struct ibv_mr *rr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int remote_read, uint32_t *lkey,
+// rr_reg_mr registers memory for local writes; with RR_MR_REMOTE_READ,
+// peers holding its rkey may also RDMA Read it (a rendezvous region), never
+// write it (see the package doc); with RR_MR_BIND, memory windows may be
+// bound to it (each grants remote read of its own range, under its own
+// key), and its rkey grants nothing.
+struct ibv_mr *rr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int how, uint32_t *lkey,
                          uint32_t *rkey) {
 	int access = IBV_ACCESS_LOCAL_WRITE;
-	if (remote_read)
+	if (how == RR_MR_REMOTE_READ)
 		access |= IBV_ACCESS_REMOTE_READ;
+	else if (how == RR_MR_BIND)
+		access |= IBV_ACCESS_MW_BIND;
 	struct ibv_mr *mr = rr_lib.p_ibv_reg_mr(pd, addr, len, access);
 	if (mr) {
 		*lkey = mr->lkey;

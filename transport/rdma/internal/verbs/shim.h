@@ -41,6 +41,7 @@ struct ibv_pd;
 struct ibv_mr;
 struct ibv_qp;
 struct ibv_srq;
+struct ibv_mw;
 #endif
 #include <errno.h>
 #include <stddef.h>
@@ -63,6 +64,11 @@ struct ibv_srq;
 #define RR_SOLICITED 8u
 #define RR_NOSGE 16u // no scatter/gather entry: a zero-length message
 #define RR_READ 32u  // an RDMA Read from remote_addr/rkey into the local sge
+// RR_BIND binds the type 2 memory window mw to bind_len bytes at
+// remote_addr of the MR bind_mr, readable by the peer with the new key rkey;
+// RR_LOCAL_INV invalidates the window key rkey.
+#define RR_BIND 64u
+#define RR_LOCAL_INV 128u
 
 // rr_send_wr and rr_recv_wr are the compact forms Go fills in (see
 // PostSend/PostRecv in qp.go); addr and lkey are resolved from the MR in Go.
@@ -73,9 +79,12 @@ struct rr_send_wr {
 	uint32_t lkey;
 	uint32_t imm; // host byte order
 	uint32_t flags;
-	uint64_t remote_addr; // RR_READ only
-	uint32_t rkey;        // RR_READ only
+	uint64_t remote_addr; // RR_READ, RR_BIND
+	uint32_t rkey;        // RR_READ, RR_BIND (the new key), RR_LOCAL_INV
 	uint32_t pad;
+	uint64_t bind_len; // RR_BIND
+	struct ibv_mw *mw; // RR_BIND
+	struct ibv_mr *bind_mr; // RR_BIND
 };
 
 struct rr_recv_wr {
@@ -194,7 +203,11 @@ int rr_get_async_event(struct ibv_context *ctx, uint32_t *type, uint32_t *qp_num
 int rr_nonblock_dup(int fd);
 struct ibv_pd *rr_alloc_pd(struct ibv_context *ctx);
 int rr_dealloc_pd(struct ibv_pd *pd);
-struct ibv_mr *rr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int remote_read, uint32_t *lkey,
+// rr_reg_mr's access: RR_MR_LOCAL, RR_MR_REMOTE_READ, RR_MR_BIND.
+#define RR_MR_LOCAL 0
+#define RR_MR_REMOTE_READ 1
+#define RR_MR_BIND 2 // local write and memory-window binding, no remote access of its own
+struct ibv_mr *rr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access, uint32_t *lkey,
                          uint32_t *rkey);
 int rr_dereg_mr(struct ibv_mr *mr);
 struct ibv_comp_channel *rr_create_comp_channel(struct ibv_context *ctx, int *fd);
@@ -223,6 +236,20 @@ int rr_destroy_srq(struct ibv_srq *srq);
 static int rr_req_notify_cq(struct ibv_cq *cq, int solicited_only) {
 	return ibv_req_notify_cq(cq, solicited_only);
 }
+
+// rr_alloc_mw allocates a type 2 memory window (ibv_alloc_mw is a static
+// inline through the provider's ops); *rkey is its key, bound to nothing.
+static struct ibv_mw *rr_alloc_mw(struct ibv_pd *pd, uint32_t *rkey) {
+	errno = 0;
+	struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	if (mw)
+		*rkey = mw->rkey;
+	else if (errno == 0)
+		errno = EOPNOTSUPP;
+	return mw;
+}
+
+static int rr_dealloc_mw(struct ibv_mw *mw) { return ibv_dealloc_mw(mw); }
 
 // rr_poll_cq polls up to n completions into out, RR_CHUNK at a time, and
 // stops early when the CQ runs dry. Returns how many were written, or a
@@ -273,7 +300,18 @@ static int rr_post_send(struct ibv_qp *qp, const struct rr_send_wr *in, int n, i
 				wr[i].sg_list = &sge[i];
 				wr[i].num_sge = 1;
 			}
-			if (w->flags & RR_READ) {
+			if (w->flags & RR_BIND) {
+				wr[i].opcode = IBV_WR_BIND_MW;
+				wr[i].bind_mw.mw = w->mw;
+				wr[i].bind_mw.rkey = w->rkey;
+				wr[i].bind_mw.bind_info.mr = w->bind_mr;
+				wr[i].bind_mw.bind_info.addr = w->remote_addr;
+				wr[i].bind_mw.bind_info.length = w->bind_len;
+				wr[i].bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+			} else if (w->flags & RR_LOCAL_INV) {
+				wr[i].opcode = IBV_WR_LOCAL_INV;
+				wr[i].invalidate_rkey = w->rkey;
+			} else if (w->flags & RR_READ) {
 				wr[i].opcode = IBV_WR_RDMA_READ;
 				wr[i].wr.rdma.remote_addr = w->remote_addr;
 				wr[i].wr.rdma.rkey = w->rkey;
@@ -292,8 +330,14 @@ static int rr_post_send(struct ibv_qp *qp, const struct rr_send_wr *in, int n, i
 		}
 		struct ibv_send_wr *badwr = NULL;
 		int rc = ibv_post_send(qp, wr, &badwr);
+		int posted = rc ? (badwr ? (int)(badwr - wr) : 0) : m;
+		// A type 2 window's next bind names it by its current key: the
+		// provider (rxe) takes it from mw->rkey and does not update it.
+		for (int i = 0; i < posted; i++)
+			if (wr[i].opcode == IBV_WR_BIND_MW)
+				wr[i].bind_mw.mw->rkey = wr[i].bind_mw.rkey;
 		if (rc) {
-			*bad = base + (badwr ? (int)(badwr - wr) : 0);
+			*bad = base + posted;
 			return rc;
 		}
 	}
@@ -362,6 +406,11 @@ static int rr_post_srq_recv(struct ibv_srq *srq, const struct rr_recv_wr *in, in
 #else // !RR_HAVE_VERBS: never reached (no handle exists), but Go calls them.
 
 static int rr_req_notify_cq(struct ibv_cq *cq, int solicited_only) { return ENOSYS; }
+static struct ibv_mw *rr_alloc_mw(struct ibv_pd *pd, uint32_t *rkey) {
+	errno = ENOSYS;
+	return NULL;
+}
+static int rr_dealloc_mw(struct ibv_mw *mw) { return ENOSYS; }
 static int rr_poll_cq(struct ibv_cq *cq, struct rr_wc *out, int n) { return -ENOSYS; }
 static int rr_post_send(struct ibv_qp *qp, const struct rr_send_wr *in, int n, int *bad) {
 	*bad = 0;

@@ -46,19 +46,34 @@ func (p *PD) Register(int) (*MR, error) { return nil, notSupported("register mem
 func (p *PD) RegisterRemoteRead(int) (*MR, error) {
 	return nil, notSupported("register memory")
 }
+func (p *PD) RegisterForWindows(int) (*MR, error) {
+	return nil, notSupported("register memory")
+}
+func (p *PD) AllocMW() (*MW, error)          { return nil, notSupported("allocate a memory window") }
 func (p *PD) CreateQP(QPConfig) (*QP, error) { return nil, notSupported("create QP") }
 func (p *PD) CreateSRQ(int) (*SRQ, error)    { return nil, notSupported("create SRQ") }
 func (p *PD) Close() error                   { return nil }
 
+// MW is a memory window (unavailable in this build).
+type MW struct{}
+
+func (w *MW) RKey() uint32     { return 0 }
+func (w *MW) NextRKey() uint32 { return 0 }
+
+// NextRKey is the key after k for a type 2 window.
+func NextRKey(k uint32) uint32 { return k&^0xff | (k+1)&0xff }
+func (w *MW) Close() error     { return nil }
+
 // MR is registered memory (unavailable in this build).
 type MR struct{}
 
-func (m *MR) Bytes() []byte { return nil }
-func (m *MR) Len() int      { return 0 }
-func (m *MR) LKey() uint32  { return 0 }
-func (m *MR) RKey() uint32  { return 0 }
-func (m *MR) Addr() uint64  { return 0 }
-func (m *MR) Close() error  { return nil }
+func (m *MR) Bytes() []byte  { return nil }
+func (m *MR) Len() int       { return 0 }
+func (m *MR) LKey() uint32   { return 0 }
+func (m *MR) RKey() uint32   { return 0 }
+func (m *MR) Addr() uint64   { return 0 }
+func (m *MR) Windowed() bool { return false }
+func (m *MR) Close() error   { return nil }
 
 // CompChannel is a completion channel (unavailable in this build).
 type CompChannel struct{}

@@ -267,6 +267,15 @@ type SendWR struct {
 	Read       bool
 	RemoteAddr uint64
 	RKey       uint32
+	// Bind makes it a bind of the type 2 memory window Bind to Length
+	// bytes of MR at Offset (an MR made by RegisterForWindows), readable
+	// by the peer under the new key RKey (Bind.NextRKey): valid on this
+	// QP only, once the bind is done (a Send posted after it on the same
+	// QP may carry the key), until an Invalidate of it.
+	Bind *MW
+	// Invalidate makes it a local invalidation of the window key RKey:
+	// once it completes, the peer's reads with that key fail.
+	Invalidate bool
 	Signaled   bool
 	Inline     bool
 	Solicited  bool
