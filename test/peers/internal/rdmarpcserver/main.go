@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rdmarpc/rdmarpc/channelz/service"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/credentials"
 	_ "github.com/rdmarpc/rdmarpc/encoding/gzip" // gRPC clients may compress with gzip
@@ -99,6 +100,7 @@ func main() {
 	healthpb.RegisterHealthServer(s, health.NewServer())
 	s.RegisterService(&detailsDesc, struct{}{})
 	reflection.Register(s)
+	service.RegisterChannelzServiceToServer(s)
 	targets := []string{"tcp://127.0.0.1:0"}
 	if *unixPath != "" {
 		targets = append(targets, "unix://"+*unixPath)
