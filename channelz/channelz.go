@@ -282,10 +282,6 @@ type SocketInfo struct {
 	// Counters reads the transport's own counters, when it keeps some
 	// (RDMA's credits and retries); nil when it does not.
 	Counters func() map[string]uint64
-	// Received reads how many frames came in and when the last did, when
-	// the owner counts them anyway; nil: the socket counts the messages
-	// it is told of (MessageReceived).
-	Received func() (n uint64, last time.Time)
 	// KeepalivesSent reads how many keepalive pings were sent; nil: none.
 	KeepalivesSent func() uint64
 	// Listen: a listener, not a connection.
@@ -374,8 +370,7 @@ func (k *Socket) MessageSent() {
 	k.lastSent.Store(time.Now().UnixNano())
 }
 
-// MessageReceived counts a message received (when the socket was made
-// without Received).
+// MessageReceived counts a message received.
 func (k *Socket) MessageReceived() {
 	k.messagesReceived.Add(1)
 	k.lastReceived.Store(time.Now().UnixNano())
@@ -404,10 +399,6 @@ func (k *Socket) Metrics() SocketMetrics {
 		LastRemoteStreamCreated: unixTime(k.lastRemoteStream.Load()),
 		LastMessageSent:         unixTime(k.lastSent.Load()),
 		LastMessageReceived:     unixTime(k.lastReceived.Load()),
-	}
-	if f := k.info.Received; f != nil {
-		n, last := f()
-		m.MessagesReceived, m.LastMessageReceived = int64(n), last
 	}
 	if f := k.info.KeepalivesSent; f != nil {
 		m.KeepalivesSent = int64(f())
