@@ -56,6 +56,23 @@ var detailsDesc = rpc.ServiceDesc{
 			}
 			return nil, st.Err()
 		},
+	}, {
+		// Compressed answers 64 KiB of zeros compressed with the
+		// compressor the request's x-compressor names, which the client
+		// must have advertised (SetSendCompressor).
+		MethodName: "Compressed",
+		Handler: func(_ any, ctx context.Context, dec func(any) error, _ rpc.UnaryServerInterceptor) (any, error) {
+			if err := dec(new(emptypb.Empty)); err != nil {
+				return nil, err
+			}
+			md, _ := metadata.FromIncomingContext(ctx)
+			if v := md["x-compressor"]; len(v) == 1 {
+				if err := rpc.SetSendCompressor(ctx, v[0]); err != nil {
+					return nil, status.Error(codes.FailedPrecondition, err.Error())
+				}
+			}
+			return wrapperspb.Bytes(make([]byte, 64<<10)), nil
+		},
 	}},
 }
 
