@@ -73,11 +73,11 @@ type Conn struct {
 	// acceptEnc is the grpc-accept-encoding of the responses: the
 	// compressors registered when the connection came, "" for none.
 	acceptEnc string
-	rfr  *http2.Framer // the reader's
-	wfr  *http2.Framer // the writer's
-	bw   *bufio.Writer
-	henc *hpack.Encoder
-	hbuf bytes.Buffer
+	rfr       *http2.Framer // the reader's
+	wfr       *http2.Framer // the writer's
+	bw        *bufio.Writer
+	henc      *hpack.Encoder
+	hbuf      bytes.Buffer
 
 	received atomic.Uint64
 	wg       sync.WaitGroup // the reader and the writer
