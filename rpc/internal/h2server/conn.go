@@ -67,17 +67,17 @@ const sendWindow = 4 << 20
 
 // Conn is one HTTP/2 client connection, served as rdmarpc frames.
 type Conn struct {
-	fc  transport.Conn // the accepted connection: Close, Done, addresses
-	nc  net.Conn
-	cfg Config
+	fc   transport.Conn // the accepted connection: Close, Done, addresses
+	nc   net.Conn
+	cfg  Config
+	rfr  *http2.Framer // the reader's
+	wfr  *http2.Framer // the writer's
+	bw   *bufio.Writer
+	henc *hpack.Encoder
+	hbuf bytes.Buffer
 	// acceptEnc is the grpc-accept-encoding of the responses: the
 	// compressors registered when the connection came, "" for none.
 	acceptEnc string
-	rfr       *http2.Framer // the reader's
-	wfr       *http2.Framer // the writer's
-	bw        *bufio.Writer
-	henc      *hpack.Encoder
-	hbuf      bytes.Buffer
 
 	received atomic.Uint64
 	wg       sync.WaitGroup // the reader and the writer
