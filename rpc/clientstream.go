@@ -104,14 +104,14 @@ func (cc *ClientConn) openStream(ctx context.Context, desc *StreamDesc, method s
 
 // clientStream is the client's end of one stream.
 type clientStream struct {
-	cc *ClientConn
+	cc     *ClientConn
+	desc   *StreamDesc
+	method string
+	md     metadata.MD // the request metadata, for an OPEN sent again
 	// callCount says who counts the RPC's end on the channel (channelz):
 	// callCountMine once newStreamFromConfig made the stream the RPC's
 	// own (not an attempt of a retryStream), callCountEnded once it ended.
 	callCount atomic.Int32
-	desc      *StreamDesc
-	method    string
-	md        metadata.MD // the request metadata, for an OPEN sent again
 	// recvComp is the compressor of the messages the server sends, from
 	// its HEADERS (nil: not compressed): set by the reader before it
 	// queues the first message.
