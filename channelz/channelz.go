@@ -23,9 +23,13 @@ type CallMetrics struct {
 }
 
 // Start counts a call started now.
-func (m *CallMetrics) Start() {
+func (m *CallMetrics) Start() { m.StartAt(time.Now().UnixNano()) }
+
+// StartAt counts a call started at now (Unix nanoseconds), for a caller
+// that counts one call on several entities with one reading of the clock.
+func (m *CallMetrics) StartAt(now int64) {
 	m.started.Add(1)
-	m.lastStarted.Store(time.Now().UnixNano())
+	m.lastStarted.Store(now)
 }
 
 // End counts a call's end, successful (an OK status) or not.
@@ -345,8 +349,10 @@ func (k *Socket) Info() SocketInfo { return k.info }
 
 // StreamStarted counts a call or stream begun on the connection, by this
 // side (local) or by the peer.
-func (k *Socket) StreamStarted(local bool) {
-	now := time.Now().UnixNano()
+func (k *Socket) StreamStarted(local bool) { k.StreamStartedAt(local, time.Now().UnixNano()) }
+
+// StreamStartedAt is StreamStarted at now (Unix nanoseconds).
+func (k *Socket) StreamStartedAt(local bool, now int64) {
 	k.streamsStarted.Add(1)
 	if local {
 		k.lastLocalStream.Store(now)

@@ -3,6 +3,7 @@ package channelz_test
 import (
 	"net"
 	"testing"
+	"time"
 
 	"github.com/rdmarpc/rdmarpc/channelz"
 	"github.com/rdmarpc/rdmarpc/connectivity"
@@ -135,4 +136,27 @@ func BenchmarkCall(b *testing.B) {
 			m.End(true)
 		}
 	})
+}
+
+// BenchmarkClientCall is what one unary call costs channelz on a client:
+// the channel's, the subchannel's and the socket's counts, the request
+// sent and the response received.
+func BenchmarkClientCall(b *testing.B) {
+	c := channelz.NewChannel("bench", ready)
+	defer c.Close()
+	sc := c.NewSubChannel("bench", ready)
+	k := sc.NewSocket(channelz.SocketInfo{})
+	defer k.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Calls.Start()
+		now := time.Now().UnixNano()
+		sc.Calls.StartAt(now)
+		k.StreamStartedAt(true, now)
+		k.MessageSent()
+		k.MessageReceived()
+		k.StreamEnded(true)
+		sc.Calls.End(true)
+		c.Calls.End(true)
+	}
 }

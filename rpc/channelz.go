@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"strings"
+	"time"
 
 	"github.com/rdmarpc/rdmarpc/channelz"
 	"github.com/rdmarpc/rdmarpc/codes"
@@ -67,8 +68,23 @@ func addrsName(addrs []resolver.Address) string {
 // attemptStarted counts a call or stream begun on l, on its subchannel and
 // socket.
 func (l *clientLink) attemptStarted() {
-	l.sc.chz.Calls.Start()
-	l.chz.StreamStarted(true)
+	now := time.Now().UnixNano()
+	l.sc.chz.Calls.StartAt(now)
+	l.chz.StreamStartedAt(true, now)
+}
+
+// chzCallStarted counts a call or stream the peer began on l, on the
+// server and the socket.
+func (l *serverLink) chzCallStarted() {
+	now := time.Now().UnixNano()
+	l.s.chz.Calls.StartAt(now)
+	l.chz.StreamStartedAt(false, now)
+}
+
+// chzCallEnded counts the end of a call or stream the peer began on l.
+func (l *serverLink) chzCallEnded(err error) {
+	l.s.chz.Calls.End(err == nil)
+	l.chz.StreamEnded(err == nil)
 }
 
 // attemptEnded counts the end of a call or stream begun on l.

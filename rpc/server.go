@@ -653,8 +653,7 @@ func (l *serverLink) serveStream(st *callStream) {
 		st.cc.Context = l.beginStats(callBase{st}, hs, st, sc)
 	}
 	st.start()
-	l.s.chz.Calls.Start()
-	l.chz.StreamStarted(false)
+	l.chzCallStarted()
 	resp, err := l.run(sc, st)
 	// Counted as sending before it leaves the calls: a draining
 	// connection with neither would be closed under its response.
@@ -669,8 +668,7 @@ func (l *serverLink) serveStream(st *callStream) {
 		(*h)(l.closable())
 	}
 	err = l.respond(st, sc, resp, err)
-	l.s.chz.Calls.End(err == nil)
-	l.chz.StreamEnded(err == nil)
+	l.chzCallEnded(err)
 	if st.lent != nil {
 		bufpool.Put(st.lent) // the response, which may have used them, is sent
 		st.lent = nil

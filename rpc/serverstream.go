@@ -127,8 +127,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	l.adm.streams[h.CallID] = ss
 	l.adm.open++
 	ss.counted = true
-	l.s.chz.Calls.Start()
-	l.chz.StreamStarted(false)
+	l.chzCallStarted()
 	l.wg.Add(1)
 	l.adm.mu.Unlock()
 	if extra := l.s.opts.window - defaultWindow; extra > 0 {
@@ -441,8 +440,7 @@ func (ss *serverStream) run() {
 	l := ss.l
 	defer l.wg.Done()
 	err := ss.call()
-	l.s.chz.Calls.End(err == nil)
-	l.chz.StreamEnded(err == nil)
+	l.chzCallEnded(err)
 	l.release(ss.in.Fail(io.EOF))
 	ss.cancel()
 	l.adm.mu.Lock()
