@@ -288,6 +288,11 @@ type SocketInfo struct {
 	Counters func() map[string]uint64
 	// KeepalivesSent reads how many keepalive pings were sent; nil: none.
 	KeepalivesSent func() uint64
+	// LastReceived reads when the connection's last frame came, when the
+	// owner keeps that anyway: then MessageReceived only counts, and the
+	// socket's last message received is the last frame's time (a message,
+	// or a control frame after it). nil: MessageReceived reads the clock.
+	LastReceived func() time.Time
 	// Listen: a listener, not a connection.
 	Listen bool
 }
@@ -379,7 +384,9 @@ func (k *Socket) MessageSent() {
 // MessageReceived counts a message received.
 func (k *Socket) MessageReceived() {
 	k.messagesReceived.Add(1)
-	k.lastReceived.Store(time.Now().UnixNano())
+	if k.info.LastReceived == nil {
+		k.lastReceived.Store(time.Now().UnixNano())
+	}
 }
 
 // SocketMetrics is what a socket counted, read at one time.
@@ -405,6 +412,9 @@ func (k *Socket) Metrics() SocketMetrics {
 		LastRemoteStreamCreated: unixTime(k.lastRemoteStream.Load()),
 		LastMessageSent:         unixTime(k.lastSent.Load()),
 		LastMessageReceived:     unixTime(k.lastReceived.Load()),
+	}
+	if f := k.info.LastReceived; f != nil && m.MessagesReceived > 0 {
+		m.LastMessageReceived = f()
 	}
 	if f := k.info.KeepalivesSent; f != nil {
 		m.KeepalivesSent = int64(f())

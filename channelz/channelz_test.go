@@ -120,8 +120,20 @@ func TestCounts(t *testing.T) {
 	if got.StreamsStarted != 1 || got.StreamsSucceeded != 1 || got.MessagesSent != 1 || got.MessagesReceived != 2 || got.KeepalivesSent != 7 || got.Counters["x"] != 1 {
 		t.Fatalf("Metrics: %+v", got)
 	}
-	if got.LastRemoteStreamCreated.IsZero() || !got.LastLocalStreamCreated.IsZero() {
-		t.Fatalf("a remote stream made %v, a local one %v", got.LastRemoteStreamCreated, got.LastLocalStreamCreated)
+	if got.LastRemoteStreamCreated.IsZero() || !got.LastLocalStreamCreated.IsZero() || got.LastMessageReceived.IsZero() {
+		t.Fatalf("a remote stream made %v, a local one %v, a message received %v", got.LastRemoteStreamCreated, got.LastLocalStreamCreated, got.LastMessageReceived)
+	}
+
+	// The owner's clock for what came in.
+	last := time.Unix(1e9, 0)
+	k2 := s.NewSocket(channelz.SocketInfo{LastReceived: func() time.Time { return last }})
+	defer k2.Close()
+	if m := k2.Metrics(); !m.LastMessageReceived.IsZero() {
+		t.Fatalf("no message yet, but the last came at %v", m.LastMessageReceived)
+	}
+	k2.MessageReceived()
+	if m := k2.Metrics(); m.MessagesReceived != 1 || !m.LastMessageReceived.Equal(last) {
+		t.Fatalf("received %d, the last at %v; want 1 at the owner's %v", m.MessagesReceived, m.LastMessageReceived, last)
 	}
 }
 
@@ -145,7 +157,7 @@ func BenchmarkClientCall(b *testing.B) {
 	c := channelz.NewChannel("bench", ready)
 	defer c.Close()
 	sc := c.NewSubChannel("bench", ready)
-	k := sc.NewSocket(channelz.SocketInfo{})
+	k := sc.NewSocket(channelz.SocketInfo{LastReceived: time.Now}) // rpc's links keep it
 	defer k.Close()
 	b.ReportAllocs()
 	for b.Loop() {

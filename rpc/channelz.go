@@ -42,7 +42,7 @@ func socketInfo(tc transport.Conn, scheme string, ai credentials.AuthInfo, count
 	if counters == nil {
 		counters, _ = tc.(transport.Counters)
 	}
-	info := channelz.SocketInfo{Local: tc.LocalAddr(), Remote: tc.RemoteAddr(), Transport: scheme, AuthInfo: ai, KeepalivesSent: l.PingsSent}
+	info := channelz.SocketInfo{Local: tc.LocalAddr(), Remote: tc.RemoteAddr(), Transport: scheme, AuthInfo: ai, KeepalivesSent: l.PingsSent, LastReceived: l.LastFrame}
 	if counters != nil {
 		info.Counters = counters.Counters
 	}

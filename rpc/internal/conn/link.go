@@ -324,6 +324,10 @@ func (l *Link) alive() uint64 {
 // Frames is how many frames the link received.
 func (l *Link) Frames() uint64 { return l.frames.Load() }
 
+// LastFrame is when the last frame arrived (when the link was made, before
+// any).
+func (l *Link) LastFrame() time.Time { return time.Unix(0, l.lastFrame.Load()) }
+
 // PingsSent is the number of keepalive PINGs sent.
 func (l *Link) PingsSent() uint64 { return l.pings.Load() }
 
