@@ -11,7 +11,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 # development). Every target below runs over each of them as its users build
 # it, alone (GOWORK=off), so a module that only builds inside the workspace
 # fails here.
-MODULES := . contrib/otel contrib/prometheus contrib/grpcgo experimental/opentelemetry stats/opentelemetry examples bench test/peers test/ghz
+MODULES := . contrib/otel contrib/prometheus contrib/grpcgo experimental/opentelemetry stats/opentelemetry orca examples bench test/peers test/ghz
 STATICCHECK := $(shell /usr/local/go/bin/go env GOPATH 2>/dev/null)/bin/staticcheck
 # each CMD: runs CMD in every module, stops at the first failure.
 each = @set -e; for m in $(MODULES); do echo "== $$m: $(1)"; (cd $$m && GOWORK=off $(1)); done

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/rdmarpc/rdmarpc/connectivity"
+	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/resolver"
 	"github.com/rdmarpc/rdmarpc/serviceconfig"
 )
@@ -163,6 +164,39 @@ type PickResult struct {
 type DoneInfo struct {
 	// Err is the call's error, nil for success.
 	Err error
+	// Trailer is the server's trailer, nil when the call ended without
+	// one (it never reached the server, or was cancelled).
+	Trailer metadata.MD
+	// ServerLoad is the load the server reported in Trailer, parsed by
+	// the format a package installed (orca's *v3orcapb.OrcaLoadReport from
+	// endpoint-load-metrics-bin, once package orca is linked in); nil
+	// without one.
+	ServerLoad any
+}
+
+// ProducerBuilder builds a Producer for a SubConn: a component that runs
+// its own streams on that SubConn's connection, as ORCA's out-of-band load
+// reports do (orca.RegisterOOBListener).
+type ProducerBuilder interface {
+	// Build returns the Producer and the function that stops it;
+	// subConnStreams is an rpc.ClientConnInterface whose calls and
+	// streams go to the SubConn's backend, failing Unavailable while the
+	// SubConn is not Ready.
+	Build(subConnStreams any) (p Producer, close func())
+}
+
+// Producer is what a ProducerBuilder builds; its user knows its type.
+type Producer any
+
+// ProducerSubConn is implemented by the ClientConn's SubConns (gRPC-go has
+// the method on SubConn itself; here a balancer that wraps SubConns need
+// not implement it).
+type ProducerSubConn interface {
+	SubConn
+	// GetOrBuildProducer returns the SubConn's Producer of pb, building
+	// it on first use; each caller calls close once, and the last close
+	// stops the Producer.
+	GetOrBuildProducer(pb ProducerBuilder) (p Producer, close func())
 }
 
 // ErrNoSubConnAvailable is what a Picker returns when it has no SubConn

@@ -33,6 +33,9 @@ type callInfo struct {
 	// attemptTrailer, set by the retry loop, receives the response
 	// trailers: the server's grpc-retry-pushback-ms is there.
 	attemptTrailer *metadata.MD
+	// pickTrailer, set when the balancer's pick has a Done, receives
+	// the attempt's trailer for its DoneInfo.
+	pickTrailer *metadata.MD
 	// retryBuffer bounds what a call keeps to replay on a retry
 	// (MaxRetryRPCBufferSize); 0: defaultRetryBufferSize.
 	retryBuffer int

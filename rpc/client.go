@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/rdmarpc/rdmarpc/balancer"
 	"github.com/rdmarpc/rdmarpc/channelz"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
@@ -94,6 +93,12 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 		if err != nil {
 			return err
 		}
+		// The trailer for the pick's Done, allocated only when there is
+		// one: a call without pays nothing (TestUnaryAllocs).
+		ci.pickTrailer = nil
+		if done != nil {
+			ci.pickTrailer = new(metadata.MD)
+		}
 		cmd, err := l.callMD(ctx, method, md, ci)
 		if err == nil {
 			l.attemptStarted()
@@ -101,7 +106,7 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 			l.attemptEnded(err)
 		}
 		if done != nil {
-			done(balancer.DoneInfo{Err: err})
+			done(doneInfo(err, *ci.pickTrailer))
 		}
 		switch err {
 		case errNotSent:
@@ -405,6 +410,9 @@ func (l *clientLink) finish(frame []byte, reply any, ci *callInfo, rs *rpcStats)
 			}
 			if ci.attemptTrailer != nil {
 				*ci.attemptTrailer = resp.Trailer
+			}
+			if ci.pickTrailer != nil {
+				*ci.pickTrailer = resp.Trailer
 			}
 			if ci.peer != nil {
 				*ci.peer = Peer{Addr: l.Conn.RemoteAddr(), LocalAddr: l.Conn.LocalAddr(), AuthInfo: authInfo(l.Conn)}

@@ -13,6 +13,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/balancer"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/encoding"
+	"github.com/rdmarpc/rdmarpc/internal/balancerload"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
 	"github.com/rdmarpc/rdmarpc/rpc/internal/conn"
@@ -433,6 +434,13 @@ func (l *clientLink) forgetStream(id uint64, resetting bool) bool {
 	return ok
 }
 
+// doneInfo is what a pick's Done is told of an attempt that ended with err
+// and trailer: the server's load report in it too, parsed by the format
+// a package installed (package orca's).
+func doneInfo(err error, trailer metadata.MD) balancer.DoneInfo {
+	return balancer.DoneInfo{Err: err, Trailer: trailer, ServerLoad: balancerload.Parse(trailer)}
+}
+
 // setPickDone makes done, the balancer's for the stream's current link,
 // be called when the stream ends; one of an earlier link (the stream was
 // refused there and opened again) is called now.
@@ -441,15 +449,16 @@ func (cs *clientStream) setPickDone(done func(balancer.DoneInfo)) {
 	old := cs.pickDone
 	cs.pickDone = done
 	var st *status.Status
+	var trailer metadata.MD
 	if cs.ended {
-		cs.pickDone, st = nil, cs.endStatus
+		cs.pickDone, st, trailer = nil, cs.endStatus, cs.trailer
 	}
 	cs.mu.Unlock()
 	if old != nil {
 		old(balancer.DoneInfo{Err: status.Error(codes.Unavailable, "stream refused by the server; opened again")})
 	}
 	if st != nil && done != nil {
-		done(balancer.DoneInfo{Err: st.Err()})
+		done(doneInfo(st.Err(), trailer))
 	}
 }
 
@@ -481,7 +490,7 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 		return nil, 0, false
 	}
 	l, id := cs.l, cs.id
-	pickDone := cs.pickDone
+	pickDone, trailer := cs.pickDone, cs.trailer
 	cs.pickDone = nil
 	cs.ended, cs.endStatus = true, st
 	cs.commitLocked()
@@ -496,7 +505,7 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 		err = st.Err()
 	}
 	if pickDone != nil {
-		pickDone(balancer.DoneInfo{Err: st.Err()})
+		pickDone(doneInfo(st.Err(), trailer))
 	}
 	if l != nil {
 		l.attemptEnded(st.Err())

@@ -440,6 +440,17 @@ func ChainStreamInterceptor(is ...StreamServerInterceptor) ServerOption {
 // as UnaryInterceptor does.
 func ChainUnaryInterceptor(is ...UnaryServerInterceptor) ServerOption { return UnaryInterceptor(is...) }
 
+// JoinServerOptions returns one option that applies opts in order: what a
+// package returns when it needs several, as orca.CallMetricsServerOption
+// (a unary and a stream interceptor). gRPC-go has it as an internal.
+func JoinServerOptions(opts ...ServerOption) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) {
+		for _, opt := range opts {
+			opt.apply(o)
+		}
+	})
+}
+
 // WithInitialWindowSize sets each stream's receive window on the client
 // (see InitialWindowSize).
 func WithInitialWindowSize(n int32) DialOption {

@@ -57,6 +57,9 @@ type subConn struct {
 	// (failover.go).
 	curVia  via
 	probing bool
+	// producers are the balancer's Producers on s (producer.go); not
+	// guarded by cc.mu.
+	producers producers
 
 	chz *channelz.SubChannel // what channelz shows of it, until shutdown
 }

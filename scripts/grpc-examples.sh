@@ -8,7 +8,7 @@
 # The examples are gRPC-go's module google.golang.org/grpc/examples, from
 # the Go module cache (EXAMPLES=dir to use another copy). The ported copy's
 # go.mod gets what any program using an unpublished clone needs: the
-# library, stats/opentelemetry and experimental/opentelemetry required and
+# library, stats/opentelemetry, experimental/opentelemetry and orca required and
 # replaced by this clone's directories (gRPC-go's own replaces of the
 # examples' go.mod are dropped). Needs the module cache that `make deps`
 # fills; sets GOFLAGS=-mod=mod.
@@ -30,7 +30,7 @@ for m in google.golang.org/grpc google.golang.org/grpc/gcp/observability google.
   go mod edit -dropreplace $m -droprequire $m
 done
 go mod edit -droprequire google.golang.org/grpc/security/advancedtls -droprequire google.golang.org/grpc/stats/opencensus
-for m in "" /stats/opentelemetry /experimental/opentelemetry; do
+for m in "" /stats/opentelemetry /experimental/opentelemetry /orca; do
   go mod edit -require "github.com/rdmarpc/rdmarpc$m@$zero" -replace "github.com/rdmarpc/rdmarpc$m=$root$m"
 done
 go mod tidy -e > "$work/tidy.out" 2>&1 || true # what rdmarpc lacks stays missing

@@ -71,8 +71,9 @@ var portAPI = map[string][]string{
 
 // portModules are the modules of their own inside the repository that
 // hold gRPC-go's packages at gRPC-go's paths (they require OpenTelemetry,
-// which the library does not): a ported program imports them by the rule.
-var portModules = map[string]bool{"stats/opentelemetry": true, "experimental/opentelemetry": true}
+// or cncf/xds, which the library does not): a ported program imports them
+// by the rule.
+var portModules = map[string]bool{"stats/opentelemetry": true, "experimental/opentelemetry": true, "orca": true}
 
 // libraryAPI returns, for each public non-main package of the module at
 // root (not internal, not cmd, not another module but portModules), its

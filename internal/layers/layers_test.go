@@ -21,7 +21,7 @@ var layerOf = map[string]int{
 	"transport/rdma/internal/verbs": 0, "transport/rdma/internal/credit": 0,
 	"resolver/dns/dnstest": 0, "rpc/internal/timers": 0,
 
-	"status": 1, "metadata": 1, "credentials": 1, "credentials/": 1, "peer": 1,
+	"status": 1, "metadata": 1, "credentials": 1, "credentials/": 1, "peer": 1, "security/": 1,
 	"encoding": 1, "encoding/": 1, "serviceconfig": 1,
 
 	"transport": 2, "transport/internal/": 2, "stats": 2, "resolver": 2,

@@ -16,7 +16,7 @@ type printer struct{ done chan struct{} }
 func (p printer) UpdateState(s resolver.State) error {
 	lines := make([]string, 0, len(s.Addresses))
 	for _, a := range s.Addresses {
-		lines = append(lines, fmt.Sprint(a.Transport, " ", a.Addr, " ", a.ServerName))
+		lines = append(lines, fmt.Sprint(a.Transport, " ", a.Addr))
 	}
 	sort.Strings(lines) // the resolver keeps the answer's order, which may vary
 	fmt.Println(strings.Join(lines, "\n"))
@@ -48,6 +48,6 @@ func Example() {
 	<-p.done
 	r.Close()
 	// Output:
-	// auto 10.0.0.1:7070 kv.test
-	// auto 10.0.0.2:7070 kv.test
+	// auto 10.0.0.1:7070
+	// auto 10.0.0.2:7070
 }

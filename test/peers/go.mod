@@ -5,11 +5,14 @@ go 1.26.0
 replace (
 	github.com/rdmarpc/rdmarpc => ../..
 	github.com/rdmarpc/rdmarpc/contrib/grpcgo => ../../contrib/grpcgo
+	github.com/rdmarpc/rdmarpc/orca => ../../orca
 )
 
 require (
+	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2
 	github.com/rdmarpc/rdmarpc v0.0.0-00010101000000-000000000000
 	github.com/rdmarpc/rdmarpc/contrib/grpcgo v0.0.0-00010101000000-000000000000
+	github.com/rdmarpc/rdmarpc/orca v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941
 	google.golang.org/grpc v1.85.0
@@ -21,7 +24,6 @@ require (
 	cloud.google.com/go/compute/metadata v0.9.0 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/envoyproxy/go-control-plane/envoy v1.39.1-0.20260819172001-e6e3fd93e4be // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/fullstorydev/grpcurl v1.9.4 // indirect
