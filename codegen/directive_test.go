@@ -21,13 +21,15 @@ type genCase struct {
 }
 
 // genCases returns the go:generate lines of the golden packages, of the
-// echo example, and of the health and reflection protocols' packages.
+// echo example, and of the health, reflection and channelz protocols'
+// packages.
 func genCases(t *testing.T) []genCase {
 	t.Helper()
 	dirs := []string{
 		filepath.Join("..", "examples", "echo", "echopb"),
 		filepath.Join("..", "health", "grpc_health_v1"),
 		filepath.Join("..", "reflection", "grpc_reflection_v1"),
+		filepath.Join("..", "channelz", "grpc_channelz_v1"),
 	}
 	err := filepath.WalkDir(filepath.Join("internal", "golden"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && d.Name() == "doc.go" {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/rdmarpc/rdmarpc/channelz"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
 	"github.com/rdmarpc/rdmarpc/metadata"
@@ -100,7 +101,9 @@ func (cc *ClientConn) send(ctx context.Context, method string, req, reply any, c
 		}
 		cmd, err := l.callMD(ctx, method, md, ci)
 		if err == nil {
+			l.attemptStarted()
 			err = l.call(ctx, method, cmd, req, reply, ci, rs)
+			l.attemptEnded(err)
 		}
 		if done != nil {
 			done(doneInfo(err, *ci.pickTrailer))
@@ -203,7 +206,8 @@ type clientLink struct {
 	// for tests.
 	handoffs atomic.Uint64
 
-	stats *connStats // nil without stats handlers
+	stats *connStats       // nil without stats handlers
+	chz   *channelz.Socket // what channelz shows of it, until its reader ends
 }
 
 type pendingCall struct {
@@ -325,6 +329,9 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 	// The request takes the connection's window, as stream messages do:
 	// the server grants it back when the call is over (docs/wire.md).
 	n, err := sendFrame(ctx, l.Conn, sendCodec(l.cc.opts.codec, ci.comp), head, req, ci.maxSendSize, nil, &l.Flow, nil)
+	if err == nil {
+		l.chz.MessageSent()
+	}
 	if rs != nil && err == nil {
 		rs.outHeader(md, method, l.Conn)
 		rs.outPayload(req, n, len(head)+n)
@@ -351,6 +358,9 @@ func (l *clientLink) call(ctx context.Context, method string, md metadata.MD, re
 	}
 	defer r.frame.Release()
 	err = l.finish(r.frame.Bytes(), reply, ci, rs)
+	if err == nil {
+		l.chz.MessageReceived() // a response that was an error held none
+	}
 	if err == nil && !l.uaKnown.Load() {
 		if _, ok := md[userAgentKey]; ok {
 			// The server decoded the request: it has the user-agent.
@@ -471,6 +481,9 @@ func (l *clientLink) dispatch(b transport.Buffer, self *pendingCall) bool {
 		b.Release()
 		l.fatal(err)
 		return false
+	}
+	if h.Kind == wire.KindMessage {
+		l.chz.MessageReceived()
 	}
 	if h.Kind == wire.KindResponse {
 		l.mu.Lock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/backoff"
 	"github.com/rdmarpc/rdmarpc/balancer"
+	"github.com/rdmarpc/rdmarpc/channelz"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/connectivity"
 	"github.com/rdmarpc/rdmarpc/metadata"
@@ -82,6 +83,8 @@ type ClientConn struct {
 	closed   bool
 	wg       sync.WaitGroup // link readers, dials, health watches, drains, the idle monitor, the serializer
 	ser      serializer     // runs the balancer's calls
+
+	chz *channelz.Channel // what channelz shows of it, from newClient to Close
 }
 
 // NewClient makes a ClientConn for target without connecting: it connects
@@ -180,6 +183,7 @@ func newClient(target, defaultScheme string, opts []DialOption) (*ClientConn, er
 		uaMD:    connMD(o.userAgent),
 	}
 	cc.ser.wg = &cc.wg
+	cc.chz = channelz.NewChannel(target, cc.GetState)
 	if parsed.URL.Scheme == "dns" {
 		cc.authority = parsed.Endpoint()
 	}
@@ -299,6 +303,7 @@ func (cc *ClientConn) Close() error {
 	}
 	cc.setStateLocked(connectivity.Shutdown)
 	cc.mu.Unlock()
+	cc.chz.Close()
 	cc.cancel()
 	if res != nil {
 		res.Close()

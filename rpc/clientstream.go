@@ -109,6 +109,10 @@ type clientStream struct {
 	desc   *StreamDesc
 	method string
 	md     metadata.MD // the request metadata, for an OPEN sent again
+	// callCount says who counts the RPC's end on the channel (channelz):
+	// callCountMine once newStreamFromConfig made the stream the RPC's
+	// own (not an attempt of a retryStream), callCountEnded once it ended.
+	callCount atomic.Int32
 	// recvComp is the compressor of the messages the server sends, from
 	// its HEADERS (nil: not compressed): set by the reader before it
 	// queues the first message.
@@ -227,11 +231,16 @@ func (l *clientLink) start(cs *clientStream) error {
 		l.forgetStream(id, false)
 		return st.Err()
 	}
+	prev := cs.l
 	cs.l, cs.id = l, id
 	l.Flow.Allow(cs.ci.maxRecvSize)
 	halfClosed := cs.sentClose
 	kept := cs.kept
 	cs.mu.Unlock()
+	if prev != nil {
+		prev.attemptEnded(errRefused) // refused there, opened again here
+	}
+	l.attemptStarted()
 
 	var flags uint8
 	if cs.desc.ClientStreams {
@@ -266,6 +275,8 @@ func (l *clientLink) start(cs *clientStream) error {
 			wire.AppendMessageHead(again[:0], id)
 			if err = l.Conn.Send(ctx, again); err != nil {
 				l.Flow.Add(int64(len(f)))
+			} else {
+				l.chz.MessageSent()
 			}
 			bufpool.Put(again)
 			cs.out.Take(len(f))
@@ -495,6 +506,12 @@ func (cs *clientStream) finishAt(st *status.Status, drop, reset bool) (*clientLi
 	}
 	if pickDone != nil {
 		pickDone(doneInfo(st.Err(), trailer))
+	}
+	if l != nil {
+		l.attemptEnded(st.Err())
+	}
+	if cs.callCount.Swap(callCountEnded) == callCountMine {
+		cs.cc.chz.Calls.End(st.Code() == codes.OK)
 	}
 	if drop {
 		cs.release(l, cs.dropQueued(err))
@@ -845,6 +862,9 @@ func (cs *clientStream) SendMsg(m any) error {
 	head := wire.AppendMessageHead(bufpool.Get(wire.HeaderLen)[:0], id)
 	n, err := sendFrame(cs.ctx, l.Conn, cs.codec(), head, m, cs.ci.maxSendSize, nil, &l.Flow, nil)
 	bufpool.Put(head)
+	if err == nil {
+		l.chz.MessageSent()
+	}
 	if err != nil {
 		if _, ok := status.FromError(err); ok && cs.ctx.Err() == nil {
 			return err // too large or not encodable: nothing was sent
@@ -924,6 +944,7 @@ func (cs *clientStream) sendKept(m any, n int) error {
 		}
 		return io.EOF
 	}
+	l.chz.MessageSent()
 	return nil
 }
 

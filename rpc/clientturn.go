@@ -54,6 +54,7 @@ func (l *clientLink) readLoop() {
 	l.failAll(l.CloseStatus())
 	l.Wait()
 	l.stats.end()
+	l.chz.Close()
 }
 
 // passTurn gives up a caller's turn (mine: the caller's own call is still

@@ -23,9 +23,11 @@ const previousAttemptsKey = "grpc-previous-rpc-attempts"
 // server sent response headers (once they arrive the call is committed),
 // the retry throttle lets it, and the caller's context lasts. A call that
 // never left is resent by cc.call itself, without counting as an attempt.
-func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply any, _ *ClientConn, opts ...CallOption) error {
+func (cc *ClientConn) retryCall(ctx context.Context, method string, req, reply any, _ *ClientConn, opts ...CallOption) (err error) {
 	cc.beginCall()
 	defer cc.endCall()
+	cc.chz.Calls.Start()
+	defer func() { cc.chz.Calls.End(err == nil) }()
 	mc := cc.sc.method(method)
 	if mc != nil && mc.waitForReady != nil {
 		// The call's own options come later and win, as in gRPC.

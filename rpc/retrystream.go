@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -35,15 +36,20 @@ func (cc *ClientConn) newStreamFromConfig(ctx context.Context, desc *StreamDesc,
 		cc.endCall()
 	}
 	cc.beginCall()
+	cc.chz.Calls.Start()
 	var cs ClientStream
 	var err error
 	if p, maxAttempts := cc.retryPolicyOf(mc); p != nil {
 		cs, err = cc.newRetryStream(ctx, desc, method, p, maxAttempts, opts)
 	} else {
 		cs, err = cc.newStream(ctx, desc, method, cc, opts...)
+		if err == nil {
+			cs.(*clientStream).countCall()
+		}
 	}
 	if err != nil {
 		end()
+		cc.chz.Calls.End(false)
 		return nil, err
 	}
 	if cancel != nil || cc.opts.idleTimeout > 0 {
@@ -93,6 +99,18 @@ type retryStream struct {
 	// sincePushback counts retries since the server last said when to
 	// retry (grpc-retry-pushback-ms): the backoff grows with it.
 	sincePushback int
+
+	// callEnded: the RPC's end was counted on the channel (channelz).
+	callEnded atomic.Bool
+}
+
+// endCall counts the RPC's end on the channel, once: when RecvMsg or
+// Header returns its outcome. A stream its caller abandons before that is
+// not counted as ended.
+func (s *retryStream) endCall(ok bool) {
+	if s.callEnded.CompareAndSwap(false, true) {
+		s.cc.chz.Calls.End(ok)
+	}
 }
 
 func (cc *ClientConn) newRetryStream(ctx context.Context, desc *StreamDesc, method string, p *retryPolicy, maxAttempts int, opts []CallOption) (ClientStream, error) {
@@ -164,7 +182,11 @@ func (s *retryStream) Header() (metadata.MD, error) {
 	for {
 		cur := s.current()
 		h, err := cur.Header()
-		if err == nil || !s.retry(cur, err) {
+		if err == nil {
+			return h, nil
+		}
+		if !s.retry(cur, err) {
+			s.endCall(false)
 			return h, err
 		}
 	}
@@ -183,10 +205,12 @@ func (s *retryStream) RecvMsg(m any) error {
 		if err == io.EOF {
 			s.cc.throttle.success()
 			s.cancel()
+			s.endCall(true)
 			return err
 		}
 		if !s.retry(cur, err) {
 			s.cancel()
+			s.endCall(false)
 			return err
 		}
 	}

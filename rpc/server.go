@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rdmarpc/rdmarpc/channelz"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/encoding"
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
@@ -51,6 +52,8 @@ type Server struct {
 	cv        *sync.Cond
 	wg        sync.WaitGroup // Serve loops and connection goroutines
 	stopOnce  sync.Once      // Stop's wait for the workers' end, when it does not wait itself
+
+	chz *channelz.Server // what channelz shows of it, until Stop or GracefulStop
 }
 
 // methodEntry is a unary method as a request names it.
@@ -97,6 +100,7 @@ func NewServer(opts ...ServerOption) *Server {
 		conns:             make(map[*serverLink]bool),
 	}
 	s.cv = sync.NewCond(&s.mu)
+	s.chz = channelz.NewServer("")
 	if o.numWorkers < 0 {
 		o.numWorkers = defaultStreamWorkers()
 	}
@@ -197,6 +201,15 @@ func (s *Server) Serve(l Listener) error {
 	}
 	s.log.Info("serving", zap.Stringer("addr", lis.Addr()))
 	lisCounters, _ := lis.(transport.Counters)
+	scheme := lis.Addr().Network()
+	if sc, ok := lis.(interface{ Scheme() string }); ok {
+		scheme = sc.Scheme()
+	}
+	lisInfo := channelz.SocketInfo{Local: lis.Addr(), Transport: scheme}
+	if lisCounters != nil {
+		lisInfo.Counters = lisCounters.Counters
+	}
+	defer s.chz.NewListenSocket(lisInfo).Close()
 	for {
 		tc, err := lis.Accept(context.Background())
 		if err != nil {
@@ -208,10 +221,12 @@ func (s *Server) Serve(l Listener) error {
 			}
 			return fmt.Errorf("rpc: accept on %v: %w", lis.Addr(), err)
 		}
+		connScheme := scheme
 		if fc, ok := tc.(transport.Foreign); ok {
 			if tc = s.foreign(fc); tc == nil {
 				continue
 			}
+			connScheme = "h2" // a gRPC client, on the port's TCP
 		}
 		s.mu.Lock()
 		if s.draining || s.stopped {
@@ -224,6 +239,7 @@ func (s *Server) Serve(l Listener) error {
 		s.wg.Add(1)
 		s.mu.Unlock()
 		l.stats = beginConn(s.opts.statsHandlers, false, tc, lisCounters)
+		l.chz = s.chz.NewSocket(socketInfo(tc, connScheme, l.peer.AuthInfo, lisCounters, l.Link))
 		go l.serve()
 	}
 }
@@ -258,6 +274,7 @@ func (s *Server) foreign(fc transport.Foreign) transport.Conn {
 // WaitForHandlers(true), when it returns once every handler has returned.
 // Either way each connection's goroutines end after its handlers.
 func (s *Server) Stop() {
+	s.chz.Close()
 	s.mu.Lock()
 	s.stopped = true
 	for lis := range s.listeners {
@@ -297,6 +314,7 @@ func (s *Server) Stop() {
 // already on their way finish, and returns when every client has closed its
 // connection. Stop, called meanwhile, cuts it short.
 func (s *Server) GracefulStop() {
+	s.chz.Close()
 	s.mu.Lock()
 	s.draining = true
 	for lis := range s.listeners {
@@ -338,6 +356,7 @@ type serverLink struct {
 	timers      connTimers
 	wg          sync.WaitGroup // handler goroutines
 	stats       *connStats     // nil without stats handlers
+	chz         *channelz.Socket
 }
 
 // callStream is one call on a server connection: a stream with one message
@@ -489,6 +508,7 @@ func (l *serverLink) finish() {
 	l.adm.mu.Unlock()
 	s := l.s
 	l.stats.end()
+	l.chz.Close()
 	s.mu.Lock()
 	delete(s.conns, l)
 	s.cv.Broadcast()
@@ -502,6 +522,9 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 		b.Release()
 		l.fatal(err)
 		return false
+	}
+	if h.Kind == wire.KindRequest || h.Kind == wire.KindMessage {
+		l.chz.MessageReceived()
 	}
 	switch h.Kind {
 	case wire.KindRequest:
@@ -630,6 +653,7 @@ func (l *serverLink) serveStream(st *callStream) {
 		st.cc.Context = l.beginStats(callBase{st}, hs, st, sc)
 	}
 	st.start()
+	l.chzCallStarted()
 	resp, err := l.run(sc, st)
 	// Counted as sending before it leaves the calls: a draining
 	// connection with neither would be closed under its response.
@@ -644,6 +668,7 @@ func (l *serverLink) serveStream(st *callStream) {
 		(*h)(l.closable())
 	}
 	err = l.respond(st, sc, resp, err)
+	l.chzCallEnded(err)
 	if st.lent != nil {
 		bufpool.Put(st.lent) // the response, which may have used them, is sent
 		st.lent = nil
@@ -788,6 +813,9 @@ func (l *serverLink) respond(call *callStream, sc *serverCall, resp any, err err
 		var n int
 		l.adm.unreserve(call) // the response takes its own size of the budget
 		n, err = sendFrame(l.Ctx, l.Conn, sendCodec(l.s.opts.codec, comp), head, resp, l.s.opts.maxSendSize, l.budget, nil, call.est)
+		if err == nil {
+			l.chz.MessageSent()
+		}
 		if rs := sc.stats; rs != nil && err == nil {
 			rs.outHeader(header, "", nil)
 			rs.outPayload(resp, n, len(head)+n)

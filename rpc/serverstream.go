@@ -127,6 +127,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	l.adm.streams[h.CallID] = ss
 	l.adm.open++
 	ss.counted = true
+	l.chzCallStarted()
 	l.wg.Add(1)
 	l.adm.mu.Unlock()
 	if extra := l.s.opts.window - defaultWindow; extra > 0 {
@@ -439,6 +440,7 @@ func (ss *serverStream) run() {
 	l := ss.l
 	defer l.wg.Done()
 	err := ss.call()
+	l.chzCallEnded(err)
 	l.release(ss.in.Fail(io.EOF))
 	ss.cancel()
 	l.adm.mu.Lock()
@@ -617,6 +619,9 @@ func (ss *serverStream) SendMsg(m any) error {
 	n, err := sendFrame(ss.ctx, ss.l.Conn, sendCodec(ss.l.s.opts.codec, ss.sendComp), head, m, ss.l.s.opts.maxSendSize, ss.l.budget, &ss.l.Flow, nil)
 	ss.l.ResponseDone()
 	bufpool.Put(head)
+	if err == nil {
+		ss.l.chz.MessageSent()
+	}
 	if err != nil {
 		if _, ok := status.FromError(err); ok && ss.ctx.Err() == nil {
 			// Too large or not encodable: as in gRPC-go, the stream ends

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rdmarpc/rdmarpc/balancer"
+	"github.com/rdmarpc/rdmarpc/channelz"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/connectivity"
 	"github.com/rdmarpc/rdmarpc/resolver"
@@ -59,11 +60,14 @@ type subConn struct {
 	// producers are the balancer's Producers on s (producer.go); not
 	// guarded by cc.mu.
 	producers producers
+
+	chz *channelz.SubChannel // what channelz shows of it, until shutdown
 }
 
 func (cc *ClientConn) newSubConn(addrs []resolver.Address) *subConn {
 	s := &subConn{cc: cc, addrs: addrs, state: connectivity.Idle}
 	s.ctx, s.cancel = context.WithCancel(cc.ctx)
+	s.chz = cc.chz.NewSubChannel(addrsName(addrs), s.chzState)
 	return s
 }
 
@@ -186,6 +190,7 @@ func (s *subConn) shutdownLocked() *clientLink {
 	s.shutdown = true
 	s.state = connectivity.Shutdown
 	s.cancel()
+	s.chz.Close()
 	s.reportLocked()
 	return s.dropLinkLocked()
 }
@@ -262,6 +267,7 @@ func (s *subConn) installLocked(tc transport.Conn, set wire.Settings, addr resol
 		// fallback).
 		l.stats = beginConn(hs, true, tc, nil)
 	}
+	l.chz = s.chz.NewSocket(socketInfo(tc, "", authInfo(tc), nil, l.Link))
 	s.cur, s.curAddr, s.curVia = l, addr, how
 	s.state, s.health = connectivity.Ready, connectivity.Connecting
 	cc.all[l] = true

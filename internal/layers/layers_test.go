@@ -25,13 +25,13 @@ var layerOf = map[string]int{
 	"encoding": 1, "encoding/": 1, "serviceconfig": 1,
 
 	"transport": 2, "transport/internal/": 2, "stats": 2, "resolver": 2,
-	"test/conformance": 2, "balancer": 2,
+	"test/conformance": 2, "balancer": 2, "channelz": 2,
 
 	"transport/": 3, "resolver/": 3, "balancer/": 3,
 
 	"rpc": 4, "rpc/internal/": 4,
 
-	"health": 5, "health/": 5, "authz": 5, "reflection": 5, "reflection/": 5,
+	"health": 5, "health/": 5, "channelz/": 5, "authz": 5, "reflection": 5, "reflection/": 5,
 	"interop/grpc_testing": 5, "rpc/rpctest/testpb": 5, "codegen/internal/golden/": 5,
 
 	"cmd/": 6, "interop": 6, "interop/": 6, "rpc/rpctest": 6, "grpc": 6,

@@ -4,6 +4,8 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,8 +15,11 @@ import (
 	gencoding "google.golang.org/grpc/encoding"
 	ggzip "google.golang.org/grpc/encoding/gzip"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	gmetadata "google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 	gstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rdmarpc/rdmarpc/contrib/grpcgo"
 	"github.com/rdmarpc/rdmarpc/encoding"
@@ -189,5 +194,40 @@ func TestClientUnknownCompressor(t *testing.T) {
 	_, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 10})
 	if gstatus.Code(err) != gcodes.Unimplemented {
 		t.Fatalf("got %v, want Unimplemented", err)
+	}
+}
+
+// TestServerSetSendCompressor: a handler of rdmarpc's server answers
+// gRPC-go's client (which advertises gzip, registered in this process)
+// compressed with gzip (SetSendCompressor); the response headers name the
+// server's compressors; a compressor the client did not advertise is
+// refused.
+func TestServerSetSendCompressor(t *testing.T) {
+	ws := new(wireStats)
+	cc, err := grpc.NewClient(startServer(t, false).tcp, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStatsHandler(ws))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	var header gmetadata.MD
+	out := new(wrapperspb.BytesValue)
+	err = cc.Invoke(gmetadata.AppendToOutgoingContext(ctx, "x-compressor", "gzip"), "/peers.Details/Compressed", &emptypb.Empty{}, out, grpc.Header(&header))
+	if err != nil || len(out.Value) != 64<<10 {
+		t.Fatalf("Compressed: %d bytes, %v", len(out.Value), err)
+	}
+	if v := header.Get("grpc-accept-encoding"); len(v) != 1 || !slices.Contains(strings.Split(v[0], ","), "gzip") {
+		t.Errorf("response headers' grpc-accept-encoding %q, want the server's compressors, gzip among them", v)
+	}
+	ws.mu.Lock()
+	inEnc, in := ws.inEnc, ws.in
+	ws.mu.Unlock()
+	if len(inEnc) != 1 || inEnc[0] != "gzip" || len(in) != 1 || in[0].wire*10 >= in[0].length {
+		t.Errorf("the response: grpc-encoding %q, payloads %v: want gzip, to under a tenth", inEnc, in)
+	}
+	err = cc.Invoke(gmetadata.AppendToOutgoingContext(ctx, "x-compressor", "x-not-advertised"), "/peers.Details/Compressed", &emptypb.Empty{}, out)
+	if gstatus.Code(err) != gcodes.FailedPrecondition {
+		t.Errorf("a compressor the client did not advertise: %v, want the handler's FailedPrecondition", err)
 	}
 }

@@ -95,6 +95,10 @@ type listener struct {
 // runs; nil: none.
 func (l *listener) Credentials() credentials.TransportCredentials { return l.creds }
 
+// Scheme says the listener's connections are rdma's: its address is its
+// TCP bootstrap's (channelz shows the scheme).
+func (l *listener) Scheme() string { return "rdma" }
+
 // serving is what a listener offers: its endpoints, the answer to a
 // client's query that lists them, and the devices it holds open.
 type serving struct {

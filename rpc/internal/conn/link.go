@@ -60,6 +60,7 @@ type Link struct {
 	frames    atomic.Uint64 // frames received
 	lastFrame atomic.Int64  // when the last one arrived, Unix nanoseconds
 	pongs     atomic.Uint64 // PONGs received
+	pings     atomic.Uint64 // keepalive PINGs sent
 	onPong    func()        // called after each PONG, when set (the server's drain)
 
 	ctlMu      sync.Mutex
@@ -323,6 +324,13 @@ func (l *Link) alive() uint64 {
 // Frames is how many frames the link received.
 func (l *Link) Frames() uint64 { return l.frames.Load() }
 
+// LastFrame is when the last frame arrived (when the link was made, before
+// any).
+func (l *Link) LastFrame() time.Time { return time.Unix(0, l.lastFrame.Load()) }
+
+// PingsSent is the number of keepalive PINGs sent.
+func (l *Link) PingsSent() uint64 { return l.pings.Load() }
+
 // Pongs is how many PONGs the link received.
 func (l *Link) Pongs() uint64 { return l.pongs.Load() }
 
@@ -404,6 +412,7 @@ func (l *Link) flushControl() error {
 		if err := l.sendKeepalive(wire.AppendPing(nil, false, uint64(time.Now().UnixNano()))); err != nil {
 			return err
 		}
+		l.pings.Add(1)
 	}
 	if ga != nil {
 		if err := l.SendControl(ga); err != nil {

@@ -2,6 +2,7 @@ package grpcwire
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/rdmarpc/rdmarpc/encoding"
 )
@@ -41,4 +42,10 @@ func Compress(name string, msg []byte) (out []byte, ok bool, err error) {
 		return nil, true, err
 	}
 	return buf.Bytes(), true, nil
+}
+
+// AcceptEncoding is a grpc-accept-encoding value naming the compressors
+// registered in this process, "" when there are none.
+func AcceptEncoding() string {
+	return strings.Join(encoding.RegisteredCompressorNames(), ",")
 }

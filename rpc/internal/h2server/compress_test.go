@@ -3,6 +3,8 @@ package h2server_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -193,5 +195,54 @@ func TestBDPGrowsStreamWindow(t *testing.T) {
 	})
 	if w != 2*w0 || w > grpcwire.MaxBDPWindow {
 		t.Fatalf("the window grew from %d to %d, want twice the sample, at most %d", w0, w, grpcwire.MaxBDPWindow)
+	}
+}
+
+// TestSetSendCompressor: a handler answers compressed with a compressor
+// the gRPC client advertised in grpc-accept-encoding (SetSendCompressor),
+// and not with one it did not; every response names the compressors the
+// server takes in its own grpc-accept-encoding.
+func TestSetSendCompressor(t *testing.T) {
+	set := make(chan error, 1)
+	addr := serve(t, &service{}, tcp.Options{}, rpc.UnaryInterceptor(func(ctx context.Context, req any, _ *rpc.UnaryServerInfo, h rpc.UnaryHandler) (any, error) {
+		set <- rpc.SetSendCompressor(ctx, "gzip")
+		return h(ctx, req)
+	}))
+	for _, advertised := range []bool{true, false} {
+		c := dial(t, addr) // a connection each: the server remembers what a client advertised
+		var extra []string
+		if advertised {
+			extra = []string{"grpc-accept-encoding", "identity,deflate,gzip"}
+		}
+		c.headers(1, false, extra...)
+		c.message(1)
+		head, data, tr := c.response(1)
+		err := <-set
+		if tr["grpc-status"] != "0" {
+			t.Fatalf("advertised %v: trailers %v", advertised, tr)
+		}
+		if !slices.Contains(strings.Split(head["grpc-accept-encoding"], ","), "gzip") {
+			t.Errorf("advertised %v: response headers %v, want a grpc-accept-encoding with gzip", advertised, head)
+		}
+		if !advertised {
+			if err == nil || head["grpc-encoding"] != "" || len(data) < grpcwire.PrefixLen || data[0] != 0 {
+				t.Errorf("not advertised: SetSendCompressor said %v; headers %v, message %x: want an error and no compression", err, head, data)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("SetSendCompressor(gzip) for a client that takes gzip: %v", err)
+		}
+		if head["grpc-encoding"] != "gzip" || len(data) < grpcwire.PrefixLen || data[0] != 1 {
+			t.Fatalf("response headers %v, message %x: want grpc-encoding gzip and the compressed flag", head, data)
+		}
+		r, err := gzip.NewReader(bytes.NewReader(data[grpcwire.PrefixLen:]))
+		if err != nil {
+			t.Fatalf("the response is not gzip: %v", err)
+		}
+		var out bytes.Buffer
+		if _, err := out.ReadFrom(r); err != nil || out.Len() != 0 {
+			t.Fatalf("the response decompressed to %d bytes, %v; want the empty message", out.Len(), err)
+		}
 	}
 }

@@ -75,6 +75,9 @@ type Conn struct {
 	bw   *bufio.Writer
 	henc *hpack.Encoder
 	hbuf bytes.Buffer
+	// acceptEnc is the grpc-accept-encoding of the responses: the
+	// compressors registered when the connection came, "" for none.
+	acceptEnc string
 
 	received atomic.Uint64
 	wg       sync.WaitGroup // the reader and the writer
@@ -190,6 +193,7 @@ func New(fc transport.Foreign, cfg Config) *Conn {
 		peerFrame:  16384,
 		sendConn:   65535,
 		srvConn:    wire.MinConnectionWindow,
+		acceptEnc:  grpcwire.AcceptEncoding(),
 	}
 	c.streamWin = int64(cfg.StreamWindow)
 	c.bdp = grpcwire.NewBDP(uint32(cfg.StreamWindow), uint32(min(grpcwire.MaxBDPWindow, cfg.ConnWindow)))
@@ -844,6 +848,7 @@ func (c *Conn) trailerFields(st *stream, code uint32, msg string, details [][]by
 			ct = "application/grpc"
 		}
 		fs = append(fs, hpack.HeaderField{Name: ":status", Value: "200"}, hpack.HeaderField{Name: "content-type", Value: ct})
+		fs = c.appendAcceptEncoding(fs)
 	}
 	fs = append(fs, hpack.HeaderField{Name: "grpc-status", Value: strconv.FormatUint(uint64(code), 10)})
 	if msg != "" {
@@ -886,7 +891,18 @@ func (c *Conn) headerFields(st *stream, header metadata.MD) []hpack.HeaderField 
 		st.respEnc = true
 		fs = append(fs, hpack.HeaderField{Name: "grpc-encoding", Value: v[0]})
 	}
+	fs = c.appendAcceptEncoding(fs)
 	return grpcwire.AppendMetadata(fs, header)
+}
+
+// appendAcceptEncoding adds to a response's headers the compressors the
+// server takes (PROTOCOL-HTTP2.md's Message-Accept-Encoding), so that a
+// client knows which it may use.
+func (c *Conn) appendAcceptEncoding(fs []hpack.HeaderField) []hpack.HeaderField {
+	if c.acceptEnc == "" {
+		return fs
+	}
+	return append(fs, hpack.HeaderField{Name: "grpc-accept-encoding", Value: c.acceptEnc})
 }
 
 // refusedKey marks a server's refusal (docs/wire.md, "The refusal mark").

@@ -12,7 +12,11 @@
 // grpc-encoding goes to the server as rdmarpc's own compression metadata
 // (rpc/compress.go): the server decompresses, bounded by its message
 // limit, and answers with the same compressor, which the response headers
-// name and its messages' compressed flag marks.
+// name and its messages' compressed flag marks. A request's
+// grpc-accept-encoding reaches the server too (and the handler's metadata,
+// as in gRPC-go), so a handler may answer compressed with a compressor the
+// client takes (rpc.SetSendCompressor); every response's headers name the
+// compressors the server takes in its own grpc-accept-encoding.
 //
 // HTTP/2's flow control is the Conn's own: it grants a stream's window as
 // the server takes its messages (within the server's own rdmarpc windows,

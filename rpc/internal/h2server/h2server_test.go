@@ -397,7 +397,8 @@ func TestMaxConcurrentStreams(t *testing.T) {
 
 // TestInterceptorSeesGRPCCall: a gRPC client's call takes the server's
 // call path: its interceptor runs with the method, the metadata (-bin
-// decoded, reserved headers left out) and the peer.
+// decoded, reserved headers left out but grpc-accept-encoding, as gRPC-go's)
+// and the peer.
 func TestInterceptorSeesGRPCCall(t *testing.T) {
 	type seen struct {
 		method string
@@ -428,10 +429,14 @@ func TestInterceptorSeesGRPCCall(t *testing.T) {
 	if v := s.md["x-k-bin"]; len(v) != 1 || v[0] != string([]byte{0, 0xff}) {
 		t.Errorf("x-k-bin %q", v)
 	}
-	for _, k := range []string{"te", "grpc-accept-encoding", ":path"} {
+	for _, k := range []string{"te", ":path"} {
 		if _, ok := s.md[k]; ok {
 			t.Errorf("reserved header %q in the metadata", k)
 		}
+	}
+	// As gRPC-go's server does (http2_server.go puts it in the metadata).
+	if v := s.md["grpc-accept-encoding"]; len(v) != 1 || v[0] != "gzip" {
+		t.Errorf("grpc-accept-encoding %q, want gzip", v)
 	}
 	if s.peer == nil || s.peer.String() != c.nc.LocalAddr().String() {
 		t.Errorf("peer %v, want %v", s.peer, c.nc.LocalAddr())

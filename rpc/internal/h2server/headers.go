@@ -68,6 +68,13 @@ func decodeRequest(fields []hpack.HeaderField) (request, *refusal) {
 			if wire.CheckValue([]byte(f.Name), []byte(f.Value)) == nil {
 				r.md = appendMD(r.md, f.Name, f.Value)
 			}
+		case "grpc-accept-encoding":
+			// What the client can decompress: the rpc layer lets a handler
+			// answer compressed with one of them (SetSendCompressor). In
+			// the handler's metadata too, as gRPC-go's server puts it.
+			if f.Value != "" && wire.CheckValue([]byte(f.Name), []byte(f.Value)) == nil {
+				r.md = appendMD(r.md, f.Name, f.Value)
+			}
 		default:
 			if grpcwire.IsReserved(f.Name) {
 				continue

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rdmarpc/rdmarpc/channelz/service"
 	"github.com/rdmarpc/rdmarpc/codes"
 	"github.com/rdmarpc/rdmarpc/credentials"
 	_ "github.com/rdmarpc/rdmarpc/encoding/gzip" // gRPC clients may compress with gzip
@@ -54,6 +55,23 @@ var detailsDesc = rpc.ServiceDesc{
 				return nil, err
 			}
 			return nil, st.Err()
+		},
+	}, {
+		// Compressed answers 64 KiB of zeros compressed with the
+		// compressor the request's x-compressor names, which the client
+		// must have advertised (SetSendCompressor).
+		MethodName: "Compressed",
+		Handler: func(_ any, ctx context.Context, dec func(any) error, _ rpc.UnaryServerInterceptor) (any, error) {
+			if err := dec(new(emptypb.Empty)); err != nil {
+				return nil, err
+			}
+			md, _ := metadata.FromIncomingContext(ctx)
+			if v := md["x-compressor"]; len(v) == 1 {
+				if err := rpc.SetSendCompressor(ctx, v[0]); err != nil {
+					return nil, status.Error(codes.FailedPrecondition, err.Error())
+				}
+			}
+			return wrapperspb.Bytes(make([]byte, 64<<10)), nil
 		},
 	}},
 }
@@ -99,6 +117,7 @@ func main() {
 	healthpb.RegisterHealthServer(s, health.NewServer())
 	s.RegisterService(&detailsDesc, struct{}{})
 	reflection.Register(s)
+	service.RegisterChannelzServiceToServer(s)
 	targets := []string{"tcp://127.0.0.1:0"}
 	if *unixPath != "" {
 		targets = append(targets, "unix://"+*unixPath)
