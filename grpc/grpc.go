@@ -157,6 +157,7 @@ var (
 	Creds                      = rpc.Creds
 	InitialConnWindowSize      = rpc.InitialConnWindowSize
 	InitialWindowSize          = rpc.InitialWindowSize
+	JoinServerOptions          = rpc.JoinServerOptions
 	KeepaliveEnforcementPolicy = rpc.KeepaliveEnforcementPolicy
 	Logger                     = rpc.Logger
 	MaxConcurrentCalls         = rpc.MaxConcurrentCalls
