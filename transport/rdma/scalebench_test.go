@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,11 +33,20 @@ var (
 	scaleKeepalive = flag.Bool("scale.keepalive", true, "TestScaleTable: keepalive on (the default 30 s) or off, both sides")
 	scaleIdle      = flag.Duration("scale.idle", 10*time.Second, "TestScaleTable: the idle interval whose CPU is measured (longer than the keepalive's 30 s to see its pings)")
 	scaleEchoes    = flag.Int("scale.echoes", 200, "TestScaleTable: echoes timed on the extra connection (after 20 of warm-up)")
+	scaleProfile   = flag.String("scale.cpuprofile", "", "TestScaleTable: a directory where each side writes a CPU profile of the idle interval (client-N.pprof, server-N.pprof); empty: none")
 	scaleOpts      = flag.String("scale.opts", "small", "TestScaleTable: Options of both sides: small (scaleOptions), default (Options{}), perconn (Options{Receive: ReceivePerConnection}) or shared (Options{Receive: ReceiveShared})")
 )
 
-// scaleOptionsNamed are the Options -scale.opts names.
+// scaleOptionsNamed are the Options -scale.opts names, with a handshake
+// timeout of a minute: thousands of dials on a loaded emulated guest took
+// longer than the default 10 s (N=10000 failed so on 2026-12-03).
 func scaleOptionsNamed(name string) (Options, error) {
+	o, err := scaleOptionsBase(name)
+	o.HandshakeTimeout = time.Minute
+	return o, err
+}
+
+func scaleOptionsBase(name string) (Options, error) {
 	switch name {
 	case "", "small":
 		return scaleOptions, nil
@@ -202,13 +212,37 @@ func TestScaleHelperServer(t *testing.T) {
 	defer s.Stop()
 	fmt.Println(lis.Addr().String())
 	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
+	var prof *os.File // the idle interval's CPU profile, between the first two stats lines
+	for lines := 0; in.Scan(); lines++ {
+		if prof != nil {
+			pprof.StopCPUProfile()
+			prof.Close()
+			prof = nil
+		}
 		st, err := selfStats(tr)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if p := os.Getenv("RDMARPC_SCALE_CPUPROFILE"); p != "" && lines == 0 {
+			if prof, err = startProfile(p); err != nil {
+				t.Fatal(err)
+			}
+		}
 		fmt.Println(st)
 	}
+}
+
+// startProfile starts a CPU profile written to path.
+func startProfile(path string) (*os.File, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // TestScaleTable measures, per N: setup time per connection, RSS and
@@ -263,6 +297,9 @@ func scaleRow(t *testing.T, n int, o Options) (row, costs string, _ error) {
 	cmd.Env = append(os.Environ(), "RDMARPC_HELPER=scale", "RDMARPC_SCALE_OPTS="+*scaleOpts)
 	if !*scaleKeepalive {
 		cmd.Env = append(cmd.Env, "RDMARPC_SCALE_KEEPALIVE=off")
+	}
+	if *scaleProfile != "" {
+		cmd.Env = append(cmd.Env, "RDMARPC_SCALE_CPUPROFILE="+fmt.Sprintf("%s/server-%d.pprof", *scaleProfile, n))
 	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -334,7 +371,17 @@ func scaleRow(t *testing.T, n int, o Options) (row, costs string, _ error) {
 	if err != nil {
 		return "", "", err
 	}
+	var prof *os.File
+	if *scaleProfile != "" {
+		if prof, err = startProfile(fmt.Sprintf("%s/client-%d.pprof", *scaleProfile, n)); err != nil {
+			return "", "", err
+		}
+	}
 	time.Sleep(*scaleIdle) // the idle interval measured
+	if prof != nil {
+		pprof.StopCPUProfile()
+		prof.Close()
+	}
 	c1, err := selfStats(tr)
 	if err != nil {
 		return "", "", err
