@@ -34,7 +34,7 @@ var (
 	scaleIdle      = flag.Duration("scale.idle", 10*time.Second, "TestScaleTable: the idle interval whose CPU is measured (longer than the keepalive's 30 s to see its pings)")
 	scaleEchoes    = flag.Int("scale.echoes", 200, "TestScaleTable: echoes timed on the extra connection (after 20 of warm-up)")
 	scaleProfile   = flag.String("scale.cpuprofile", "", "TestScaleTable: a directory where each side writes a CPU profile of the idle interval (client-N.pprof, server-N.pprof); empty: none")
-	scaleOpts      = flag.String("scale.opts", "small", "TestScaleTable: Options of both sides: small (scaleOptions), default (Options{}), perconn (Options{Receive: ReceivePerConnection}) or shared (Options{Receive: ReceiveShared})")
+	scaleOpts      = flag.String("scale.opts", "small", "TestScaleTable: Options of both sides: small (scaleOptions), default (Options{}), perconn (Options{Receive: ReceivePerConnection}), shared (Options{Receive: ReceiveShared}) or shared3 (shared, SharedCredits 3)")
 )
 
 // scaleOptionsNamed are the Options -scale.opts names, with a handshake
@@ -56,8 +56,13 @@ func scaleOptionsBase(name string) (Options, error) {
 		return Options{Receive: ReceivePerConnection}, nil
 	case "shared":
 		return Options{Receive: ReceiveShared}, nil
+	case "shared3":
+		// A guaranteed window of 3: the credit a PONG takes is owed
+		// below the credit-only threshold of 2, so it rides on the next
+		// PING instead of a message of its own.
+		return Options{Receive: ReceiveShared, SharedCredits: 3}, nil
 	}
-	return Options{}, fmt.Errorf("-scale.opts=%q: want small, default, perconn or shared", name)
+	return Options{}, fmt.Errorf("-scale.opts=%q: want small, default, perconn, shared or shared3", name)
 }
 
 // scaleKeepaliveParams is the keepalive of both sides: the default, or off.
