@@ -37,12 +37,18 @@ var (
 	scaleOpts      = flag.String("scale.opts", "small", "TestScaleTable: Options of both sides: small (scaleOptions), default (Options{}), perconn (Options{Receive: ReceivePerConnection}), shared (Options{Receive: ReceiveShared}) or shared3 (shared, SharedCredits 3)")
 )
 
+// scaleConnect bounds each connection's setup, handshake and SETTINGS:
+// minutes, not the defaults' 10-20 s, which thousands of dials on a loaded
+// emulated guest overran (2026-12-03: N=10000 failed at connection 7027,
+// "no SETTINGS from the server", at 40 ms of setup per connection).
+const scaleConnect = 3 * time.Minute
+
 // scaleOptionsNamed are the Options -scale.opts names, with a handshake
 // timeout of a minute: thousands of dials on a loaded emulated guest took
 // longer than the default 10 s (N=10000 failed so on 2026-12-03).
 func scaleOptionsNamed(name string) (Options, error) {
 	o, err := scaleOptionsBase(name)
-	o.HandshakeTimeout = time.Minute
+	o.HandshakeTimeout = scaleConnect
 	return o, err
 }
 
@@ -211,7 +217,7 @@ func TestScaleHelperServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := rpc.NewServer(rpc.KeepaliveParams(scaleKeepaliveParams(os.Getenv("RDMARPC_SCALE_KEEPALIVE") != "off")))
+	s := rpc.NewServer(rpc.KeepaliveParams(scaleKeepaliveParams(os.Getenv("RDMARPC_SCALE_KEEPALIVE") != "off")), rpc.ConnectionTimeout(scaleConnect))
 	testpb.RegisterTestServer(s, scaleEcho{})
 	go func() { _ = s.Serve(lis) }()
 	defer s.Stop()
@@ -352,7 +358,8 @@ func scaleRow(t *testing.T, n int, o Options) (row, costs string, _ error) {
 	for d := range dialers {
 		wg.Go(func() {
 			for i := d; i < n; i += dialers {
-				cc, err := rpc.Dial(ctx, target, rpc.WithTransport(tr), rpc.WithKeepalive(scaleKeepaliveParams(*scaleKeepalive)))
+				cc, err := rpc.Dial(ctx, target, rpc.WithTransport(tr), rpc.WithKeepalive(scaleKeepaliveParams(*scaleKeepalive)),
+					rpc.WithConnectParams(rpc.ConnectParams{MinConnectTimeout: scaleConnect}))
 				if err != nil {
 					errs <- fmt.Errorf("connection %d: %w", i, err)
 					return
