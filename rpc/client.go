@@ -519,8 +519,7 @@ func (l *clientLink) dispatch(b transport.Buffer, self *pendingCall) bool {
 	case wire.KindHeaders, wire.KindMessage, wire.KindTrailers, wire.KindReset, wire.KindWindow, wire.KindOpen, wire.KindCloseSend:
 		return l.streamFrame(h, body, b)
 	}
-	ga, err := l.Control(h, body, "server", "clients")
-	b.Release()
+	ga, err := l.Control(h, body, b, "server", "clients")
 	if err != nil {
 		l.fatal(err)
 		return false

@@ -551,8 +551,7 @@ func (l *serverLink) dispatch(b transport.Buffer) bool {
 			return false
 		}
 		var ga *wire.GoAway
-		ga, err = l.Control(h, body, "client", "servers")
-		b.Release()
+		ga, err = l.Control(h, body, b, "client", "servers")
 		if err == nil {
 			if ga != nil {
 				l.s.peerLog.warn("client is closing the connection", zap.Stringer("peer", l.peer.Addr), zap.Stringer("code", codes.Code(ga.Code)), zap.String("reason", ga.Message))

@@ -178,6 +178,17 @@ type TrySender interface {
 	TrySend(msg []byte) (bool, error)
 }
 
+// Replier is implemented by connections whose flow control returns what a
+// received message held on the next message sent (rdma://'s credits):
+// TryReply releases b, a message received on the connection, and sends
+// msg as TrySend would, with what b held returned on msg instead of in a
+// message of its own. b is released whether or not msg went. The RPC layer
+// answers a keepalive PING so: an idle connection's round is then a PING
+// and a PONG, not two credit returns more.
+type Replier interface {
+	TryReply(b Buffer, msg []byte) (bool, error)
+}
+
 // Logged is implemented by listeners that log what they refuse (a failed
 // handshake, an oversized first frame, a temporary accept error). The RPC
 // server hands its own logger to the listener it serves, so those lines

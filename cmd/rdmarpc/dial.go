@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -11,18 +12,42 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/resolver"
 	"github.com/rdmarpc/rdmarpc/rpc"
+	"github.com/rdmarpc/rdmarpc/transport/rdma"
 )
 
 // dialFlags say how call and bench connect.
 type dialFlags struct {
 	connectTimeout time.Duration
 	fallback       string
+	rdmaDevices    []string
+	rdmaNetdevs    []string
+	rdmaGIDIndex   int
 }
 
 func (f *dialFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.DurationVar(&f.connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for the connection to come up (0: no limit)")
 	fl.StringVar(&f.fallback, "fallback", "", `scheme to dial the same address with when no RDMA device serves an rdma:// target ("tcp"); a line on stderr says when it does`)
+	fl.StringArrayVar(&f.rdmaDevices, "rdma-device", nil, "local RDMA device (mlx5_0) or device port (mlx5_0:1) an rdma:// target may be reached through, repeatable; default every ACTIVE port (rdma.Options.Devices)")
+	fl.StringArrayVar(&f.rdmaNetdevs, "rdma-netdev", nil, "use the local RoCE ports whose GID belongs to this network interface (net1), repeatable (rdma.Options.Netdevs)")
+	fl.IntVar(&f.rdmaGIDIndex, "rdma-gid-index", 0, "GID table entry to use; 0: the RoCE v2 GID of an IPv4 address (rdma.Options.GIDIndex)")
+}
+
+// rdmaOption is the dial option of the --rdma-* flags for target: the RDMA
+// transport with those Options, nil when none is given. With one given, a
+// target not dialed over rdma:// is a usage error.
+func (f *dialFlags) rdmaOption(target string) (rpc.DialOption, error) {
+	o := rdma.Options{Devices: f.rdmaDevices, Netdevs: f.rdmaNetdevs, GIDIndex: f.rdmaGIDIndex}
+	if len(o.Devices) == 0 && len(o.Netdevs) == 0 && o.GIDIndex == 0 {
+		return nil, nil
+	}
+	if o.GIDIndex < 0 {
+		return nil, &usageError{fmt.Errorf("--rdma-gid-index %d: want 0 or more", o.GIDIndex)}
+	}
+	if t, _, err := resolver.ParseTarget(target); err != nil || t.Transport != "rdma" {
+		return nil, &usageError{fmt.Errorf("--rdma-device, --rdma-netdev and --rdma-gid-index need an rdma:// or rdma+RESOLVER:/// target, not %q", target)}
+	}
+	return rpc.WithTransport(rdma.New(o)), nil
 }
 
 // requestFlags are what call and bench send: the request and its metadata.
@@ -57,6 +82,11 @@ func (f *dialFlags) dial(ctx context.Context, target string, stderr io.Writer, o
 		zapcore.NewConsoleEncoder(zapcore.EncoderConfig{MessageKey: "msg", LevelKey: "level", EncodeLevel: zapcore.LowercaseLevelEncoder}),
 		zapcore.AddSync(stderr), zapcore.WarnLevel))
 	opts = append([]rpc.DialOption{rpc.WithLogger(log)}, opts...)
+	if ro, err := f.rdmaOption(target); err != nil {
+		return nil, err
+	} else if ro != nil {
+		opts = append(opts, ro)
+	}
 	if f.fallback != "" {
 		opts = append(opts, rpc.WithFallback(f.fallback))
 	}

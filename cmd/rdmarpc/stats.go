@@ -29,22 +29,38 @@ type portCounters struct {
 
 func newStatsCmd(src deviceSource) *cobra.Command {
 	var asJSON bool
+	var metricsURL string
 	cmd := &cobra.Command{
 		Use:   "stats [device]",
-		Short: "Print RDMA device counters (all devices, or the one named)",
+		Short: "Print RDMA device counters (all devices, or the one named), and a process's transport counters",
 		Long: `stats prints the counters of every port of an RDMA device (or of every
 device): the provider's hw_counters and the standard port counters, from
 /sys/class/infiniband/<device>/ports/<port>/. Error counters that must stay at
 zero under rdmarpc (RNR and retry-exceeded errors) are flagged when they are not.
 
-It fails when the host has no RDMA device, or not the one named.`,
+With --metrics URL it also prints the transport counters of a running process
+from its Prometheus endpoint (kvserver --metrics-addr: http://ADDR/metrics):
+rdma://'s connections opened per device (conns_opened_<device>), messages,
+credits and the rest. With --json and --metrics the output is an object:
+{"ports": [...], "transport": [{"scheme", "name", "value"}, ...]}.
+
+It fails when the host has no RDMA device, or not the one named (with
+--metrics and no device named, a host without devices prints the transport
+counters alone).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var tc []transportCounter
+			if metricsURL != "" {
+				var err error
+				if tc, err = fetchTransportCounters(cmd.Context(), metricsURL); err != nil {
+					return err
+				}
+			}
 			devs, err := src.list()
 			if err != nil {
 				return err
 			}
-			if len(devs) == 0 {
+			if len(devs) == 0 && (metricsURL == "" || len(args) == 1) {
 				return errNoDevices
 			}
 			var names []string
@@ -67,16 +83,29 @@ It fails when the host has no RDMA device, or not the one named.`,
 			if len(args) == 1 && !slices.Contains(names, args[0]) {
 				return fmt.Errorf("no RDMA device %q (devices: %v)", args[0], names)
 			}
-			if asJSON {
-				if out == nil {
-					out = []portCounters{}
+			if out == nil {
+				out = []portCounters{}
+			}
+			switch {
+			case asJSON && metricsURL != "":
+				if tc == nil {
+					tc = []transportCounter{}
 				}
+				return writeJSON(cmd.OutOrStdout(), struct {
+					Ports     []portCounters     `json:"ports"`
+					Transport []transportCounter `json:"transport"`
+				}{out, tc})
+			case asJSON:
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
-			return printStats(cmd.OutOrStdout(), out)
+			if err := printStats(cmd.OutOrStdout(), out); err != nil || metricsURL == "" {
+				return err
+			}
+			return printTransportCounters(cmd.OutOrStdout(), metricsURL, tc)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&metricsURL, "metrics", "", "also print the transport counters of the process serving Prometheus metrics at this URL (http://ADDR/metrics)")
 	return cmd
 }
 

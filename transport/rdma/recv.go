@@ -29,12 +29,15 @@ type receiver struct {
 	unposted     []int32            // released receive buffers waiting to be posted in a batch
 	spare        []int32            // a slice for taking unposted ones, reused
 	releaseBatch int
-	detached     bool          // left the shared pool (teardown): reposts give commitments back
-	orphans      []int32       // shared buffers dropped from the queue at teardown, to post again
-	rdone        bool          // nothing more will be delivered
-	rwake        notifier      // a message delivered, or the end
-	arrival      func()        // OnArrival's: called once at the next delivery or the end
-	exhaustedAt  time.Duration // since epoch, when the peer last used the guaranteed window up (lendLocked)
+	// holdCredits: the turn's holder is releasing a message to answer it
+	// (TryReply); a repost meanwhile leaves the credit-only message to it.
+	holdCredits atomic.Bool
+	detached    bool          // left the shared pool (teardown): reposts give commitments back
+	orphans     []int32       // shared buffers dropped from the queue at teardown, to post again
+	rdone       bool          // nothing more will be delivered
+	rwake       notifier      // a message delivered, or the end
+	arrival     func()        // OnArrival's: called once at the next delivery or the end
+	exhaustedAt time.Duration // since epoch, when the peer last used the guaranteed window up (lendLocked)
 	// asm reassembles fragmented messages: written by the completion
 	// handler (pmu held) under rmu, and by the teardown's reset; read
 	// under either.
@@ -285,7 +288,7 @@ func (c *conn) repost(bufs []int32) {
 		c.t.counters.recvsPosted.Add(uint64(len(wrs)))
 		c.reposted(len(wrs))
 	}
-	if c.creditsDue() {
+	if !c.holdCredits.Load() && c.creditsDue() {
 		c.sendCreditOnly()
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,11 +33,26 @@ var (
 	scaleKeepalive = flag.Bool("scale.keepalive", true, "TestScaleTable: keepalive on (the default 30 s) or off, both sides")
 	scaleIdle      = flag.Duration("scale.idle", 10*time.Second, "TestScaleTable: the idle interval whose CPU is measured (longer than the keepalive's 30 s to see its pings)")
 	scaleEchoes    = flag.Int("scale.echoes", 200, "TestScaleTable: echoes timed on the extra connection (after 20 of warm-up)")
-	scaleOpts      = flag.String("scale.opts", "small", "TestScaleTable: Options of both sides: small (scaleOptions), default (Options{}), perconn (Options{Receive: ReceivePerConnection}) or shared (Options{Receive: ReceiveShared})")
+	scaleProfile   = flag.String("scale.cpuprofile", "", "TestScaleTable: a directory where each side writes a CPU profile of the idle interval (client-N.pprof, server-N.pprof); empty: none")
+	scaleOpts      = flag.String("scale.opts", "small", "TestScaleTable: Options of both sides: small (scaleOptions), default (Options{}), perconn (Options{Receive: ReceivePerConnection}), shared (Options{Receive: ReceiveShared}) or shared3 (shared, SharedCredits 3)")
 )
 
-// scaleOptionsNamed are the Options -scale.opts names.
+// scaleConnect bounds each connection's setup, handshake and SETTINGS:
+// minutes, not the defaults' 10-20 s, which thousands of dials on a loaded
+// emulated guest overran (2026-12-03: N=10000 failed at connection 7027,
+// "no SETTINGS from the server", at 40 ms of setup per connection).
+const scaleConnect = 3 * time.Minute
+
+// scaleOptionsNamed are the Options -scale.opts names, with a handshake
+// timeout of a minute: thousands of dials on a loaded emulated guest took
+// longer than the default 10 s (N=10000 failed so on 2026-12-03).
 func scaleOptionsNamed(name string) (Options, error) {
+	o, err := scaleOptionsBase(name)
+	o.HandshakeTimeout = scaleConnect
+	return o, err
+}
+
+func scaleOptionsBase(name string) (Options, error) {
 	switch name {
 	case "", "small":
 		return scaleOptions, nil
@@ -46,8 +62,13 @@ func scaleOptionsNamed(name string) (Options, error) {
 		return Options{Receive: ReceivePerConnection}, nil
 	case "shared":
 		return Options{Receive: ReceiveShared}, nil
+	case "shared3":
+		// A guaranteed window of 3: the credit a PONG takes is owed
+		// below the credit-only threshold of 2, so it rides on the next
+		// PING instead of a message of its own.
+		return Options{Receive: ReceiveShared, SharedCredits: 3}, nil
 	}
-	return Options{}, fmt.Errorf("-scale.opts=%q: want small, default, perconn or shared", name)
+	return Options{}, fmt.Errorf("-scale.opts=%q: want small, default, perconn, shared or shared3", name)
 }
 
 // scaleKeepaliveParams is the keepalive of both sides: the default, or off.
@@ -196,19 +217,43 @@ func TestScaleHelperServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := rpc.NewServer(rpc.KeepaliveParams(scaleKeepaliveParams(os.Getenv("RDMARPC_SCALE_KEEPALIVE") != "off")))
+	s := rpc.NewServer(rpc.KeepaliveParams(scaleKeepaliveParams(os.Getenv("RDMARPC_SCALE_KEEPALIVE") != "off")), rpc.ConnectionTimeout(scaleConnect))
 	testpb.RegisterTestServer(s, scaleEcho{})
 	go func() { _ = s.Serve(lis) }()
 	defer s.Stop()
 	fmt.Println(lis.Addr().String())
 	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
+	var prof *os.File // the idle interval's CPU profile, between the first two stats lines
+	for lines := 0; in.Scan(); lines++ {
+		if prof != nil {
+			pprof.StopCPUProfile()
+			prof.Close()
+			prof = nil
+		}
 		st, err := selfStats(tr)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if p := os.Getenv("RDMARPC_SCALE_CPUPROFILE"); p != "" && lines == 0 {
+			if prof, err = startProfile(p); err != nil {
+				t.Fatal(err)
+			}
+		}
 		fmt.Println(st)
 	}
+}
+
+// startProfile starts a CPU profile written to path.
+func startProfile(path string) (*os.File, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // TestScaleTable measures, per N: setup time per connection, RSS and
@@ -264,6 +309,9 @@ func scaleRow(t *testing.T, n int, o Options) (row, costs string, _ error) {
 	if !*scaleKeepalive {
 		cmd.Env = append(cmd.Env, "RDMARPC_SCALE_KEEPALIVE=off")
 	}
+	if *scaleProfile != "" {
+		cmd.Env = append(cmd.Env, "RDMARPC_SCALE_CPUPROFILE="+fmt.Sprintf("%s/server-%d.pprof", *scaleProfile, n))
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -310,7 +358,8 @@ func scaleRow(t *testing.T, n int, o Options) (row, costs string, _ error) {
 	for d := range dialers {
 		wg.Go(func() {
 			for i := d; i < n; i += dialers {
-				cc, err := rpc.Dial(ctx, target, rpc.WithTransport(tr), rpc.WithKeepalive(scaleKeepaliveParams(*scaleKeepalive)))
+				cc, err := rpc.Dial(ctx, target, rpc.WithTransport(tr), rpc.WithKeepalive(scaleKeepaliveParams(*scaleKeepalive)),
+					rpc.WithConnectParams(rpc.ConnectParams{MinConnectTimeout: scaleConnect}))
 				if err != nil {
 					errs <- fmt.Errorf("connection %d: %w", i, err)
 					return
@@ -334,7 +383,17 @@ func scaleRow(t *testing.T, n int, o Options) (row, costs string, _ error) {
 	if err != nil {
 		return "", "", err
 	}
+	var prof *os.File
+	if *scaleProfile != "" {
+		if prof, err = startProfile(fmt.Sprintf("%s/client-%d.pprof", *scaleProfile, n)); err != nil {
+			return "", "", err
+		}
+	}
 	time.Sleep(*scaleIdle) // the idle interval measured
+	if prof != nil {
+		pprof.StopCPUProfile()
+		prof.Close()
+	}
 	c1, err := selfStats(tr)
 	if err != nil {
 		return "", "", err

@@ -146,6 +146,12 @@ func (c *conn) TrySend(msg []byte) (bool, error) {
 		return false, nil
 	}
 	defer c.giveTurn()
+	return c.trySendTurn(msg)
+}
+
+// trySendTurn is TrySend's send for the turn's holder (TrySend, TryReply),
+// msg checked by checkSend and no larger than one of the peer's buffers.
+func (c *conn) trySendTurn(msg []byte) (bool, error) {
 	if c.sig.IsSet() {
 		return false, c.closeErr()
 	}

@@ -72,8 +72,10 @@ type Link struct {
 	ctlClosed  bool        // the link is closed: no goroutine starts any more
 	ctlDropped atomic.Bool // a CANCEL was dropped because the queue was full (logged once)
 	// try is the transport's TrySender (nil: none), with which SendWindow
-	// sends a WINDOW_UPDATE itself, encoded in winBuf under winMu.
+	// sends a WINDOW_UPDATE itself, and keepalive a PING or PONG
+	// (sendPingNow), encoded in winBuf under winMu.
 	try    transport.TrySender
+	reply  transport.Replier // the transport's, nil: none
 	winMu  sync.Mutex
 	winBuf [24]byte
 	// freed is called after a frame that frees a slot (ctlFrame.frees) was
@@ -131,6 +133,7 @@ func NewLink(tc transport.Conn, c LinkConfig) *Link {
 	l := &Link{Conn: tc, Log: c.Log, ka: c.Keepalive, watch: c.Watch, onPong: c.OnPong, freed: c.Freed}
 	l.activity, _ = tc.(transport.Activity)
 	l.try, _ = tc.(transport.TrySender)
+	l.reply, _ = tc.(transport.Replier)
 	l.Ctx, l.cancel = context.WithCancel(context.Background())
 	now := time.Now()
 	l.lastFrame.Store(now.UnixNano())
@@ -192,6 +195,47 @@ func (l *Link) sendWindowNow(id uint64, n uint32) bool {
 	}
 	l.winMu.Lock()
 	sent, err := l.try.TrySend(wire.AppendWindow(l.winBuf[:0], id, n))
+	l.winMu.Unlock()
+	if err != nil {
+		if l.Ctx.Err() == nil {
+			l.Close(TransportStatus(err))
+		}
+		return true
+	}
+	return sent
+}
+
+// sendPingNow sends a PING (with pong, a PONG) from the calling goroutine
+// when the transport can send it without waiting (transport.TrySender)
+// and no control frame waits ahead of it, and reports whether it sent it,
+// or need not: the link failed. An idle connection's keepalive round then
+// starts no flusher goroutine, makes no context and allocates nothing; a
+// ping that would wait goes the flusher's way, under its timeout. ping
+// is the PING a PONG answers (zero: none): it is released, through the
+// transport's TryReply when it has one (transport.Replier), so that what
+// its buffer held goes back on the PONG.
+func (l *Link) sendPingNow(pong bool, ping transport.Buffer) bool {
+	if l.try == nil {
+		ping.Release()
+		return false
+	}
+	l.ctlMu.Lock()
+	behind := l.flushing || len(l.ctlQueue) > 0 || l.ctlClosed
+	l.ctlMu.Unlock()
+	if behind {
+		ping.Release()
+		return false
+	}
+	l.winMu.Lock()
+	frame := wire.AppendPing(l.winBuf[:0], pong, uint64(time.Now().UnixNano()))
+	var sent bool
+	var err error
+	if pong && l.reply != nil {
+		sent, err = l.reply.TryReply(ping, frame)
+	} else {
+		ping.Release()
+		sent, err = l.try.TrySend(frame)
+	}
 	l.winMu.Unlock()
 	if err != nil {
 		if l.Ctx.Err() == nil {
@@ -302,9 +346,14 @@ func (l *Link) closeAsync(st *status.Status, closed func()) {
 	l.GoOwned(func() { l.closeThen(st, closed) })
 }
 
-// owePong arranges for one PONG to be sent; pings that arrive before it is
-// sent are answered by the same pong, so a ping flood costs nothing.
-func (l *Link) owePong() {
+// owePong sends a PONG at once when the transport can without waiting,
+// else arranges for one to be sent by the flusher; pings that arrive
+// before that one is sent are answered by the same pong, so a ping flood
+// queues nothing.
+func (l *Link) owePong(ping transport.Buffer) {
+	if l.sendPingNow(true, ping) {
+		return
+	}
 	l.ctlMu.Lock()
 	l.pongOwed = true
 	l.ctlMu.Unlock()
@@ -368,10 +417,12 @@ func (l *Link) keepaliveWake() {
 		})
 		return
 	case KeepalivePing:
-		l.ctlMu.Lock()
-		l.pingOwed = true
-		l.ctlMu.Unlock()
-		l.kick()
+		if !l.sendPingNow(false, transport.Buffer{}) {
+			l.ctlMu.Lock()
+			l.pingOwed = true
+			l.ctlMu.Unlock()
+			l.kick()
+		}
 	}
 	l.kaTimer.Reset(next)
 }
@@ -490,18 +541,22 @@ func (l *Link) sendControlVia(send func(context.Context, []byte) error, frame []
 	return err
 }
 
-// Control handles the frames both ends treat alike: it answers PINGs,
-// takes PONGs, and decodes a GOAWAY for the caller to act on. Any other
-// kind reaching it is one the peer's role never sends: "server sent a
-// REQUEST frame, which only clients send".
-func (l *Link) Control(h wire.Header, body []byte, peer, others string) (*wire.GoAway, error) {
-	switch h.Kind {
-	case wire.KindPing:
+// Control handles the frames both ends treat alike, and releases b, the
+// buffer of the frame h, body: it answers PINGs, takes PONGs, and decodes
+// a GOAWAY for the caller to act on. Any other kind reaching it is one the
+// peer's role never sends: "server sent a REQUEST frame, which only
+// clients send".
+func (l *Link) Control(h wire.Header, body []byte, b transport.Buffer, peer, others string) (*wire.GoAway, error) {
+	if h.Kind == wire.KindPing {
 		if _, err := wire.ParsePing(body); err != nil {
+			b.Release()
 			return nil, err
 		}
-		l.owePong()
+		l.owePong(b)
 		return nil, nil
+	}
+	defer b.Release()
+	switch h.Kind {
 	case wire.KindPong:
 		_, err := wire.ParsePing(body)
 		if err == nil {

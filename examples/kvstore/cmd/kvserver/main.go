@@ -18,7 +18,8 @@ import (
 
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/server"
 	"github.com/rdmarpc/rdmarpc/examples/kvstore/store"
-	_ "github.com/rdmarpc/rdmarpc/transport/rdma"
+	"github.com/rdmarpc/rdmarpc/transport"
+	"github.com/rdmarpc/rdmarpc/transport/rdma"
 	_ "github.com/rdmarpc/rdmarpc/transport/tcp"
 )
 
@@ -41,12 +42,29 @@ type flags struct {
 	shutdownTimeout time.Duration
 	logLevel        string
 	logFormat       string
+	rdmaDevices     []string
+	rdmaNetdevs     []string
+	rdmaGIDIndex    int
 }
 
 // run is kvserver's main, returning the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	var f flags
 	status := 0
+	cmd := newCommand(&f, func() { status = serve(f, stdout, stderr) })
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintf(stderr, "kvserver: %v\n", err)
+		return 2
+	}
+	return status
+}
+
+// newCommand is kvserver's command line, filling in f; it calls serve
+// once the flags are parsed.
+func newCommand(f *flags, serve func()) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kvserver",
 		Short: "Serve the rdmarpc key-value store over RDMA or TCP",
@@ -66,13 +84,10 @@ Every write is a revision, kept in a change log that Watch replays: the last
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			status = serve(f, stdout, stderr)
+			serve()
 			return nil
 		},
 	}
-	cmd.SetArgs(args)
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.listen, "listen", []string{"auto://127.0.0.1:7070"}, "target to serve, repeatable: tcp://, rdma:// or auto://HOST:PORT")
 	fl.StringVar(&f.dataDir, "data-dir", "kvdata", "data directory (created if missing; refused if it holds someone else's files)")
@@ -87,11 +102,21 @@ Every write is a revision, kept in a change log that Watch replays: the last
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long calls may drain on SIGINT/SIGTERM before connections are closed")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "console", "console or json")
-	if err := cmd.Execute(); err != nil {
-		fmt.Fprintf(stderr, "kvserver: %v\n", err)
-		return 2
+	fl.StringArrayVar(&f.rdmaDevices, "rdma-device", nil, "RDMA device (mlx5_0) or device port (mlx5_0:1) to serve rdma:// and auto:// on, repeatable; default every ACTIVE port (rdma.Options.Devices)")
+	fl.StringArrayVar(&f.rdmaNetdevs, "rdma-netdev", nil, "serve on the RoCE ports whose GID belongs to this network interface (net1), repeatable (rdma.Options.Netdevs)")
+	fl.IntVar(&f.rdmaGIDIndex, "rdma-gid-index", 0, "GID table entry to use; 0: the RoCE v2 GID of an IPv4 address (rdma.Options.GIDIndex)")
+	return cmd
+}
+
+// rdmaOptions are the Options of the RDMA transport serving rdma:// and
+// auto:// from the --rdma-* flags; set is false when none is given (the
+// registered default transport serves).
+func rdmaOptions(f flags) (o rdma.Options, set bool, err error) {
+	if f.rdmaGIDIndex < 0 {
+		return o, false, fmt.Errorf("--rdma-gid-index %d: want 0 or more", f.rdmaGIDIndex)
 	}
-	return status
+	o = rdma.Options{Devices: f.rdmaDevices, Netdevs: f.rdmaNetdevs, GIDIndex: f.rdmaGIDIndex}
+	return o, len(o.Devices) > 0 || len(o.Netdevs) > 0 || o.GIDIndex != 0, nil
 }
 
 func serve(f flags, stdout, stderr io.Writer) int {
@@ -107,6 +132,15 @@ func serve(f flags, stdout, stderr io.Writer) int {
 		MetricsAddr:     f.metricsAddr,
 		ShutdownTimeout: f.shutdownTimeout,
 		Logger:          log,
+	}
+	ro, set, err := rdmaOptions(f)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvserver: %v\n", err)
+		return 2
+	}
+	if set {
+		ro.Logger = log.Named("rdma")
+		cfg.Transports = map[string]transport.Transport{"rdma": rdma.New(ro)}
 	}
 	logBytes, err := parseSize(f.logBytes)
 	if err != nil || logBytes == 0 || f.logRevisions < 1 {

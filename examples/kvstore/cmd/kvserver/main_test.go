@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -267,11 +268,34 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--watch-history", "0"}, "--watch-history"},
 		{[]string{"--watch-history-bytes", "0"}, "--watch-history-bytes"},
 		{[]string{"--watch-history-bytes", "many"}, "--watch-history-bytes"},
+		{[]string{"--rdma-gid-index", "-1"}, "--rdma-gid-index"},
 	}
 	for _, tc := range tests {
 		var stderr bytes.Buffer
 		if code := run(append(tc.args, "--data-dir", t.TempDir()), &bytes.Buffer{}, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("kvserver %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr.String(), tc.want)
 		}
+	}
+}
+
+// TestRDMAFlags: the --rdma-* flags reach the RDMA transport's Options,
+// and without them the registered default serves.
+func TestRDMAFlags(t *testing.T) {
+	var f flags
+	cmd := newCommand(&f, func() {})
+	cmd.SetArgs([]string{"--rdma-device", "mlx5_0", "--rdma-device", "mlx5_1:1", "--rdma-netdev", "net1", "--rdma-gid-index", "3"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	o, set, err := rdmaOptions(f)
+	if err != nil || !set || !slices.Equal(o.Devices, []string{"mlx5_0", "mlx5_1:1"}) || !slices.Equal(o.Netdevs, []string{"net1"}) || o.GIDIndex != 3 {
+		t.Errorf("rdma.Options from the flags: %+v (set %v, %v); want devices mlx5_0 and mlx5_1:1, netdev net1, GID index 3", o, set, err)
+	}
+	var none flags
+	if err := newCommand(&none, func() {}).Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if _, set, err := rdmaOptions(none); set || err != nil {
+		t.Errorf("no --rdma-* flag: set %v, %v; want the default transport", set, err)
 	}
 }
