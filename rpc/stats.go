@@ -2,7 +2,7 @@ package rpc
 
 import (
 	"context"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -36,7 +36,11 @@ type rpcStats struct {
 	tagged context.Context // what the handlers' TagRPC returned
 	client bool
 	begin  time.Time
-	ended  atomic.Bool
+	// endOnce reports End once; a second caller returns only once the
+	// first has reported it, so that whichever goroutine ends a stream
+	// (its context's watcher, or the caller's RecvMsg returning the
+	// final error) the caller sees End reported when RecvMsg returns.
+	endOnce sync.Once
 	// trailer is a unary call's response trailer, for its End.
 	trailer metadata.MD
 	// trailerLen is the size of a client stream's TRAILERS frame, once it
@@ -188,16 +192,15 @@ func (rs *rpcStats) end(err error, trailer metadata.MD) { rs.endAfterTrailer(err
 // endAfterTrailer is end, reporting first the InTrailer of a client's
 // stream whose TRAILERS frame of trailerLen bytes came (0: none came).
 func (rs *rpcStats) endAfterTrailer(err error, trailer metadata.MD, trailerLen int) {
-	if rs.ended.Swap(true) {
-		return
-	}
-	if trailerLen > 0 {
-		rs.inTrailer(trailer, trailerLen)
-	}
-	if err != nil {
-		err = status.Convert(err).Err()
-	}
-	rs.handle(&stats.End{Client: rs.client, BeginTime: rs.begin, EndTime: time.Now(), Trailer: trailer, Error: err})
+	rs.endOnce.Do(func() {
+		if trailerLen > 0 {
+			rs.inTrailer(trailer, trailerLen)
+		}
+		if err != nil {
+			err = status.Convert(err).Err()
+		}
+		rs.handle(&stats.End{Client: rs.client, BeginTime: rs.begin, EndTime: time.Now(), Trailer: trailer, Error: err})
+	})
 }
 
 // connStats reports one connection's events; nil without handlers.
