@@ -129,6 +129,10 @@ tar -C "$root" -xf "$base"
 # them; Debian keeps them in /usr/local/share/ca-certificates, and the
 # ca-certificates package the README's line installs adds them to the store).
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# debootstrap writes no /etc/hosts; every installed Debian (the installer,
+# cloud images, container runtimes) has one naming localhost, which tests
+# dialing localhost rely on as users' programs do.
+[ -e "$root/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' > "$root/etc/hosts"
 if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
   mkdir -p "$root/usr/local/share/ca-certificates"
   cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/rdmarpc/rdmarpc/credentials/tls/certprovider/pemfile"
 	"github.com/rdmarpc/rdmarpc/internal/testpki"
 	"github.com/rdmarpc/rdmarpc/peer"
+	"github.com/rdmarpc/rdmarpc/resolver/dns/dnstest"
 	"github.com/rdmarpc/rdmarpc/rpc"
 	"github.com/rdmarpc/rdmarpc/rpc/rpctest/testpb"
 	"github.com/rdmarpc/rdmarpc/security/advancedtls"
@@ -211,12 +213,20 @@ func TestCustomVerification(t *testing.T) {
 	}
 	addr := serve(t, server)
 	_, port, _ := strings.Cut(addr, ":")
+	// localhost through the repository's DNS test server: a machine need
+	// not resolve it (a fresh Debian root has no /etc/hosts).
+	ns, err := dnstest.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	ns.Set("localhost", netip.MustParseAddr("127.0.0.1"))
 	for _, tc := range []struct {
 		target, want string
 		ok           bool
 	}{
 		{"tcp://" + addr, addr, true},
-		{"dns:///localhost:" + port, "localhost:" + port, true},
+		{"dns://" + ns.Addr() + "/localhost:" + port, "localhost:" + port, true},
 		{"tcp://" + addr, "ExampleDesignedToFail", false},
 	} {
 		var seen []string
