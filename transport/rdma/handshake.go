@@ -213,7 +213,12 @@ func (t *Transport) handshakeClient(ctx context.Context, boot net.Conn, legacy b
 	}
 	if err := c.connect(peer, local, rtrAttr(peer, ep, pa)); err != nil {
 		_, _ = boot.Write(encodeRefusal("client could not bring its queue pair up: " + err.Error()))
-		return fail(err)
+		// The local endpoint came from the cache of local addresses: an
+		// address removed and added again (a failover's NIC coming back)
+		// has a new GID table entry, and the old index fails RTR with
+		// ENODATA on every dial. The next dial reads the table again.
+		t.forgetEndpoint(ep)
+		return fail(fmt.Errorf("%w (local endpoint %s port %d, GID index %d)", err, ep.Device, ep.Port, ep.GIDIndex))
 	}
 	if _, err := boot.Write([]byte{readyByte}); err != nil {
 		return fail(t.ioErr("sending ready", err))
