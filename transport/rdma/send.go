@@ -134,19 +134,26 @@ func (c *conn) giveTurnAndFlush(err error) error {
 // read the message; no reply is awaited, so the receiver is not roused to
 // poll for one.
 func (c *conn) TrySend(msg []byte) (bool, error) {
-	if err := c.checkSend(context.Background(), len(msg)); err != nil {
+	if took, err := c.tryTurn(msg); !took {
 		return false, err
-	}
-	if len(msg) > int(c.peer.bufSize) {
-		return false, nil
-	}
-	select {
-	case c.turn <- struct{}{}:
-	default:
-		return false, nil
 	}
 	defer c.giveTurn()
 	return c.trySendTurn(msg)
+}
+
+// tryTurn takes the turn for msg when msg may go by TrySend (it passes
+// checkSend and fits one of the peer's buffers) and the turn is free now,
+// and reports whether it did; err is checkSend's.
+func (c *conn) tryTurn(msg []byte) (bool, error) {
+	if err := c.checkSend(context.Background(), len(msg)); err != nil || len(msg) > int(c.peer.bufSize) {
+		return false, err
+	}
+	select {
+	case c.turn <- struct{}{}:
+		return true, nil
+	default:
+		return false, nil
+	}
 }
 
 // trySendTurn is TrySend's send for the turn's holder (TrySend, TryReply),

@@ -1,10 +1,6 @@
 package rdma
 
-import (
-	"context"
-
-	"github.com/rdmarpc/rdmarpc/transport"
-)
+import "github.com/rdmarpc/rdmarpc/transport"
 
 // TryReply releases b, a message received here, and sends msg as TrySend
 // would, with the credit b's receive buffer frees riding on msg instead of
@@ -13,15 +9,9 @@ import (
 // When msg does not go, or its credits were not taken, the credit-only
 // message goes as after any release.
 func (c *conn) TryReply(b transport.Buffer, msg []byte) (bool, error) {
-	if err := c.checkSend(context.Background(), len(msg)); err != nil || len(msg) > int(c.peer.bufSize) {
+	if took, err := c.tryTurn(msg); !took {
 		b.Release()
 		return false, err
-	}
-	select {
-	case c.turn <- struct{}{}:
-	default:
-		b.Release()
-		return false, nil
 	}
 	// Holding the turn, this goroutine is the only one to set holdCredits.
 	// While it is set, a repost (this release's, or the poller's) leaves
