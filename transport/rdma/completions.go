@@ -210,8 +210,14 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 	if len(reposts) > 0 {
 		c.repost(reposts)
 	}
-	if sendsDone && c.sendCompleted(lastSend) {
-		c.sendCreditOnly()
+	if sendsDone {
+		ctl, reply := c.sendCompleted(lastSend)
+		if ctl {
+			c.sendCreditOnly()
+		}
+		if reply {
+			c.sendOwedReply()
+		}
 	}
 	if sendsDone && c.rndvOn {
 		c.putInvalidated()
@@ -274,6 +280,12 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 		}
 	}
 	if k == kindCredit {
+		if c.rndvOn {
+			// The grant a reply waits for: while the peer waits
+			// for that reply it holds its turn, so nothing but a
+			// credit-only message can bring the credit.
+			c.sendOwedReply()
+		}
 		return reposts, nil
 	}
 	repost, rv, err := c.accept(wc, buf, k, back)

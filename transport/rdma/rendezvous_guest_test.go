@@ -527,3 +527,74 @@ func TestRendezvousLentReleasedTwice(t *testing.T) {
 		t.Errorf("sent %d by rendezvous, want 1", tr.Counters()["rendezvous_sent"])
 	}
 }
+
+// TestRendezvousReplyAfterCreditOnly: a receiver whose window is used up
+// when the read completes owes its reply until a credit comes. Its peer
+// holds its turn while it waits for that reply, so the only thing that can
+// bring the credit is a credit-only message: that message must send the
+// reply. (Before, only a grant on a data message did: the sender waited
+// forever. The transport conformance suite's SendBuffer hung so in CI, 1
+// in several runs, when the echo's credits came back that way.)
+func TestRendezvousReplyAfterCreditOnly(t *testing.T) {
+	ip := guestIP(t)
+	for _, tc := range []struct {
+		name string
+		o    Options
+	}{
+		{"own", Options{Receive: ReceivePerConnection, RecvBuffers: 4}},
+		{"shared", Options{Receive: ReceiveShared, RecvBuffers: 2, SharedCredits: 2}}, // nothing to lend: the window stays used up
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			o.MaxMessageSize, o.RendezvousThreshold = 8<<20, 256<<10
+			tr := New(o)
+			cli, srv, _ := pair(t, tr, ip)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			// The server uses its window up; the client takes none of it
+			// yet, so no credit goes back.
+			sent := 0
+			for srv.windowAvail() > 0 {
+				if err := srv.Send(ctx, stamp(1, sent, 100)); err != nil {
+					t.Fatal(err)
+				}
+				sent++
+			}
+			big := 1 << 20
+			done := make(chan error, 1)
+			go func() { done <- cli.Send(ctx, stamp(0, 0, big)) }()
+			if err := recvCheck(ctx, srv, 0, 0, big); err != nil {
+				t.Fatal(err)
+			}
+			// The message was read; its reply waits for a credit.
+			waitFor(t, "the server's reply owed", srv.replyOwedNow)
+			// The client takes the server's messages: their credits go
+			// back in a credit-only message.
+			for i := range sent {
+				if err := recvCheck(ctx, cli, 1, i, 100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("the rendezvous' Send: %v (its reply never came)", err)
+			}
+			if m := tr.Counters(); m["credit_only_sent"] == 0 {
+				t.Errorf("no credit-only message was sent: the test did not test it (counters %v)", m)
+			}
+		})
+	}
+}
+
+// windowAvail is the sender's window now.
+func (s *sender) windowAvail() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.win.Avail()
+}
+
+// replyOwedNow reports whether a rendezvous reply waits for a credit.
+func (s *sender) replyOwedNow() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rndv.replyOwed != 0
+}

@@ -784,14 +784,15 @@ func (s *sender) handOffLendLocked() {
 
 // sendCompleted frees the slots and send-queue entries of every send up to
 // and including seq (sends complete in order). It reports whether a
-// credit-only message waits for send-queue room.
-func (s *sender) sendCompleted(seq uint64) bool {
+// credit-only message waits for send-queue room, and whether a rendezvous
+// reply is owed (the entries freed may be what it waited for).
+func (s *sender) sendCompleted(seq uint64) (ctlWanted, replyOwed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.completedLocked(seq)
 	s.broadcastLocked()
 	s.handOffLendLocked()
-	return s.ctlWanted
+	return s.ctlWanted, s.rndv.replyOwed != 0
 }
 
 // completedLocked takes back the slots and send-queue entries of the sends
