@@ -25,6 +25,10 @@ type Config struct {
 	// wait that hits it is a failure (a hang), not a performance verdict.
 	// Zero means DefaultTimeout.
 	Timeout time.Duration
+	// Light: the heaviest tests move less data, for machines that are
+	// slow at it (the Soft-RoCE guest moves about 1 MB/s under -race);
+	// what they assert stays the same.
+	Light bool
 }
 
 // WithDefaults returns c with its zero fields that have a default set to

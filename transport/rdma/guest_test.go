@@ -86,7 +86,7 @@ func TestRPC(t *testing.T) {
 	ip := guestIP(t)
 	tr := New(Options{})
 	defer stallWatchdog(tr, 20*time.Second)()
-	rpctest.Run(t, rpctest.Config{Transport: tr, Addr: net.JoinHostPort(ip, "0"),
+	rpctest.Run(t, rpctest.Config{Transport: tr, Addr: net.JoinHostPort(ip, "0"), Light: true,
 		LeakOptions: []goleak.Option{goleak.IgnoreAnyFunction("github.com/rdmarpc/rdmarpc/transport/rdma.watchStalls")}})
 }
 

@@ -67,7 +67,7 @@ func TestSharedRPC(t *testing.T) {
 	before := deviceCounters(t)
 	tr := New(Options{Receive: ReceiveShared})
 	defer stallWatchdog(tr, 20*time.Second)()
-	rpctest.Run(t, rpctest.Config{Transport: tr, Addr: net.JoinHostPort(ip, "0"),
+	rpctest.Run(t, rpctest.Config{Transport: tr, Addr: net.JoinHostPort(ip, "0"), Light: true,
 		LeakOptions: []goleak.Option{goleak.IgnoreAnyFunction("github.com/rdmarpc/rdmarpc/transport/rdma.watchStalls")}})
 	checkCounters(t, before)
 	if tr.Counters()["credits_lent"] == 0 {
