@@ -238,7 +238,7 @@ func TestSharedCompletionsTeardown(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 			defer cancel()
 			keepD, keepA := openPairs(t, ctx, cli, lis, 1)
-			const rounds, pairs = 20, 6
+			const rounds, pairs = 12, 6
 			rng := rand.New(rand.NewPCG(1, 2))
 			for r := range rounds {
 				d, a := openPairs(t, ctx, cli, lis, pairs)
