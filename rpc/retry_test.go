@@ -131,6 +131,17 @@ func TestMethodConfig(t *testing.T) {
 	if err := r.UpdateState(resolver.State{Addresses: []resolver.Address{{Addr: hname}}}); err != nil {
 		t.Fatal(err)
 	}
+	// Calls go to the first server until the balancer has moved to the
+	// health server (it answers Echo with its name; the first, with none).
+	for {
+		name, err := echo(testCtx(t), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == hname {
+			break
+		}
+	}
 	cs, err := cc.NewStream(testCtx(t), &rpc.StreamDesc{ServerStreams: true}, "/grpc.health.v1.Health/Watch", rpc.WaitForReady(true))
 	if err != nil {
 		t.Fatal(err)
