@@ -6,9 +6,11 @@
 # the busy-poll verbs rung once, before the first round, for the ratios; a CPU profile of
 # both processes during a 64 B echo, 1 caller, per option set (last round).
 #
-#   bench/rdmasweep.sh OUTDIR LABEL='rpcbench flags' [LABEL='flags' ...]
+#   bench/rdmasweep.sh OUTDIR LABEL[@REV]='rpcbench flags' [LABEL[@REV]='flags' ...]
 #   e.g. bench/rdmasweep.sh /tmp/sweep off='--rdma-poll-spin -1ns' default='' long='--rdma-poll-spin 2ms'
 #
+# LABEL@REV runs rpcbench built from git revision REV (before/after a change in one boot:
+# before@HEAD~1='' after='').
 # Writes OUTDIR/sweep-LABEL-rN.csv (rpcbench's CSV), sweep-LABEL-rN.txt, prof-LABEL.pprof(.server),
 # ib.csv, verbs.csv, and prints summary.txt (bench/cmd/ladder --sweep-dir reads the CSVs).
 # SWEEP_FLAGS replaces --duration 2s --warmup 300ms; ROUNDS (default 2).
@@ -22,9 +24,26 @@ command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
 ROUNDS=${ROUNDS:-2}
 read -r -a SW <<<"${SWEEP_FLAGS:---duration 2s --warmup 300ms}"
 mkdir -p "$OUT"
-rm -f "$OUT"/sweep-* "$OUT"/prof-* "$OUT"/ib.csv "$OUT"/verbs.csv "$OUT"/summary.txt "$OUT"/rc.*
+rm -f "$OUT"/rpcbench-* "$OUT"/sweep-* "$OUT"/prof-* "$OUT"/ib.csv "$OUT"/verbs.csv "$OUT"/summary.txt "$OUT"/rc.*
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/rpcbench" ./bench/cmd/rpcbench &&
   CGO_ENABLED=1 go build -o "$OUT/ladder" ./bench/cmd/ladder)
+# binary LABEL[@REV]: the rpcbench that label runs, built from REV when it names one.
+binary() {
+  case $1 in
+  *@*)
+    local rev=${1#*@} name=${1%%@*}
+    if [ ! -x "$OUT/rpcbench-$name" ]; then
+      rm -rf "$OUT/src-$name" && mkdir -p "$OUT/src-$name"
+      git -C "$REPO" archive "$rev" | tar -x -C "$OUT/src-$name"
+      (cd "$OUT/src-$name" && CGO_ENABLED=1 go build -o "$OUT/rpcbench-$name" ./bench/cmd/rpcbench) >&2
+      rm -rf "$OUT/src-$name"
+    fi
+    echo "./rpcbench-$name"
+    ;;
+  *) echo ./rpcbench ;;
+  esac
+}
+for arg in "$@"; do binary "${arg%%=*}" >/dev/null; done
 {
   echo '# written by bench/rdmasweep.sh'
   echo 'cd /out'
@@ -40,11 +59,13 @@ rm -f "$OUT"/sweep-* "$OUT"/prof-* "$OUT"/ib.csv "$OUT"/verbs.csv "$OUT"/summary
     for arg in "$@"; do
       label=${arg%%=*}
       flags=${arg#*=}
-      printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --modes unary,stream --sizes 64 --conc 1,16 --csv /out/sweep-%s-r%s.csv %s' "$label" "$r" "$flags"
+      bin=$(binary "$label")
+      label=${label%%@*}
+      printf '%s --listen rdma://$RDMARPC_TEST_IP:0 --modes unary,stream --sizes 64 --conc 1,16 --csv /out/sweep-%s-r%s.csv %s' "$bin" "$label" "$r" "$flags"
       printf ' %q' "${SW[@]}"
       echo " > /out/sweep-$label-r$r.txt 2>&1 || rc=1"
       if [ "$r" = "$ROUNDS" ]; then
-        printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --sizes 64 --conc 1 --duration 4s --warmup 300ms --cpuprofile /out/prof-%s.pprof %s' "$label" "$flags"
+        printf '%s --listen rdma://$RDMARPC_TEST_IP:0 --sizes 64 --conc 1 --duration 4s --warmup 300ms --cpuprofile /out/prof-%s.pprof %s' "$bin" "$label" "$flags"
         echo " > /out/prof-$label.txt 2>&1 || rc=1"
       fi
     done
@@ -55,7 +76,10 @@ rm -f "$OUT"/sweep-* "$OUT"/prof-* "$OUT"/ib.csv "$OUT"/verbs.csv "$OUT"/summary
 status=0
 RDMARPC_VM_QUIET=${RDMARPC_VM_QUIET:-1} RDMARPC_VM_TIMEOUT=${RDMARPC_VM_TIMEOUT:-900} "$REPO/testbed/vm.sh" run1 "$OUT" || status=$?
 labels=()
-for arg in "$@"; do labels+=("${arg%%=*}"); done
+for arg in "$@"; do
+  l=${arg%%=*}
+  labels+=("${l%%@*}")
+done
 (cd "$REPO" && go run ./bench/cmd/ladder --sweep-dir "$OUT" --sweep-labels "$(IFS=,; echo "${labels[*]}")" --sweep-rounds "$ROUNDS") | tee "$OUT/summary.txt" || status=1
 echo "host: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/summary.txt"
 [ "$status" = 0 ] && echo "PASS bench/rdmasweep.sh: $OUT/summary.txt" || echo "FAIL bench/rdmasweep.sh (exit $status; console: $OUT/console.single.log)"
