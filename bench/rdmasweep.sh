@@ -27,18 +27,20 @@ mkdir -p "$OUT"
 rm -f "$OUT"/rpcbench-* "$OUT"/sweep-* "$OUT"/prof-* "$OUT"/ib.csv "$OUT"/verbs.csv "$OUT"/summary.txt "$OUT"/rc.*
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/rpcbench" ./bench/cmd/rpcbench &&
   CGO_ENABLED=1 go build -o "$OUT/ladder" ./bench/cmd/ladder)
-# binary LABEL[@REV]: the rpcbench that label runs, built from REV when it names one.
+# binary LABEL[@REV]: the rpcbench that label runs, built from REV when it names one (once per
+# revision).
 binary() {
   case $1 in
   *@*)
-    local rev=${1#*@} name=${1%%@*}
-    if [ ! -x "$OUT/rpcbench-$name" ]; then
-      rm -rf "$OUT/src-$name" && mkdir -p "$OUT/src-$name"
-      git -C "$REPO" archive "$rev" | tar -x -C "$OUT/src-$name"
-      (cd "$OUT/src-$name" && CGO_ENABLED=1 go build -o "$OUT/rpcbench-$name" ./bench/cmd/rpcbench) >&2
-      rm -rf "$OUT/src-$name"
+    local rev=${1#*@}
+    local exe=rpcbench-$(git -C "$REPO" rev-parse --short "$rev")
+    if [ ! -x "$OUT/$exe" ]; then
+      rm -rf "$OUT/src-$exe" && mkdir -p "$OUT/src-$exe"
+      git -C "$REPO" archive "$rev" | tar -x -C "$OUT/src-$exe"
+      (cd "$OUT/src-$exe" && CGO_ENABLED=1 go build -o "$OUT/$exe" ./bench/cmd/rpcbench) >&2
+      rm -rf "$OUT/src-$exe"
     fi
-    echo "./rpcbench-$name"
+    echo "./$exe"
     ;;
   *) echo ./rpcbench ;;
   esac
