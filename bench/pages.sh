@@ -16,7 +16,8 @@
 #          instructions per call at each end; installs valgrind when missing)
 #   rdma   bench/softroce.sh, the latency ladder in one Soft-RoCE boot, the RPC rungs with
 #          client and server in separate processes and again in one (RDMA_FLAGS: its
-#          rpcbench flags; STREAM_FLAGS as softroce.sh reads it)
+#          rpcbench flags; STREAM_FLAGS and RDMA_OPTS, the transport's options, as
+#          softroce.sh reads them)
 #   kv     in one Soft-RoCE boot, kvserver and two echo servers (rpcbench --serve) in
 #          processes of their own, then KV_ROUNDS (4) rounds of rpcbench --target … --kv …,
 #          rdma:// and tcp:// alternating (BENCH_FLAGS replaces --sizes 1KiB --conc 1
@@ -73,6 +74,7 @@ rdma)
   [ -z "${STREAM_FLAGS+x}" ] || CMD="STREAM_FLAGS='$STREAM_FLAGS' $CMD"
   [ -z "${FLOOD_PROFILE:-}" ] || CMD="FLOOD_PROFILE=$FLOOD_PROFILE $CMD"
   [ -z "${BASELINE:-}" ] || CMD="BASELINE=$BASELINE $CMD"
+  [ -z "${RDMA_OPTS:-}" ] || CMD="RDMA_OPTS='$RDMA_OPTS' $CMD"
   MACHINE="host: $(host); $GUEST"
   bash "$REPO/bench/softroce.sh" "$WORK" "${FLAGS[@]}"
   FILES=(ladder.txt ladder.csv rdma.csv rdma-1p.csv tcp.csv tcp-1p.csv rdma-stream.csv

@@ -17,6 +17,9 @@
 # FLOOD_PROFILE=1: after the ladder, CPU profiles of both processes during a 64 B stream flood
 # on rdma://, 1 and 16 streams (flood-c1.pprof and flood-c1.pprof.server, flood-c16…; read
 # them on the host with go tool pprof).
+# RDMA_OPTS: rdma:// transport options for this build's rpcbench (both processes) and the
+# ladder's conn rung, e.g. '--rdma-poll-spin 2ms --rdma-completions shared' (bench.RDMAFlags;
+# default: the transport's defaults); rpcbench.txt and ladder.txt say which were used.
 # The guest's figures come from an emulated CPU (qemu TCG): read the ratios, not the times.
 set -euo pipefail
 
@@ -34,6 +37,8 @@ rm -f "$OUT"/rpcbench*.txt "$OUT"/*.csv "$OUT"/rdma.png "$OUT"/ladder.txt "$OUT"
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/ladder" ./bench/cmd/ladder)
 read -r -a STREAM < <(echo "${STREAM_FLAGS:---sizes 64,64KiB --conc 1,16 --duration 2s --warmup 300ms}")
 LADDER_FLAGS=(--duration "${LADDER_DURATION:-2s}" --warmup 300ms)
+read -r -a ROPTS <<<"${RDMA_OPTS:-}"
+ropts() { [ ${#ROPTS[@]} -eq 0 ] || printf ' %q' "${ROPTS[@]}"; }
 # BASELINE=<git revision>: also build the conn rung and rpcbench from that revision and run
 # them in the same boot, for a before/after table (ratios inside one boot are what count).
 BEFORE=
@@ -58,14 +63,17 @@ fi
   echo '{ echo "guest: $(nproc) vCPUs, kernel $(uname -r), qemu TCG"; grep MemTotal /proc/meminfo; } > /out/ladder.txt'
   printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --csv /out/rdma.csv --png /out/rdma.png'
   printf ' %q' "${FLAGS[@]}"
+  ropts
   echo ' > /out/rpcbench.txt 2>&1 || rc=1'
   printf './rpcbench --inproc --listen rdma://$RDMARPC_TEST_IP:0 --csv /out/rdma-1p.csv'
   printf ' %q' "${FLAGS[@]}"
+  ropts
   echo ' > /out/rpcbench-1p.txt 2>&1 || rc=1'
   MERGE=/out/rdma.csv,/out/tcp.csv
   if [ "${STREAM[*]}" != none ]; then
     printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --modes pingpong,stream --csv /out/rdma-stream.csv'
     printf ' %q' "${STREAM[@]}"
+    ropts
     echo ' > /out/rpcbench-stream.txt 2>&1 || rc=1'
     MERGE=$MERGE,/out/rdma-stream.csv
   fi
@@ -93,10 +101,11 @@ fi
   fi
   printf './ladder --dev rxe0 --csv /out/ladder.csv --merge %q --merge-inproc /out/rdma-1p.csv,/out/tcp-1p.csv --before %q' "$MERGE" "$BEFORE"
   printf ' %q' "${LADDER_FLAGS[@]}"
+  ropts
   echo ' >> /out/ladder.txt 2>&1 || rc=1'
   if [ -n "${FLOOD_PROFILE:-}" ]; then
     for c in 1 16; do
-      echo "./rpcbench --listen rdma://\$RDMARPC_TEST_IP:0 --modes stream --sizes 64 --conc $c --duration 5s --warmup 300ms --cpuprofile /out/flood-c$c.pprof > /out/flood-c$c.txt 2>&1 || rc=1"
+      echo "./rpcbench --listen rdma://\$RDMARPC_TEST_IP:0 --modes stream --sizes 64 --conc $c --duration 5s --warmup 300ms --cpuprofile /out/flood-c$c.pprof$(ropts) > /out/flood-c$c.txt 2>&1 || rc=1"
     done
   fi
   echo 'for c in rcvd_rnr_err send_rnr_err retry_exceeded_err retry_rnr_exceeded_err; do'

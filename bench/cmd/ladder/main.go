@@ -37,10 +37,21 @@ func run(args []string, stdout io.Writer) error {
 	merge := fs.String("merge", "", "rpcbench CSV `files` (comma-separated) whose rows join the table: ib_send and the RPC rungs (client and server in separate processes)")
 	mergeInProc := fs.String("merge-inproc", "", "rpcbench --inproc CSV `files` (comma-separated) whose rdmarpc rows join the table as the -1p RPC rungs (both ends in one process)")
 	beforeFiles := fs.String("before", "", "CSV `files` (comma-separated, ladder's or rpcbench's) from a baseline build in the same boot, compared rung by rung")
-	pollSpin := fs.Duration("poll-spin", 0, "the conn rung's rdma.Options.PollSpin (0: the default; negative: never spin)")
+	sweepDir := fs.String("sweep-dir", "", "run nothing: print what bench/rdmasweep.sh measured in this `directory`")
+	sweepLabels := fs.String("sweep-labels", "", "the option sets' `labels` in --sweep-dir, comma-separated")
+	sweepRounds := fs.Int("sweep-rounds", 1, "the rounds in --sweep-dir")
+	var rf bench.RDMAFlags
+	rf.Register(fs) // the conn rung's transport options
 	only := fs.Bool("table-only", false, "run nothing: print the table of the --merge files")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the rungs' runs to this `file` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *sweepDir != "" {
+		return printSweep(stdout, *sweepDir, bench.SplitList(*sweepLabels), *sweepRounds)
+	}
+	ro, err := rf.Options()
+	if err != nil {
 		return err
 	}
 	sz, err := ints(*sizes)
@@ -64,7 +75,8 @@ func run(args []string, stdout io.Writer) error {
 	}
 	var rs []bench.Result
 	if !*only {
-		if rs, err = runRungs(stdout, strings.Split(*rungs, ","), *dev, *gid, *ip, sz, cc, *warm, *d, *pollSpin); err != nil {
+		fmt.Fprintf(stdout, "ladder: the conn rung's rdma options: %s\n", rf)
+		if rs, err = runRungs(stdout, strings.Split(*rungs, ","), *dev, *gid, *ip, sz, cc, *warm, *d, ro); err != nil {
 			return err
 		}
 	}
@@ -98,7 +110,7 @@ func run(args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runRungs(log io.Writer, names []string, dev string, gid int, ip string, sizes, concs []int, warm, d, pollSpin time.Duration) ([]bench.Result, error) {
+func runRungs(log io.Writer, names []string, dev string, gid int, ip string, sizes, concs []int, warm, d time.Duration, ro rdma.Options) ([]bench.Result, error) {
 	var (
 		rs  []bench.Result
 		vd  *rawverbs.Device
@@ -117,7 +129,7 @@ func runRungs(log io.Writer, names []string, dev string, gid int, ip string, siz
 			}
 			r = verbsRung(vd, name == "verbs-event")
 		case "conn":
-			r = connRung(rdma.New(rdma.Options{PollSpin: pollSpin}), net.JoinHostPort(ip, "0"))
+			r = connRung(rdma.New(ro), net.JoinHostPort(ip, "0"))
 		case "tcp-raw":
 			r, transport = tcpRung(ip), "tcp"
 		default:

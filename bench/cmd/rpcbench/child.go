@@ -29,6 +29,7 @@ const (
 	childListenEnv = "RPCBENCH_CHILD_LISTEN" // rdmarpc's listen URL
 	childWindowEnv = "RPCBENCH_CHILD_WINDOW" // rdmarpc's --window
 	lendEnv        = "RPCBENCH_LEND"         // --lend, in every process
+	rdmaEnv        = "RPCBENCH_RDMA"         // the --rdma-* flags, in every process (RDMAFlags.Encode)
 	// childProfileEnv: the child writes a CPU profile of its life to this
 	// file (--cpuprofile's, with .server).
 	childProfileEnv = "RPCBENCH_CHILD_CPUPROFILE"
@@ -56,6 +57,14 @@ func childMain(impl string, stdin io.Reader, stdout io.Writer) int {
 			return 1
 		}
 		defer pprof.StopCPUProfile()
+	}
+	rf, err := bench.DecodeRDMAFlags(os.Getenv(rdmaEnv))
+	if err == nil {
+		err = rf.Install()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rpcbench server:", err)
+		return 1
 	}
 	addr, stop, err := serveImpl(impl, os.Getenv(childListenEnv), os.Getenv(childWindowEnv))
 	if err != nil {

@@ -46,6 +46,7 @@ type options struct {
 	inProcess             bool
 	callgrind             bool
 	lend                  bool
+	rdma                  bench.RDMAFlags
 }
 
 func main() {
@@ -65,6 +66,12 @@ func run(args []string, stdout io.Writer) error {
 	}
 	if o.lend {
 		os.Setenv(lendEnv, "1") // for the server processes too
+	}
+	if !o.rdma.IsDefault() {
+		os.Setenv(rdmaEnv, o.rdma.Encode()) // for the server processes too
+		if err := o.rdma.Install(); err != nil {
+			return err
+		}
 	}
 	if o.callgrind {
 		if !callgrind.Running() {
@@ -146,6 +153,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.lend, "lend", false, "rdmarpc's server lends each request's bytes to the handler instead of copying them (rpc.LendRequestBytes; the echo answers with them)")
 	fs.BoolVar(&o.callgrind, "callgrind", false, "count the instructions each end executes per call: the client and every server process run under valgrind's callgrind (about 50 times slower, so use a short --duration and --warmup); the counts do not depend on the machine's load, and include the runtime's work in every thread")
 	fs.StringVar(&o.tracePath, "trace", "", "write a runtime execution trace of the run to this `file` (go tool trace)")
+	o.rdma.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -196,6 +204,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.plotCSV != "" && o.pngPath == "" {
 		return o, errors.New("--plot needs --png")
+	}
+	if _, err := o.rdma.Options(); err != nil {
+		return o, err
 	}
 	if (o.ibDev != "") && (o.ibLat != "" || o.ibBW != "") {
 		return o, errors.New("give --ib-dev (run perftest) or --ib-lat/--ib-bw (read its output), not both")
@@ -306,6 +317,9 @@ func drive(ctx context.Context, o options, stdout io.Writer) error {
 		where = "servers in this process"
 	}
 	fmt.Fprintf(stdout, "rpcbench: %s, GOMAXPROCS=%d, %s per cell after %s warm-up, %s\n", target, runtime.GOMAXPROCS(0), o.duration, o.warmup, where)
+	if scheme == "rdma" {
+		fmt.Fprintf(stdout, "rpcbench: rdma options (both ends): %s\n", o.rdma)
+	}
 	var ourRs, peerRs, ibRs, kvRs []bench.Result
 	ourBy := map[string][]bench.Result{}
 	peerBy := make([]map[string][]bench.Result, len(theirs)) // per peer, per mode

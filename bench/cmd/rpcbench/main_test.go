@@ -110,6 +110,8 @@ func TestFlags(t *testing.T) {
 		{"--ib-dev", "rxe0", "--ib-lat", "x"},
 		{"stray"},
 		{"--modes", "bidi"},
+		{"--rdma-receive", "mine"},
+		{"--rdma-completions", "both"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
@@ -117,6 +119,9 @@ func TestFlags(t *testing.T) {
 	}
 	if o, err := parseFlags([]string{"--compare", "grpc, raw", "--compare-grpc"}); err != nil || !slices.Equal(o.compare, []string{"grpc", "raw"}) {
 		t.Errorf("--compare grpc,raw --compare-grpc: peers %q, %v", o.compare, err)
+	}
+	if o, err := parseFlags([]string{"--rdma-poll-spin", "-1ns", "--rdma-completions", "shared"}); err != nil || o.rdma.String() != "poll-spin=off receive=default completions=shared" {
+		t.Errorf("--rdma-poll-spin -1ns --rdma-completions shared: %s, %v", o.rdma, err)
 	}
 	o, err := parseFlags([]string{"--sizes", "64, 4KiB ,64k", "--conc", "1,64"})
 	if err != nil || len(o.sizes) != 3 || o.sizes[1] != 4096 || o.sizes[2] != 65536 || len(o.concs) != 2 {
