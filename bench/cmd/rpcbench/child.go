@@ -57,6 +57,10 @@ func childMain(impl string, stdin io.Reader, stdout io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if err := configureTransports(); err != nil {
+		fmt.Fprintln(os.Stderr, "rpcbench server:", err)
+		return 1
+	}
 	addr, stop, err := serveImpl(impl, os.Getenv(childListenEnv), os.Getenv(childWindowEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rpcbench server:", err)
@@ -95,7 +99,7 @@ func serveImpl(impl, listen, window string) (addr string, stop func(), err error
 		}
 		return k.serve()
 	}
-	opts := lendOpts()
+	opts := append(lendOpts(), largeServerOpts()...)
 	if w, _ := strconv.Atoi(window); w > 0 {
 		opts = append(opts, rpc.InitialWindowSize(int32(w)))
 	}
