@@ -565,6 +565,14 @@ func (s *sender) readCompleted(seq uint64) bool {
 	return true
 }
 
+// readInFlight reports whether a rendezvous read is posted and not
+// completed.
+func (s *sender) readInFlight() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rndv.reading
+}
+
 // isReadWR reports whether the send work request seq is the rendezvous
 // read in progress (a failed completion's opcode is undefined).
 func (s *sender) isReadWR(seq uint64) bool {
