@@ -455,7 +455,7 @@ func TestRendezvousWindowTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	if tr.Counters()["rendezvous_windowed"] == 0 {
-		t.Skip("no windowed regions (off by default, -rdma.windows; or no memory windows on this device): regions are registered per transfer")
+		t.Skip("no windowed regions (-rdma.windows=false, or no memory windows on this device): regions are registered per transfer")
 	}
 	// Its invalidation completed: the region is the pool's again.
 	waitFor(t, "the first region back in its pool", func() bool { return cli.dev.wins.idleBytes() >= first })
