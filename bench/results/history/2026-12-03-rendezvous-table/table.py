@@ -13,7 +13,7 @@ def parse(f):
         m=re.match(r'\s+(rdmarpc(?:/stream)?)\s+rdma\s+(\S+)\s+1\s+(\d+)\s+([\d.]+)\s',line)
         if m: out.setdefault((m.group(1),m.group(2)),{})['mbs']=float(m.group(4)); out[(m.group(1),m.group(2))]['cps']=int(m.group(3))
     return out
-size={'64KiB':65536,'1MiB':1<<20,'16MiB':16<<20}
+size={'64KiB':65536,'256KiB':256<<10,'1MiB':1<<20,'16MiB':16<<20}
 for f in sorted(glob.glob(os.path.join(d,'rpcbench-rndv-*.txt'))):
     name=f.split('rpcbench-rndv-')[1][:-4]
     r=parse(f)
