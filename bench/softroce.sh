@@ -16,10 +16,10 @@
 # --conc 1,16 --duration 2s --warmup 300ms; STREAM_FLAGS=none skips them).
 # RENDEZVOUS=1 (or =only: nothing else): issue 23's large-message table in the same boot:
 # rpcbench's unary echo and stream flood (client and server in separate processes) at
-# RNDV_FLAGS (default --sizes 64KiB,1MiB,16MiB --conc 1 --modes unary,stream --duration 10s
+# RNDV_FLAGS (default --sizes 64KiB,256KiB,1MiB,16MiB --conc 1 --modes unary,stream --duration 10s
 # --warmup 1s) once per RNDV_CONFIGS entry, an --rdma-rendezvous value (default "off default
-# 32KiB@64KiB": fragments, the transport's default threshold, and a 32 KiB threshold at
-# 64 KiB only; THR@SIZES replaces --sizes): rpcbench-rndv-THR.txt, rndv-THR.csv; then
+# 32KiB@64KiB,256KiB": fragments, the transport's default threshold, and a 32 KiB threshold
+# at 64 and 256 KiB only; THR@SIZES replaces --sizes; docs/rdma.md "Rendezvous: the table"): rpcbench-rndv-THR.txt, rndv-THR.csv; then
 # perftest's ib_read_lat, ib_read_bw, ib_send_lat, ib_send_bw at RNDV_PERFTEST_SIZES
 # (default 65536 1048576 16777216; -n 1000, 200, 20) in pt-TOOL-SIZE.txt, and the device's
 # RNR and retry counters (rndv.txt).
@@ -114,9 +114,9 @@ fi
   echo 'done'
   [ "${RENDEZVOUS:-}" != only ] || echo 'fi'
   if [ -n "${RENDEZVOUS:-}" ]; then
-    read -r -a RNDV < <(echo "${RNDV_FLAGS:---sizes 64KiB,1MiB,16MiB --conc 1 --modes unary,stream --duration 10s --warmup 1s}")
+    read -r -a RNDV < <(echo "${RNDV_FLAGS:---sizes 64KiB,256KiB,1MiB,16MiB --conc 1 --modes unary,stream --duration 10s --warmup 1s}")
     echo '{ echo "guest: $(nproc) vCPUs, kernel $(uname -r), qemu TCG"; grep MemTotal /proc/meminfo; } > /out/rndv.txt'
-    for cfg in ${RNDV_CONFIGS:-off default 32KiB@64KiB}; do
+    for cfg in ${RNDV_CONFIGS:-off default 32KiB@64KiB,256KiB}; do
       thr=${cfg%@*}
       sz=()
       [ "$thr" = "$cfg" ] || sz=(--sizes "${cfg#*@}")
