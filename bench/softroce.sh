@@ -14,6 +14,15 @@
 # The streaming rows (rpcbench-stream.txt, rdma-stream.csv): stream ping-pong and a flood on
 # rdma:// next to ib_send_lat / ib_send_bw, client and server in separate processes, with STREAM_FLAGS (default --sizes 64,64KiB
 # --conc 1,16 --duration 2s --warmup 300ms; STREAM_FLAGS=none skips them).
+# RENDEZVOUS=1 (or =only: nothing else): issue 23's large-message table in the same boot:
+# rpcbench's unary echo and stream flood (client and server in separate processes) at
+# RNDV_FLAGS (default --sizes 64KiB,256KiB,1MiB,16MiB --conc 1 --modes unary,stream --duration 10s
+# --warmup 1s) once per RNDV_CONFIGS entry, an --rdma-rendezvous value (default "off default
+# 32KiB@64KiB,256KiB": fragments, the transport's default threshold, and a 32 KiB threshold
+# at 64 and 256 KiB only; THR@SIZES replaces --sizes; docs/rdma.md "Rendezvous: the table"): rpcbench-rndv-THR.txt, rndv-THR.csv; then
+# perftest's ib_read_lat, ib_read_bw, ib_send_lat, ib_send_bw at RNDV_PERFTEST_SIZES
+# (default 65536 1048576 16777216; -n 1000, 200, 20) in pt-TOOL-SIZE.txt, and the device's
+# RNR and retry counters (rndv.txt).
 # FLOOD_PROFILE=1: after the ladder, CPU profiles of both processes during a 64 B stream flood
 # on rdma://, 1 and 16 streams (flood-c1.pprof and flood-c1.pprof.server, flood-c16…; read
 # them on the host with go tool pprof).
@@ -31,7 +40,7 @@ FLAGS=("$@")
 command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
 
 mkdir -p "$OUT"
-rm -f "$OUT"/rpcbench*.txt "$OUT"/*.csv "$OUT"/rdma.png "$OUT"/ladder.txt "$OUT"/rc.* "$OUT"/flood-*
+rm -f "$OUT"/rpcbench*.txt "$OUT"/*.csv "$OUT"/rdma.png "$OUT"/ladder.txt "$OUT"/rc.* "$OUT"/flood-* "$OUT"/rndv.txt "$OUT"/pt-*
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/rpcbench" ./bench/cmd/rpcbench)
 # The rungs below the RPC layer (raw verbs through transport/rdma/rawverbs).
 (cd "$REPO" && CGO_ENABLED=1 go build -o "$OUT/ladder" ./bench/cmd/ladder)
@@ -61,6 +70,7 @@ fi
   echo 'cd /out'
   echo 'rc=0'
   echo '{ echo "guest: $(nproc) vCPUs, kernel $(uname -r), qemu TCG"; grep MemTotal /proc/meminfo; } > /out/ladder.txt'
+  [ "${RENDEZVOUS:-}" != only ] || echo 'if false; then'
   printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --csv /out/rdma.csv --png /out/rdma.png'
   printf ' %q' "${FLAGS[@]}"
   ropts
@@ -111,10 +121,48 @@ fi
   echo 'for c in rcvd_rnr_err send_rnr_err retry_exceeded_err retry_rnr_exceeded_err; do'
   echo '  echo "rxe0 $c $(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/$c)" >> /out/ladder.txt'
   echo 'done'
+  [ "${RENDEZVOUS:-}" != only ] || echo 'fi'
+  if [ -n "${RENDEZVOUS:-}" ]; then
+    read -r -a RNDV < <(echo "${RNDV_FLAGS:---sizes 64KiB,256KiB,1MiB,16MiB --conc 1 --modes unary,stream --duration 10s --warmup 1s}")
+    echo '{ echo "guest: $(nproc) vCPUs, kernel $(uname -r), qemu TCG"; grep MemTotal /proc/meminfo; } > /out/rndv.txt'
+    for cfg in ${RNDV_CONFIGS:-off default 32KiB@64KiB,256KiB}; do
+      thr=${cfg%@*}
+      sz=()
+      [ "$thr" = "$cfg" ] || sz=(--sizes "${cfg#*@}")
+      printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --csv /out/rndv-%s.csv' "$thr"
+      [ "$thr" = default ] || printf ' --rdma-rendezvous %q' "$thr"
+      printf ' %q' "${RNDV[@]}" "${sz[@]}"
+      printf ' > /out/rpcbench-rndv-%s.txt 2>&1 || rc=1\n' "$thr"
+    done
+    echo 'G=$RDMARPC_TEST_GID_INDEX'
+    echo "for s in ${RNDV_PERFTEST_SIZES:-65536 1048576 16777216}; do"
+    echo '  n=20; [ $s -gt 1048576 ] || n=200; [ $s -gt 65536 ] || n=1000'
+    echo '  for tool in ib_read_lat ib_read_bw ib_send_lat ib_send_bw; do'
+    echo '    $tool -d rxe0 -x $G -s $s -n $n > /out/pt-$tool-$s.srv 2>&1 &'
+    echo '    ok=0'
+    echo '    for try in 1 2 3 4 5 6 7 8 9 10; do'
+    echo '      sleep 1'
+    echo '      if $tool -d rxe0 -x $G -s $s -n $n $RDMARPC_TEST_IP > /out/pt-$tool-$s.txt 2>&1; then ok=1; break; fi'
+    echo '    done'
+    echo '    [ $ok = 1 ] || rc=1'
+    echo '    wait'
+    echo '  done'
+    echo 'done'
+    echo 'for c in rcvd_rnr_err send_rnr_err retry_exceeded_err retry_rnr_exceeded_err; do'
+    echo '  echo "rxe0 $c $(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/$c)" >> /out/rndv.txt'
+    echo 'done'
+  fi
   echo 'exit $rc'
 } > "$OUT/guest.sh"
 
 status=0
+if [ "${RENDEZVOUS:-}" = only ]; then
+  RDMARPC_VM_TIMEOUT=${RDMARPC_VM_TIMEOUT:-1800} RDMARPC_VM_QUIET=${RDMARPC_VM_QUIET:-1} "$REPO/testbed/vm.sh" run1 "$OUT" || status=$?
+  cat "$OUT"/rpcbench-rndv-*.txt "$OUT/rndv.txt" 2>/dev/null || echo "FAIL no rendezvous output in $OUT (see $OUT/console.single.log)"
+  echo "host: $(nproc) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/rndv.txt"
+  [ "$status" = 0 ] && echo "PASS bench/softroce.sh: $OUT/rndv.txt" || echo "FAIL bench/softroce.sh (exit $status)"
+  exit "$status"
+fi
 RDMARPC_VM_QUIET=${RDMARPC_VM_QUIET:-1} "$REPO/testbed/vm.sh" run1 "$OUT" || status=$?
 [ ! -f "$OUT/rpcbench-stream.txt" ] || cat "$OUT/rpcbench-stream.txt"
 cat "$OUT/rpcbench.txt" "$OUT/rpcbench-1p.txt" "$OUT/rpcbench-tcp.txt" "$OUT/rpcbench-tcp-1p.txt" 2>/dev/null || echo "FAIL no rpcbench output in $OUT (see $OUT/console.single.log)"

@@ -16,6 +16,7 @@
 #   RDMARPC_VM_TIMEOUT  seconds guest.sh may run (default 600); qemu gets that plus a boot margin
 #   RDMARPC_VM_QUIET=1  do not echo the guest console (it is always kept in <outdir>)
 #   RDMARPC_VM_MEM      MiB of memory of run1's guest (default 2048; the scale table's 10 000 rows want more)
+#   RDMARPC_VM2_MEM     MiB of memory of each of run2's guests (default 1024; 1 GiB rendezvous messages want 4096)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -367,14 +368,15 @@ cmd_run2() {
   # round trip). The socket lives in a short path: sun_path holds 108 bytes.
   SOCKDIR=$(mktemp -d /tmp/rdmarpc-wire.XXXXXX)
   local sock="$SOCKDIR/wire" t0=${EPOCHREALTIME/./}
-  log "run2: booting server (10.9.9.2) and client (10.9.9.1), 1 vCPU and 1 GiB each, MTU ${RXE_MTU:-1500}"
-  start_guest server "$out" 1024 1 "tb_net=virtio tb_ip=10.9.9.2 tb_peer=10.9.9.1" \
+  local mem=${RDMARPC_VM2_MEM:-1024}
+  log "run2: booting server (10.9.9.2) and client (10.9.9.1), 1 vCPU and $mem MiB each, MTU ${RXE_MTU:-1500}"
+  start_guest server "$out" "$mem" 1 "tb_net=virtio tb_ip=10.9.9.2 tb_peer=10.9.9.1" \
     -netdev "stream,id=wire,server=on,addr.type=unix,addr.path=$sock" \
     -device virtio-net-pci,netdev=wire,mac=52:54:00:9e:09:02
   local i
   for i in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
   [ -S "$sock" ] || fail "run2: server qemu did not create $sock"
-  start_guest client "$out" 1024 1 "tb_net=virtio tb_ip=10.9.9.1 tb_peer=10.9.9.2" \
+  start_guest client "$out" "$mem" 1 "tb_net=virtio tb_ip=10.9.9.1 tb_peer=10.9.9.2" \
     -netdev "stream,id=wire,server=off,addr.type=unix,addr.path=$sock" \
     -device virtio-net-pci,netdev=wire,mac=52:54:00:9e:09:01
   local src=0 crc=0

@@ -11,8 +11,9 @@
 // makes a Send meeting an empty receive queue impossible. Messages larger
 // than one receive buffer are fragmented and reassembled, or, above
 // Options.RendezvousThreshold, pulled by the receiver with one RDMA Read
-// from a region the sender registered for that message alone
-// (rendezvous.go). docs/rdma.md specifies the protocol.
+// through a key that reads that message alone: a memory window bound to
+// its bytes (rendezvous_window.go), or, on a device without windows, a
+// region registered for it (rendezvous.go). docs/rdma.md specifies the protocol.
 //
 // Receive buffers are each connection's own (Options.Receive =
 // ReceivePerConnection, the default when the memory budget holds 256 such

@@ -36,9 +36,10 @@ func guestIP(t testing.TB) string {
 // then cover the other one too.
 var completionsFlag = flag.String("rdma.completions", "", "default completion layout for these tests: shared or perconn (empty: DefaultCompletions)")
 
-// windowsFlag runs the package's tests with the rendezvous' windowed
-// regions on (rendezvousWindows).
-var windowsFlag = flag.Bool("rdma.windows", false, "send rendezvous regions through memory windows (rendezvousWindows)")
+// windowsFlag, false, runs the package's tests with the rendezvous'
+// windowed regions off (rendezvousWindows): regions registered per
+// transfer, as on a device without type 2 memory windows.
+var windowsFlag = flag.Bool("rdma.windows", true, "send rendezvous regions through memory windows (rendezvousWindows); false: register a region per transfer")
 
 func TestMain(m *testing.M) {
 	flag.Parse()

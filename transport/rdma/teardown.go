@@ -56,6 +56,11 @@ func (c *conn) watch() {
 	case c.sig.IsSet():
 	case err == nil:
 		c.fail(protoErr("unexpected data on the bootstrap connection"))
+	case errors.Is(err, io.EOF) && c.readInFlight():
+		// A read with a key the peer does not honour fails at both ends
+		// (rxe moves the responder's queue pair to ERR too): the peer
+		// may close before this side's read completes with its error.
+		c.fail(errors.New("rdma: connection closed by peer during a rendezvous read of its region"))
 	case errors.Is(err, io.EOF):
 		c.fail(errors.New("rdma: connection closed by peer"))
 	default:

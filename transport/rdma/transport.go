@@ -50,8 +50,9 @@ type Options struct {
 	RecvQueueBytes int
 	// RendezvousThreshold: a message larger than this, and than one of
 	// the peer's receive buffers, goes by rendezvous when both sides
-	// offer it: the peer pulls it with one RDMA Read from a region
-	// registered for it alone, instead of receiving it in fragments
+	// offer it: the peer pulls it with one RDMA Read through a key that
+	// reads that message alone (a memory window bound to it, or a region
+	// registered for it), instead of receiving it in fragments
 	// (docs/rdma.md, "Rendezvous"). Default DefaultRendezvousThreshold
 	// (1 MiB); negative turns the rendezvous off (and with it the queue
 	// pairs' remote-read access).

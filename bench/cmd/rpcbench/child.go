@@ -58,11 +58,7 @@ func childMain(impl string, stdin io.Reader, stdout io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rf, err := bench.DecodeRDMAFlags(os.Getenv(rdmaEnv))
-	if err == nil {
-		err = rf.Install()
-	}
-	if err != nil {
+	if err := configureTransports(); err != nil {
 		fmt.Fprintln(os.Stderr, "rpcbench server:", err)
 		return 1
 	}
@@ -104,7 +100,7 @@ func serveImpl(impl, listen, window string) (addr string, stop func(), err error
 		}
 		return k.serve()
 	}
-	opts := lendOpts()
+	opts := append(lendOpts(), largeServerOpts()...)
 	if w, _ := strconv.Atoi(window); w > 0 {
 		opts = append(opts, rpc.InitialWindowSize(int32(w)))
 	}

@@ -99,6 +99,23 @@ func TestStreamModes(t *testing.T) {
 	}
 }
 
+// TestLargeMessages: a message above gRPC's default 4 MiB limit (and the
+// tcp transport's default) echoes, unary and on a stream, with the server
+// in a child process: the limits are raised in both processes.
+func TestLargeMessages(t *testing.T) {
+	t.Setenv(maxMsgEnv, "")
+	var out bytes.Buffer
+	err := run([]string{"--modes", "unary,stream", "--sizes", "5MiB", "--conc", "1", "--duration", "50ms", "--warmup", "10ms"}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"rdmarpc           tcp    5MiB", "rdmarpc/stream    tcp    5MiB"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--compare-grpc", "--target", "tcp://127.0.0.1:1"},
@@ -112,6 +129,8 @@ func TestFlags(t *testing.T) {
 		{"--modes", "bidi"},
 		{"--rdma-receive", "mine"},
 		{"--rdma-completions", "both"},
+		{"--rdma-rendezvous", "some"},
+		{"--rdma-rendezvous", "0"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
