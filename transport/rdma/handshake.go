@@ -292,13 +292,17 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn, srv *ser
 	case routed && int(peer.endpoint) >= len(srv.eps):
 		return refuse(protoErr("the hello picks endpoint %d of the %d offered", peer.endpoint, len(srv.eps)))
 	case routed:
-		ep = srv.eps[peer.endpoint]
+		if ep, err = srv.endpoint(int(peer.endpoint)); err != nil {
+			return refuse(err)
+		}
 	default:
 		if ep, err = t.endpointFor(boot.LocalAddr()); err != nil {
 			if len(srv.eps) == 0 {
 				return refuse(err)
 			}
-			ep = srv.eps[0]
+			if ep, err = srv.endpoint(0); err != nil {
+				return refuse(err)
+			}
 		}
 	}
 	src := sourceOf(boot.RemoteAddr())
@@ -318,7 +322,7 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn, srv *ser
 	}
 	if err := c.connect(peer, local, rtrAttr(peer, ep, pa)); err != nil {
 		t.abandon(c)
-		return refuse(fmt.Errorf("server could not bring its queue pair up: %w", err))
+		return refuse(fmt.Errorf("server could not bring its queue pair up: %w (endpoint %s port %d, GID index %d)", err, ep.Device, ep.Port, ep.GIDIndex))
 	}
 	if _, err := boot.Write(local.encode()); err != nil {
 		done()
