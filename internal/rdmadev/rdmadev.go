@@ -240,6 +240,34 @@ func (s *system) forIP(ip net.IP) (Endpoint, error) {
 		ip, ifc.Name, dev, dev, orNone(seen), ErrNoDevice)
 }
 
+// Current reports whether ep's GID table entry still holds ep's GID (on
+// RoCE, as a RoCE v2 entry). A RoCE GID is an IP address's: an address
+// removed and added again (a NIC that went away and came back, a DHCP
+// renewal) lands on whatever entry is free then, and the entry it had may
+// be empty (a queue pair moved to RTR with it fails with ENODATA) or hold
+// another address (its packets leave from that address, and the peer
+// drops them). It reads two sysfs files: cheap enough to check before
+// every handshake.
+func Current(ep Endpoint) bool { return host.current(ep) }
+
+func (s *system) current(ep Endpoint) bool {
+	dir := s.portDir(ep.Device, ep.Port)
+	name := strconv.Itoa(ep.GIDIndex)
+	v, err := readAttr(filepath.Join(dir, "gids", name))
+	if err != nil {
+		return false
+	}
+	g := net.ParseIP(v)
+	if g == nil || !g.Equal(net.IP(ep.GID[:])) {
+		return false
+	}
+	if ep.InfiniBand {
+		return true
+	}
+	typ, err := readAttr(filepath.Join(dir, "gid_attrs/types", name))
+	return err == nil && typ == roceV2
+}
+
 func endpoint(dev string, port uint8, g GIDEntry, netdev string) Endpoint {
 	ep := Endpoint{Device: dev, Port: port, GIDIndex: g.Index, Netdev: netdev}
 	copy(ep.GID[:], g.GID.To16())

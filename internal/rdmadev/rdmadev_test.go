@@ -288,3 +288,45 @@ func TestEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestCurrent: an endpoint is current while its GID table entry holds its
+// GID (as RoCE v2 on RoCE); an address that moved to another entry leaves
+// the old one empty, or holding another address or the v1 twin.
+func TestCurrent(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "sys/class/infiniband/rxe9/ports/1")
+	writeFiles(t, p, map[string]string{
+		"gids/0":            "0000:0000:0000:0000:0000:ffff:0a09:0c09", // another address
+		"gid_attrs/types/0": "RoCE v2",
+		"gids/1":            "0000:0000:0000:0000:0000:0000:0000:0000", // emptied
+		"gids/2":            "0000:0000:0000:0000:0000:ffff:0a09:0c01", // the address, v1
+		"gid_attrs/types/2": "IB/RoCE v1",
+		"gids/3":            "0000:0000:0000:0000:0000:ffff:0a09:0c01", // the address, v2
+		"gid_attrs/types/3": "RoCE v2",
+	})
+	writeFiles(t, filepath.Join(root, "sys/class/infiniband/ib9/ports/1"), map[string]string{
+		"gids/0": "fe80:0000:0000:0000:0002:c903:0010:0001",
+	})
+	s := fakeSystem(root, nil)
+	roce := func(idx int) Endpoint {
+		return Endpoint{Device: "rxe9", Port: 1, GIDIndex: idx, GID: gid("10.9.12.1"), Netdev: "rdmanet3"}
+	}
+	ib := Endpoint{Device: "ib9", Port: 1, GID: gid("fe80::2:c903:10:1"), InfiniBand: true}
+	for _, tc := range []struct {
+		name string
+		ep   Endpoint
+		want bool
+	}{
+		{"v2 entry holds it", roce(3), true},
+		{"another address", roce(0), false},
+		{"emptied", roce(1), false},
+		{"the v1 entry", roce(2), false},
+		{"no such entry", roce(7), false},
+		{"no such device", Endpoint{Device: "rxe8", Port: 1, GIDIndex: 3, GID: gid("10.9.12.1")}, false},
+		{"InfiniBand entry 0", ib, true},
+	} {
+		if got := s.current(tc.ep); got != tc.want {
+			t.Errorf("%s: current(%+v) = %v, want %v", tc.name, tc.ep, got, tc.want)
+		}
+	}
+}

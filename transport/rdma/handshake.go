@@ -286,19 +286,20 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn, srv *ser
 		return refuse(err)
 	}
 	var ep rdmadev.Endpoint
+	offered := -1 // the index in srv of the endpoint to use, if one of them
 	switch {
 	case routed && peer.features&featRoute == 0:
 		return refuse(protoErr("a hello after the endpoints query names no endpoint"))
 	case routed && int(peer.endpoint) >= len(srv.eps):
 		return refuse(protoErr("the hello picks endpoint %d of the %d offered", peer.endpoint, len(srv.eps)))
 	case routed:
-		ep = srv.eps[peer.endpoint]
+		offered = int(peer.endpoint)
 	default:
 		if ep, err = t.endpointFor(boot.LocalAddr()); err != nil {
 			if len(srv.eps) == 0 {
 				return refuse(err)
 			}
-			ep = srv.eps[0]
+			offered = 0
 		}
 	}
 	src := sourceOf(boot.RemoteAddr())
@@ -310,6 +311,14 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn, srv *ser
 		return refuse(err)
 	}
 	defer t.gate.leave(src)
+	// Past the gate: an offered endpoint whose address moved is looked
+	// up again (sysfs and netlink), and no more peers at once than the
+	// gate admits make the server do that.
+	if offered >= 0 {
+		if ep, err = srv.endpoint(offered); err != nil {
+			return refuse(err)
+		}
+	}
 	// A client that does not support lent credits gets the per-connection
 	// layout.
 	c, local, pa, err := t.prepare(ep, boot, t.o.Receive == ReceiveShared && peer.features&featLend != 0)
@@ -318,7 +327,7 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn, srv *ser
 	}
 	if err := c.connect(peer, local, rtrAttr(peer, ep, pa)); err != nil {
 		t.abandon(c)
-		return refuse(fmt.Errorf("server could not bring its queue pair up: %w", err))
+		return refuse(fmt.Errorf("server could not bring its queue pair up: %w (endpoint %s port %d, GID index %d)", err, ep.Device, ep.Port, ep.GIDIndex))
 	}
 	if _, err := boot.Write(local.encode()); err != nil {
 		done()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 
 	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
@@ -102,10 +103,37 @@ func (l *listener) Scheme() string { return "rdma" }
 // serving is what a listener offers: its endpoints, the answer to a
 // client's query that lists them, and the devices it holds open.
 type serving struct {
-	eps    []rdmadev.Endpoint
 	answer []byte
 	devs   []*device
 	t      *Transport
+
+	mu  sync.Mutex
+	eps []rdmadev.Endpoint // as offered; an entry changes when its address moves (endpoint)
+}
+
+// endpoint is the k-th endpoint offered, k < len(eps), checked against the
+// GID table first: an address removed and added again since Listen holds
+// another entry now (its GID, which the answer names, is the same), and
+// the old index would fail every handshake at RTR. The endpoint found then
+// replaces the offered one.
+func (s *serving) endpoint(k int) (rdmadev.Endpoint, error) {
+	s.mu.Lock()
+	ep := s.eps[k]
+	s.mu.Unlock()
+	if rdmadev.Current(ep) {
+		return ep, nil
+	}
+	n, err := s.t.relocate(ep)
+	if err != nil {
+		return ep, err
+	}
+	s.mu.Lock()
+	if s.eps[k] == ep {
+		s.eps[k] = n
+		s.t.logMoved(ep, n)
+	}
+	s.mu.Unlock()
+	return n, nil
 }
 
 // serve opens the devices of the endpoints the options select (at most

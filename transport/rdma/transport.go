@@ -149,7 +149,8 @@ type Options struct {
 	Devices  []string
 	Netdevs  []string
 	GIDIndex int
-	// Logger receives one line per refused peer or broken connection.
+	// Logger receives one line per refused peer or broken connection,
+	// and one (Info) when an address moved to another GID table entry.
 	// Default zap.NewNop().
 	Logger *zap.Logger
 }
@@ -277,7 +278,9 @@ type Transport struct {
 
 	// endpoints caches what rdmadev.ForIP found for each local IP: the
 	// lookup walks sysfs and netlink (hundreds of milliseconds on a slow
-	// machine), once per IP is enough. An entry is dropped when a
+	// machine), once per IP is enough. Each use checks that the entry's
+	// GID table entry still holds the address (rdmadev.Current, two sysfs
+	// reads) and looks again when it does not; an entry is dropped when a
 	// connection set up from it fails.
 	endpoints sync.Map // string(IP) -> rdmadev.Endpoint
 
@@ -394,15 +397,53 @@ func (t *Transport) endpointFor(addr net.Addr) (rdmadev.Endpoint, error) {
 		return rdmadev.Endpoint{}, fmt.Errorf("rdma: local address %v is not TCP", addr)
 	}
 	key := string(ta.IP.To16())
-	if ep, ok := t.endpoints.Load(key); ok {
-		return ep.(rdmadev.Endpoint), nil
+	cached, ok := t.endpoints.Load(key)
+	if ok && rdmadev.Current(cached.(rdmadev.Endpoint)) {
+		return cached.(rdmadev.Endpoint), nil
 	}
 	ep, err := rdmadev.ForIP(ta.IP)
 	if err != nil {
+		if ok {
+			t.endpoints.CompareAndDelete(key, cached)
+		}
 		return ep, noDevice(err)
 	}
-	t.endpoints.Store(key, ep)
+	switch {
+	case !ok:
+		t.endpoints.Store(key, ep)
+	case t.endpoints.CompareAndSwap(key, cached, ep):
+		t.logMoved(cached.(rdmadev.Endpoint), ep)
+	}
 	return ep, nil
+}
+
+// relocate finds the endpoint of ep's address now that ep's GID table
+// entry no longer holds it (rdmadev.Current): the address was removed and
+// added again, and took another entry, maybe on another device. An
+// InfiniBand GID is no address and has nowhere else to be.
+func (t *Transport) relocate(ep rdmadev.Endpoint) (rdmadev.Endpoint, error) {
+	if ep.InfiniBand {
+		return ep, noDevice(fmt.Errorf("rdma: GID index %d of %s port %d no longer holds %v: %w",
+			ep.GIDIndex, ep.Device, ep.Port, net.IP(ep.GID[:]), rdmadev.ErrNoDevice))
+	}
+	n, err := rdmadev.ForIP(net.IP(ep.GID[:]))
+	if err != nil {
+		return ep, noDevice(fmt.Errorf("rdma: the address of GID index %d of %s port %d left it: %w", ep.GIDIndex, ep.Device, ep.Port, err))
+	}
+	if !t.o.selected(n) {
+		return ep, noDevice(fmt.Errorf("rdma: %v moved to %s port %d (%s), which Options.Devices/Netdevs leave out: %w",
+			net.IP(ep.GID[:]), n.Device, n.Port, n.Netdev, rdmadev.ErrNoDevice))
+	}
+	return n, nil
+}
+
+// logMoved says, once per move, that an address's endpoint changed under
+// a cached or offered endpoint.
+func (t *Transport) logMoved(was, now rdmadev.Endpoint) {
+	t.o.Logger.Info("an address moved to another GID table entry: using the new one",
+		zap.Stringer("address", net.IP(now.GID[:])),
+		zap.String("device", now.Device), zap.Uint8("port", now.Port), zap.Int("gid_index", now.GIDIndex),
+		zap.String("was_device", was.Device), zap.Uint8("was_port", was.Port), zap.Int("was_gid_index", was.GIDIndex))
 }
 
 // noDevice makes an rdmadev error that says no device serves an address
