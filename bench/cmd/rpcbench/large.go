@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"strconv"
 
@@ -14,24 +13,8 @@ import (
 
 // Large messages (issue 23's table): rdmarpc's message size limits raised
 // to fit the largest of --sizes (gRPC's default 4 MiB refuses a 16 MiB
-// echo), and the rdma transport's rendezvous threshold (--rdma-rendezvous),
-// in this process and in the server's child process alike.
-const (
-	maxMsgEnv = "RPCBENCH_MAX_MSG"         // the message size limit, both ends
-	rndvEnv   = "RPCBENCH_RDMA_RENDEZVOUS" // --rdma-rendezvous
-)
-
-// parseRendezvous checks --rdma-rendezvous: "" (the transport's default),
-// "off", or a threshold size.
-func parseRendezvous(s string) error {
-	if s == "" || s == "off" {
-		return nil
-	}
-	if n, err := bench.ParseSize(s); err != nil || n < 1 {
-		return fmt.Errorf("bad --rdma-rendezvous %q: want off or a size (1MiB)", s)
-	}
-	return nil
-}
+// echo), in this process and in the server's child process alike.
+const maxMsgEnv = "RPCBENCH_MAX_MSG" // the message size limit, both ends
 
 // setLargeEnv passes what o says about large messages to the server
 // processes and applies it to this one.
@@ -44,16 +27,13 @@ func setLargeEnv(o options) error {
 	if largest+(64<<10) > rpc.DefaultMaxRecvMsgSize {
 		os.Setenv(maxMsgEnv, strconv.Itoa(largest+(64<<10)))
 	}
-	if o.rendezvous != "" {
-		os.Setenv(rndvEnv, o.rendezvous)
-	}
 	return configureTransports()
 }
 
-// configureTransports registers an rdma transport with the options the
-// environment names (--rdma-poll-spin and the layouts, the rendezvous
-// threshold, maxMsg), and a tcp transport that accepts maxMsg, where the
-// defaults the packages registered would not do.
+// configureTransports registers an rdma transport with the --rdma-* options
+// the environment names (rdmaEnv) and the message size limit maxMsg, and a
+// tcp transport that accepts maxMsg, where the defaults the packages
+// registered would not do.
 func configureTransports() error {
 	rf, err := bench.DecodeRDMAFlags(os.Getenv(rdmaEnv))
 	if err != nil {
@@ -64,22 +44,10 @@ func configureTransports() error {
 		return err
 	}
 	n := maxMsg()
-	s := os.Getenv(rndvEnv)
-	if !rf.IsDefault() || s != "" || n > transport.DefaultMaxMessageSize {
-		if n > transport.DefaultMaxMessageSize {
-			o.MaxMessageSize = n
-		}
-		switch s {
-		case "":
-		case "off":
-			o.RendezvousThreshold = -1
-		default:
-			thr, err := bench.ParseSize(s)
-			if err != nil || thr < 1 {
-				return fmt.Errorf("bad %s %q", rndvEnv, s)
-			}
-			o.RendezvousThreshold = thr
-		}
+	if n > transport.DefaultMaxMessageSize {
+		o.MaxMessageSize = n
+	}
+	if !rf.IsDefault() || n > transport.DefaultMaxMessageSize {
 		transport.Register("rdma", rdma.New(o))
 	}
 	if n > tcp.DefaultMaxMessageSize {

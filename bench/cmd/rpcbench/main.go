@@ -47,7 +47,6 @@ type options struct {
 	callgrind             bool
 	lend                  bool
 	rdma                  bench.RDMAFlags
-	rendezvous            string // --rdma-rendezvous
 }
 
 func main() {
@@ -153,7 +152,6 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this `file`; a server in a child process writes its own to file.server")
 	fs.BoolVar(&o.lend, "lend", false, "rdmarpc's server lends each request's bytes to the handler instead of copying them (rpc.LendRequestBytes; the echo answers with them)")
 	fs.BoolVar(&o.callgrind, "callgrind", false, "count the instructions each end executes per call: the client and every server process run under valgrind's callgrind (about 50 times slower, so use a short --duration and --warmup); the counts do not depend on the machine's load, and include the runtime's work in every thread")
-	fs.StringVar(&o.rendezvous, "rdma-rendezvous", "", "the rdma transport's rendezvous threshold, both ends: off (fragments), or a `size` (messages above it go by RDMA Read); empty: the transport's default")
 	fs.StringVar(&o.tracePath, "trace", "", "write a runtime execution trace of the run to this `file` (go tool trace)")
 	o.rdma.Register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -161,9 +159,6 @@ func parseFlags(args []string) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if err := parseRendezvous(o.rendezvous); err != nil {
-		return o, err
 	}
 	for _, s := range bench.SplitList(sizes) {
 		n, err := bench.ParseSize(s)
