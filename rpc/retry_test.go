@@ -133,8 +133,8 @@ func TestMethodConfig(t *testing.T) {
 	}
 	// Calls go to the first server until the balancer has moved to the
 	// health server (it answers Echo with its name; the first, with none).
-	for {
-		name, err := echo(testCtx(t), c)
+	for ctx := testCtx(t); ; {
+		name, err := echo(ctx, c)
 		if err != nil {
 			t.Fatal(err)
 		}

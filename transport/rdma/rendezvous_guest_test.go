@@ -556,6 +556,9 @@ func TestRendezvousReplyAfterCreditOnly(t *testing.T) {
 			// yet, so no credit goes back.
 			sent := 0
 			for srv.windowAvail() > 0 {
+				if sent == 100 {
+					t.Fatalf("the window is still open after %d messages the client did not take", sent)
+				}
 				if err := srv.Send(ctx, stamp(1, sent, 100)); err != nil {
 					t.Fatal(err)
 				}
