@@ -211,16 +211,16 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 		c.repost(reposts)
 	}
 	if sendsDone {
-		ctl, reply := c.sendCompleted(lastSend)
+		ctl, reply, put := c.sendCompleted(lastSend)
 		if ctl {
 			c.sendCreditOnly()
 		}
 		if reply {
 			c.sendOwedReply()
 		}
-	}
-	if sendsDone && c.rndvOn {
-		c.putInvalidated()
+		if put {
+			c.putInvalidated()
+		}
 	}
 	if c.pool != nil {
 		c.pool.growIfWanted()
@@ -274,16 +274,18 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 			return reposts, err
 		}
 	}
+	// A rendezvous reply owed for want of a credit goes once a grant
+	// comes. While the peer waits for that reply it holds its turn, so
+	// the grant may come in a credit-only message.
+	replyOwed := false
 	if k == kindCredit || grant > 0 || lend > 0 {
-		if err := c.granted(k == kindCredit, grant, lend); err != nil {
+		var err error
+		if replyOwed, err = c.granted(k == kindCredit, grant, lend); err != nil {
 			return reposts, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
 		}
 	}
 	if k == kindCredit {
-		if c.rndvOn {
-			// The grant a reply waits for: while the peer waits
-			// for that reply it holds its turn, so nothing but a
-			// credit-only message can bring the credit.
+		if replyOwed {
 			c.sendOwedReply()
 		}
 		return reposts, nil
@@ -295,8 +297,7 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 	if err == nil && rv.k != 0 {
 		err = c.rendezvousArrived(rv)
 	}
-	if c.rndvOn && err == nil {
-		// A grant may be what a reply waits for.
+	if replyOwed && err == nil {
 		c.sendOwedReply()
 	}
 	return reposts, err

@@ -750,11 +750,12 @@ func (s *sender) wakeAll() {
 }
 
 // granted takes the credits a message granted, and lent (a credit-only
-// message's as control: docs/rdma.md), and wakes the senders waiting.
-func (s *sender) granted(control bool, grant, lend int) error {
+// message's as control: docs/rdma.md), and wakes the senders waiting. It
+// reports whether a rendezvous reply is owed: the credit may be what it
+// waited for.
+func (s *sender) granted(control bool, grant, lend int) (replyOwed bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var err error
 	if lend > 0 {
 		// Before the grant: a credit-only message's threshold is the
 		// window's with the lend (docs/rdma.md).
@@ -766,7 +767,7 @@ func (s *sender) granted(control bool, grant, lend int) error {
 		err = s.win.Grant(grant)
 	}
 	s.broadcastLocked()
-	return err
+	return s.rndv.replyOwed != 0, err
 }
 
 // handOffLendLocked wakes one NewSendBuffer waiter when a slot can be lent
@@ -785,14 +786,15 @@ func (s *sender) handOffLendLocked() {
 // sendCompleted frees the slots and send-queue entries of every send up to
 // and including seq (sends complete in order). It reports whether a
 // credit-only message waits for send-queue room, and whether a rendezvous
-// reply is owed (the entries freed may be what it waited for).
-func (s *sender) sendCompleted(seq uint64) (ctlWanted, replyOwed bool) {
+// reply is owed (the entries freed may be what it waited for), and whether
+// invalidated windowed regions wait for putInvalidated.
+func (s *sender) sendCompleted(seq uint64) (ctlWanted, replyOwed, toPut bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.completedLocked(seq)
 	s.broadcastLocked()
 	s.handOffLendLocked()
-	return s.ctlWanted, s.rndv.replyOwed != 0
+	return s.ctlWanted, s.rndv.replyOwed != 0, len(s.rndv.toPut) > 0
 }
 
 // completedLocked takes back the slots and send-queue entries of the sends
