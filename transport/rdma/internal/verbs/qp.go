@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 )
 
 // QP is a reliable-connected queue pair.
@@ -411,7 +412,7 @@ func (q *QP) PostSend(wrs []SendWR) error {
 			id: C.uint64_t(w.ID), addr: C.uint64_t(addr), length: C.uint32_t(w.Length),
 			lkey: C.uint32_t(lkey), imm: C.uint32_t(w.Imm), flags: flags,
 			remote_addr: remote, rkey: C.uint32_t(w.RKey),
-			bind_len: bindLen, mw: mw, bind_mr: bindMR,
+			bind_len: bindLen, mw: C.uintptr_t(uintptr(unsafe.Pointer(mw))), bind_mr: C.uintptr_t(uintptr(unsafe.Pointer(bindMR))),
 		})
 	}
 	var bad C.int

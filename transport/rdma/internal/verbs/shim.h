@@ -83,8 +83,12 @@ struct rr_send_wr {
 	uint32_t rkey;        // RR_READ, RR_BIND (the new key), RR_LOCAL_INV
 	uint32_t pad;
 	uint64_t bind_len; // RR_BIND
-	struct ibv_mw *mw; // RR_BIND
-	struct ibv_mr *bind_mr; // RR_BIND
+	// RR_BIND: the window and the MR, as integers. The struct holds no
+	// pointer type, so cgo's pointer check, which walks every element
+	// of the batch array Go passes for each pointer field it finds, has
+	// nothing to walk (it was 8 % of a 64 B round trip's CPU).
+	uintptr_t mw;
+	uintptr_t bind_mr;
 };
 
 struct rr_recv_wr {
@@ -302,9 +306,9 @@ static int rr_post_send(struct ibv_qp *qp, const struct rr_send_wr *in, int n, i
 			}
 			if (w->flags & RR_BIND) {
 				wr[i].opcode = IBV_WR_BIND_MW;
-				wr[i].bind_mw.mw = w->mw;
+				wr[i].bind_mw.mw = (struct ibv_mw *)w->mw;
 				wr[i].bind_mw.rkey = w->rkey;
-				wr[i].bind_mw.bind_info.mr = w->bind_mr;
+				wr[i].bind_mw.bind_info.mr = (struct ibv_mr *)w->bind_mr;
 				wr[i].bind_mw.bind_info.addr = w->remote_addr;
 				wr[i].bind_mw.bind_info.length = w->bind_len;
 				wr[i].bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
