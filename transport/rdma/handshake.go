@@ -265,11 +265,13 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn, srv *ser
 		return nil, t.ioErr("reading hello", err)
 	}
 	routed := string(b[:4]) == queryMagic && !t.oldHello
+	// What this handshake offers: the hello's endpoint is an index into it.
+	o := srv.current()
 	if routed {
 		if err := checkQuery(b); err != nil {
 			return refuse(err)
 		}
-		if _, err := boot.Write(srv.answer); err != nil {
+		if _, err := boot.Write(o.answer); err != nil {
 			done()
 			return nil, t.ioErr("sending the endpoints", err)
 		}
@@ -290,13 +292,13 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn, srv *ser
 	switch {
 	case routed && peer.features&featRoute == 0:
 		return refuse(protoErr("a hello after the endpoints query names no endpoint"))
-	case routed && int(peer.endpoint) >= len(srv.eps):
-		return refuse(protoErr("the hello picks endpoint %d of the %d offered", peer.endpoint, len(srv.eps)))
+	case routed && int(peer.endpoint) >= len(o.eps):
+		return refuse(protoErr("the hello picks endpoint %d of the %d offered", peer.endpoint, len(o.eps)))
 	case routed:
 		offered = int(peer.endpoint)
 	default:
 		if ep, err = t.endpointFor(boot.LocalAddr()); err != nil {
-			if len(srv.eps) == 0 {
+			if len(o.eps) == 0 {
 				return refuse(err)
 			}
 			offered = 0
@@ -315,7 +317,7 @@ func (t *Transport) handshakeServer(ctx context.Context, boot net.Conn, srv *ser
 	// up again (sysfs and netlink), and no more peers at once than the
 	// gate admits make the server do that.
 	if offered >= 0 {
-		if ep, err = srv.endpoint(offered); err != nil {
+		if ep, err = srv.endpoint(o, offered); err != nil {
 			return refuse(err)
 		}
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/rdmarpc/rdmarpc/credentials"
 	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
@@ -100,25 +103,128 @@ func (l *listener) Credentials() credentials.TransportCredentials { return l.cre
 // TCP bootstrap's (channelz shows the scheme).
 func (l *listener) Scheme() string { return "rdma" }
 
-// serving is what a listener offers: its endpoints, the answer to a
-// client's query that lists them, and the devices it holds open.
+// serving is what a listener offers its clients: the current offering,
+// looked up again at most once every endpointsRefresh, when a client asks
+// (an address, a port or a device that came or went since Listen).
 type serving struct {
-	answer []byte
-	devs   []*device
-	t      *Transport
+	t *Transport
+	// find looks the endpoints up and open opens an offering of them:
+	// rdmadev.Endpoints under the options' selection and t.offering, but
+	// for tests.
+	find  func() ([]rdmadev.Endpoint, error)
+	open  func([]rdmadev.Endpoint) (*offering, error)
+	every time.Duration // endpointsRefresh when the listener began
 
-	mu  sync.Mutex
-	eps []rdmadev.Endpoint // as offered; an entry changes when its address moves (endpoint)
+	mu      sync.Mutex
+	cur     *offering
+	looked  time.Time // when cur's endpoints were last looked up
+	looking bool      // a lookup is under way
+	closed  bool
 }
 
-// endpoint is the k-th endpoint offered, k < len(eps), checked against the
-// GID table first: an address removed and added again since Listen holds
-// another entry now (its GID, which the answer names, is the same), and
-// the old index would fail every handshake at RTR. The endpoint found then
-// replaces the offered one.
-func (s *serving) endpoint(k int) (rdmadev.Endpoint, error) {
+// offering is one version of what a listener offers: its endpoints, the
+// answer to a client's query that lists them, and their devices, held open
+// while they are offered. A handshake keeps the offering it answered with:
+// the endpoint its client's hello names is an index into that one.
+type offering struct {
+	answer []byte
+	devs   []*device
+	eps    []rdmadev.Endpoint // an entry changes when its address moves (serving.endpoint), under serving.mu
+}
+
+// endpointsRefresh: how often, at most, a listener looks its endpoints up
+// again. The lookup reads the GID tables (sysfs; slow under emulation) and
+// runs before the handshake gate, for any client that asks: the interval,
+// not the clients, bounds what it costs.
+var endpointsRefresh = 5 * time.Second
+
+// current is the offering to answer a client's query with, looked up again
+// first if the last lookup is older than endpointsRefresh (one goroutine
+// looks; the others answer with what is there meanwhile).
+func (s *serving) current() *offering {
 	s.mu.Lock()
-	ep := s.eps[k]
+	o := s.cur
+	look := !s.looking && !s.closed && time.Since(s.looked) >= s.every
+	if look {
+		s.looking = true
+	}
+	s.mu.Unlock()
+	if !look {
+		return o
+	}
+	n := s.lookup(o)
+	s.mu.Lock()
+	s.looking, s.looked = false, time.Now()
+	if n == nil || s.closed {
+		s.mu.Unlock()
+		if n != nil {
+			n.release(s.t)
+		}
+		return s.cur
+	}
+	old := s.cur
+	s.cur = n
+	s.mu.Unlock()
+	old.release(s.t) // devices still offered hold a reference of n's
+	s.t.o.Logger.Info("the RDMA endpoints this server offers changed",
+		zap.Stringers("was", gidsOf(old.eps)), zap.Stringers("now", gidsOf(n.eps)))
+	return n
+}
+
+// lookup finds the endpoints the options select now: nil if they are
+// those of o (or none are found: a lookup that fails, or a moment with no
+// ACTIVE port, keeps what is offered), else a new offering of them.
+func (s *serving) lookup(o *offering) *offering {
+	eps, err := s.find()
+	if err != nil || len(eps) == 0 {
+		return nil
+	}
+	eps = eps[:min(len(eps), maxEndpoints)]
+	s.mu.Lock()
+	same := sameEndpoints(o.eps, eps)
+	s.mu.Unlock()
+	if same {
+		return nil
+	}
+	n, err := s.open(eps)
+	if err != nil {
+		s.t.o.Logger.Warn("the RDMA endpoints changed, and opening their devices failed: offering the old ones", zap.Error(err))
+		return nil
+	}
+	return n
+}
+
+// sameEndpoints reports whether a and b are the same endpoints in the same
+// order (an address that moved to another GID index is the same endpoint:
+// serving.endpoint follows it).
+func sameEndpoints(a, b []rdmadev.Endpoint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Device != b[i].Device || a[i].Port != b[i].Port || a[i].GID != b[i].GID {
+			return false
+		}
+	}
+	return true
+}
+
+func gidsOf(eps []rdmadev.Endpoint) []fmt.Stringer {
+	out := make([]fmt.Stringer, len(eps))
+	for i, ep := range eps {
+		out[i] = net.IP(ep.GID[:])
+	}
+	return out
+}
+
+// endpoint is the k-th endpoint of o, k < len(o.eps), checked against the
+// GID table first: an address removed and added again since it was looked
+// up holds another entry now (its GID, which the answer names, is the
+// same), and the old index would fail every handshake at RTR. The endpoint
+// found then replaces the offered one.
+func (s *serving) endpoint(o *offering, k int) (rdmadev.Endpoint, error) {
+	s.mu.Lock()
+	ep := o.eps[k]
 	s.mu.Unlock()
 	if rdmadev.Current(ep) {
 		return ep, nil
@@ -128,17 +234,17 @@ func (s *serving) endpoint(k int) (rdmadev.Endpoint, error) {
 		return ep, err
 	}
 	s.mu.Lock()
-	if s.eps[k] == ep {
-		s.eps[k] = n
+	if o.eps[k] == ep {
+		o.eps[k] = n
 		s.t.logMoved(ep, n)
 	}
 	s.mu.Unlock()
 	return n, nil
 }
 
-// serve opens the devices of the endpoints the options select (at most
-// maxEndpoints): a build or machine that cannot use them fails here, not
-// at the first connection; they stay open while listening.
+// serve looks up the endpoints the options select (at most maxEndpoints)
+// and opens their devices: a build or machine that cannot use them fails
+// here, not at the first connection.
 func (t *Transport) serve() (*serving, error) {
 	eps, err := rdmadev.Endpoints(t.o.selection())
 	if err != nil {
@@ -149,31 +255,56 @@ func (t *Transport) serve() (*serving, error) {
 		return nil, noDevice(fmt.Errorf("rdma: no ACTIVE RDMA port with a usable GID (devices %q, netdevs %q, GID index %d): %w",
 			sel.Devices, sel.Netdevs, sel.GIDIndex, rdmadev.ErrNoDevice))
 	}
-	eps = eps[:min(len(eps), maxEndpoints)]
-	s := &serving{t: t}
+	o, err := t.offering(eps[:min(len(eps), maxEndpoints)])
+	if err != nil {
+		return nil, err
+	}
+	return newServing(t, o), nil
+}
+
+// newServing serves o, looking the endpoints up again as current says.
+func newServing(t *Transport, o *offering) *serving {
+	return &serving{t: t, cur: o, looked: time.Now(), every: endpointsRefresh,
+		find: func() ([]rdmadev.Endpoint, error) { return rdmadev.Endpoints(t.o.selection()) },
+		open: t.offering}
+}
+
+// offering opens the devices of eps and makes the answer that lists them.
+func (t *Transport) offering(eps []rdmadev.Endpoint) (*offering, error) {
+	o := &offering{}
 	var offers []offered
 	for _, ep := range eps {
 		dev, err := t.acquire(ep.Device)
 		if err != nil {
-			s.close()
+			o.release(t)
 			return nil, err
 		}
-		s.devs = append(s.devs, dev)
+		o.devs = append(o.devs, dev)
 		pa, err := dev.ctx.QueryPort(ep.Port)
 		if err != nil {
-			s.close()
+			o.release(t)
 			return nil, err
 		}
-		s.eps = append(s.eps, ep)
+		o.eps = append(o.eps, ep)
 		offers = append(offers, offer(ep, pa.LID))
 	}
-	s.answer = encodeEndpoints(offers)
-	return s, nil
+	o.answer = encodeEndpoints(offers)
+	return o, nil
 }
 
-func (s *serving) close() {
-	for _, d := range s.devs {
-		s.t.release(d)
+func (o *offering) release(t *Transport) {
+	for _, d := range o.devs {
+		t.release(d)
 	}
-	s.devs = nil
+	o.devs = nil
+}
+
+// close ends the offering: the devices are released, and no lookup opens
+// them again.
+func (s *serving) close() {
+	s.mu.Lock()
+	s.closed = true
+	o := s.cur
+	s.mu.Unlock()
+	o.release(s.t)
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdmarpc/rdmarpc/internal/rdmadev"
 	"github.com/rdmarpc/rdmarpc/transport"
@@ -114,7 +115,7 @@ func FuzzReadEndpoints(f *testing.F) {
 // query that names no endpoint or one beyond the answer, and takes the
 // client's refusal; all before any queue pair (no device needed).
 func TestServerEndpointsExchange(t *testing.T) {
-	srv := &serving{eps: []rdmadev.Endpoint{{Device: "rxe9", Port: 1}}, answer: encodeEndpoints(someOffers()[:1])}
+	srv := newServing(New(Options{}), &offering{eps: []rdmadev.Endpoint{{Device: "rxe9", Port: 1}}, answer: encodeEndpoints(someOffers()[:1])})
 	badVersion := encodeQuery()
 	binary.BigEndian.PutUint16(badVersion[4:], 2)
 	noRoute := validHello()
@@ -162,5 +163,77 @@ func TestServerEndpointsExchange(t *testing.T) {
 				t.Errorf("handshakes_refused = %d, want 1", tr.Counters()["handshakes_refused"])
 			}
 		})
+	}
+}
+
+// TestServingLooksAgain: a listener's offering follows the endpoints that
+// come and go, looked up at most once per endpointsRefresh however many
+// clients ask (the lookup comes before the handshake gate); a lookup that
+// finds the same endpoints, none, or fails keeps the offering; and an
+// offering already handed to a handshake stays as it was.
+func TestServingLooksAgain(t *testing.T) {
+	a := rdmadev.Endpoint{Device: "rxe0", Port: 1, GID: [16]byte{15: 1}}
+	b := rdmadev.Endpoint{Device: "rxe1", Port: 1, GID: [16]byte{15: 2}}
+	var found []rdmadev.Endpoint
+	var findErr error
+	lookups := 0
+	first := &offering{eps: []rdmadev.Endpoint{a}}
+	s := newServing(New(Options{}), first)
+	s.every = time.Hour
+	s.find = func() ([]rdmadev.Endpoint, error) { lookups++; return found, findErr }
+	s.open = func(eps []rdmadev.Endpoint) (*offering, error) {
+		return &offering{eps: append([]rdmadev.Endpoint(nil), eps...)}, nil
+	}
+	ask := func() *offering { return s.current() }
+
+	// Within the interval nobody looks, however many ask.
+	found = []rdmadev.Endpoint{a, b}
+	for range 1000 {
+		if o := ask(); o != first {
+			t.Fatal("the offering changed without a lookup")
+		}
+	}
+	if lookups != 0 {
+		t.Fatalf("%d lookups within the interval", lookups)
+	}
+	// Once it is over, one client's question looks, and the new endpoint
+	// is offered; the handshake holding the first offering keeps it.
+	s.looked = s.looked.Add(-s.every)
+	o := ask()
+	if lookups != 1 || len(o.eps) != 2 || o.eps[1] != b {
+		t.Fatalf("after the interval: %d lookups, offering %v", lookups, o.eps)
+	}
+	if len(first.eps) != 1 || first.eps[0] != a {
+		t.Fatalf("the offering handed out before changed: %v", first.eps)
+	}
+	for range 1000 {
+		ask()
+	}
+	if lookups != 1 {
+		t.Fatalf("%d lookups, want 1 per interval", lookups)
+	}
+	// The same endpoints, none, or a failed lookup: the offering stays.
+	for _, tc := range []struct {
+		found []rdmadev.Endpoint
+		err   error
+	}{{[]rdmadev.Endpoint{a, b}, nil}, {nil, nil}, {nil, errors.New("sysfs went away")}} {
+		found, findErr = tc.found, tc.err
+		s.looked = s.looked.Add(-s.every)
+		if got := ask(); got != o {
+			t.Fatalf("lookup of %v, %v replaced the offering with %v", tc.found, tc.err, got.eps)
+		}
+	}
+	// An endpoint that goes is no longer offered.
+	found, findErr = []rdmadev.Endpoint{b}, nil
+	s.looked = s.looked.Add(-s.every)
+	if got := ask(); len(got.eps) != 1 || got.eps[0] != b {
+		t.Fatalf("after rxe0 went: %v", got.eps)
+	}
+	// A closed listener looks no more.
+	s.close()
+	s.looked = s.looked.Add(-s.every)
+	ask()
+	if lookups != 5 {
+		t.Fatalf("%d lookups, want 5 (none after close)", lookups)
 	}
 }
