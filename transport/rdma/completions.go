@@ -186,8 +186,14 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 			// all, under one lock.
 			c.t.counters.sendCompletions.Add(1)
 			sendsDone, lastSend = true, wc.ID
-			if wc.Opcode == verbs.WCRDMARead && c.readCompleted(wc.ID) {
-				c.bytesIn.Add(uint64(c.receiver.rndv.n))
+			if wc.Opcode != verbs.WCRDMARead {
+				continue
+			}
+			if n, last, ok := c.readCompleted(wc.ID); ok {
+				c.bytesIn.Add(uint64(n)) // per chunk: a long read is a sign of life
+				if !last {
+					continue // its next chunk: sendCompleted, below
+				}
 				if err := c.readDone(); err != nil {
 					c.t.counters.protocolErrors.Add(1)
 					c.fail(err)
@@ -211,7 +217,7 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 		c.repost(reposts)
 	}
 	if sendsDone {
-		ctl, reply, put := c.sendCompleted(lastSend)
+		ctl, reply, put, read := c.sendCompleted(lastSend)
 		if ctl {
 			c.sendCreditOnly()
 		}
@@ -220,6 +226,9 @@ func (c *conn) handle(wcs []verbs.WorkCompletion, reposts []int32) []int32 {
 		}
 		if put {
 			c.putInvalidated()
+		}
+		if read {
+			_ = c.flush() // a failure closed the connection (flush)
 		}
 	}
 	if c.pool != nil {

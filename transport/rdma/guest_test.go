@@ -41,9 +41,16 @@ var completionsFlag = flag.String("rdma.completions", "", "default completion la
 // transfer, as on a device without type 2 memory windows.
 var windowsFlag = flag.Bool("rdma.windows", true, "send rendezvous regions through memory windows (rendezvousWindows); false: register a region per transfer")
 
+// readChunkFlag sets rndvReadChunk, in KiB (0: the default): small chunks
+// make every rendezvous of the tests a read of many chunks.
+var readChunkFlag = flag.Uint("rdma.readchunk", 0, "rendezvous reads in chunks of this many KiB (rndvReadChunk; 0: the default)")
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	rendezvousWindows = *windowsFlag
+	if *readChunkFlag > 0 {
+		rndvReadChunk = uint32(*readChunkFlag) << 10
+	}
 	switch *completionsFlag {
 	case "":
 	case "shared":

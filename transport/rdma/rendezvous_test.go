@@ -4,7 +4,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/rdmarpc/rdmarpc/internal/signal"
 	"github.com/rdmarpc/rdmarpc/transport"
+	"github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
 )
 
 func TestDecodeRndv(t *testing.T) {
@@ -146,5 +148,76 @@ func TestReadClass(t *testing.T) {
 	}
 	if readClass(900<<10) != readClass(1<<20) {
 		t.Errorf("900 KiB and 1 MiB in different classes: %d, %d", readClass(900<<10), readClass(1<<20))
+	}
+}
+
+// TestReadChunks: a rendezvous read larger than rndvReadChunk is posted as
+// consecutive chunks, one outstanding at a time, each at its offset in
+// the local buffer and in the peer's region, together exactly the
+// message; a chunk that finds no reserved send-queue entry waits for the
+// send completion that frees one; only the last chunk's completion ends
+// the read.
+func TestReadChunks(t *testing.T) {
+	defer func(old uint32) { rndvReadChunk = old }(rndvReadChunk)
+	rndvReadChunk = 4096
+	s := &sender{
+		mem:      newArena(8, 2, nil, make([]byte, 16), nil),
+		closeSig: &signal.Signal{},
+		ctr:      &counters{},
+	}
+	s.rndv.rsvFree = 2
+	mr := &verbs.MR{}
+	d := rndvDesc{id: 1, rkey: 0xabc, addr: 0x10000, n: 2*4096 + 100}
+	if err := s.queueRead(mr, d); err != nil {
+		t.Fatal(err)
+	}
+	var off uint32
+	for chunk := 0; ; chunk++ {
+		if len(s.outbox) != 1 {
+			t.Fatalf("chunk %d: %d work requests queued, want 1", chunk, len(s.outbox))
+		}
+		wr := s.outbox[0]
+		s.outbox = s.outbox[:0]
+		want := min(d.n-off, rndvReadChunk)
+		if !wr.Read || wr.MR != mr || wr.Offset != off || wr.Length != want ||
+			wr.RemoteAddr != d.addr+uint64(off) || wr.RKey != d.rkey || !wr.Signaled {
+			t.Fatalf("chunk %d: %+v; want a signaled read of %d bytes at offset %d", chunk, wr, want, off)
+		}
+		if !s.isReadWR(wr.ID) || !s.readInFlight() {
+			t.Fatalf("chunk %d: not recognized as the read in progress", chunk)
+		}
+		if chunk == 1 {
+			// The other reserved entry is taken (a reply, a bind):
+			// the next chunk must wait for a send completion.
+			s.rndv.rsvFree = 0
+		}
+		n, last, ok := s.readCompleted(wr.ID)
+		if !ok || n != want {
+			t.Fatalf("chunk %d: completion taken %v, %d bytes", chunk, ok, n)
+		}
+		off += n
+		if last {
+			break
+		}
+		if _, _, ok := s.readCompleted(wr.ID); ok {
+			t.Fatalf("chunk %d: its completion taken twice", chunk)
+		}
+		if chunk == 1 {
+			if _, _, _, posted := s.sendCompleted(wr.ID - 1); posted || len(s.outbox) != 0 {
+				t.Fatal("the next chunk posted with no reserved entry free")
+			}
+			if s.isReadWR(wr.ID) || !s.readInFlight() {
+				t.Fatal("a chunk waiting for an entry: the read must stay in progress, its last chunk done")
+			}
+		}
+		if _, _, _, posted := s.sendCompleted(wr.ID); !posted {
+			t.Fatalf("chunk %d: the next chunk not posted once the send completions freed entries", chunk)
+		}
+	}
+	if off != d.n || s.readInFlight() || len(s.outbox) != 0 {
+		t.Errorf("after the last chunk: %d of %d bytes, in progress %v, %d queued", off, d.n, s.readInFlight(), len(s.outbox))
+	}
+	if _, _, _, posted := s.sendCompleted(s.seq - 1); posted || s.rndv.rsvFree != 1 {
+		t.Errorf("after the read: posted %v, %d reserved entries free, want 1 (the other still taken)", posted, s.rndv.rsvFree)
 	}
 }

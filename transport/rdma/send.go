@@ -788,13 +788,16 @@ func (s *sender) handOffLendLocked() {
 // credit-only message waits for send-queue room, and whether a rendezvous
 // reply is owed (the entries freed may be what it waited for), and whether
 // invalidated windowed regions wait for putInvalidated.
-func (s *sender) sendCompleted(seq uint64) (ctlWanted, replyOwed, toPut bool) {
+func (s *sender) sendCompleted(seq uint64) (ctlWanted, replyOwed, toPut, readPosted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.completedLocked(seq)
 	s.broadcastLocked()
 	s.handOffLendLocked()
-	return s.ctlWanted, s.rndv.replyOwed != 0, len(s.rndv.toPut) > 0
+	// The entries just freed may be what the read's next chunk waits for
+	// (readCompleted), the one it just completed among them.
+	readPosted = s.rndv.nextChunk && !s.closeSig.IsSet() && s.postChunkLocked()
+	return s.ctlWanted, s.rndv.replyOwed != 0, len(s.rndv.toPut) > 0, readPosted
 }
 
 // completedLocked takes back the slots and send-queue entries of the sends
