@@ -539,7 +539,7 @@ func (cs *clientStream) release(l *clientLink, msgs [][]byte) {
 	for _, m := range msgs {
 		l.held.Add(-int64(conn.PayloadCost(m)))
 		l.ConnFree(conn.PayloadCost(m))
-		bufpool.Put(m)
+		putMessage(m)
 	}
 }
 
@@ -677,17 +677,17 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			cs.reset(status.Newf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(body), cs.ci.maxRecvSize))
 			return true
 		}
-		msg := append(bufpool.Get(len(body))[:0], body...)
+		msg := takeMessage(&b)
 		switch cs.in.Push(msg, cost) {
 		case conn.Pushed:
 			l.held.Add(int64(cost))
 		case conn.PastWindow:
-			bufpool.Put(msg)
+			putMessage(msg)
 			l.ConnFree(cost)
 			l.Log.Warn("resetting a stream", zap.Uint64("stream", h.CallID), zap.String("reason", "the server sent past the stream's window"))
 			cs.reset(status.New(codes.Internal, "flow control: the server sent past the stream's window"))
 		case conn.PushEnded:
-			bufpool.Put(msg)
+			putMessage(msg)
 			l.ConnFree(cost)
 		}
 	case wire.KindTrailers:
@@ -1002,7 +1002,7 @@ func (cs *clientStream) recv(m any) error {
 		err = decodeMsg(cs.cc.opts.codec, cs.recvComp, msg, cs.ci.maxRecvSize, m)
 	}
 	n := len(msg)
-	bufpool.Put(msg)
+	putMessage(msg)
 	if err != nil {
 		st := status.Convert(decodeError(err, "response", m))
 		cs.reset(st)

@@ -184,3 +184,56 @@ func TestLentRequestsDoNotStopTheReader(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Stream messages wait in their stream's inbox in the memory they arrived
+// in (tcp:// lets the frame go, transport.Buffer.Detach): while they wait,
+// the transport reads the next ones into other memory. A client sends 64
+// distinct messages of 20-60 KiB while it receives their echoes, both
+// ends' inboxes filling, with the server copying and lending: every echo
+// is its message.
+func TestQueuedStreamMessagesKeepTheirBytes(t *testing.T) {
+	for _, lend := range []bool{false, true} {
+		t.Run(fmt.Sprint("lend=", lend), func(t *testing.T) {
+			cc := lendServer(t, rpc.LendRequestBytes(lend))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*hangGuard)
+			defer cancel()
+			cs, err := cc.NewStream(ctx, &benchStreams.Streams[1], "/rdmarpc.bench.Streams/Ping")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rand.New(rand.NewPCG(7, 7))
+			msgs := make([][]byte, 64)
+			for i := range msgs {
+				msgs[i] = make([]byte, 20<<10+r.IntN(40<<10))
+				for j := range msgs[i] {
+					msgs[i][j] = byte(r.Uint32())
+				}
+			}
+			sent := make(chan error, 1)
+			go func() {
+				for _, p := range msgs {
+					if err := cs.SendMsg(&testpb.EchoRequest{Payload: p}); err != nil {
+						sent <- err
+						return
+					}
+				}
+				sent <- cs.CloseSend()
+			}()
+			resp := new(testpb.EchoResponse)
+			for i, p := range msgs {
+				if err := cs.RecvMsg(resp); err != nil {
+					t.Fatalf("message %d: %v", i, err)
+				}
+				if !bytes.Equal(resp.Payload, p) {
+					t.Fatalf("message %d: the echo is not the message's %d bytes", i, len(p))
+				}
+			}
+			if err := cs.RecvMsg(resp); err != io.EOF {
+				t.Fatalf("end: %v", err)
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -168,10 +168,11 @@ func UnaryInterceptor(i ...UnaryServerInterceptor) ServerOption {
 // bytes in the response is fine), on a stream until the handler's next
 // RecvMsg or its return — and must not be changed. A handler that keeps
 // them longer must copy them (bytes.Clone). Compressed requests are
-// copied as before. A unary request's bytes are copied once into pooled
-// memory, which the request borrows until its response is sent: the
-// transport's receive memory goes back at once, so that the connection
-// reads on while handlers run.
+// copied as before. A unary request borrows the memory its message arrived
+// in, when the transport can give it up (tcp://: transport.Buffer.Detach),
+// else a pooled copy, until its response is sent: the transport's receive
+// budget goes back at once either way, so that the connection reads on
+// while handlers run.
 func LendRequestBytes(lend bool) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.lendRequests = lend })
 }

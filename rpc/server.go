@@ -371,7 +371,7 @@ type callStream struct {
 	method   string
 	req      wire.Request
 	frame    transport.Buffer // holds req's bytes until the handler decoded them
-	lent     []byte           // a pooled copy of them, lent to the request until the response is sent; nil: none
+	lent     []byte           // the memory they are lent in (the detached frame, or a pooled copy) until the response is sent; nil: none
 	deadline time.Time        // zero: none
 	fail     error            // the call fails with this before any handler runs
 	svc      *service
@@ -740,16 +740,24 @@ func (st *callStream) decode(v any) error {
 	o := &st.cc.l.s.opts
 	var err error
 	if lc := o.lender(st.comp); lc != nil {
-		// v may point into the bytes: a pooled copy, given back once
-		// the response has been sent (serveStream). The frame itself
-		// goes back at once, as when the codec copies: it holds the
-		// transport's receive memory, which the reader needs to read
-		// on (a frame held through the handler could stop the reader
-		// from reading what the handler waits for: the peer's window
-		// updates for the response).
-		st.lent = append(bufpool.Get(len(st.req.Payload))[:0], st.req.Payload...)
-		st.frame.Release()
-		err = lc.UnmarshalLent(st.lent, v)
+		// v may point into the bytes, which go to the pool once the
+		// response has been sent (serveStream). The frame does not
+		// hold on to the transport's receive budget meanwhile, as when
+		// the codec copies: the reader needs it to read on (a frame
+		// held through the handler could stop the reader from reading
+		// what the handler waits for: the peer's window updates for
+		// the response). So the frame's memory is detached from the
+		// transport (its budget given back) or, where the transport
+		// cannot let it go (registered memory), copied to the pool.
+		payload := st.req.Payload
+		if data, ok := st.frame.Detach(); ok {
+			st.lent = data // payload lies in it
+		} else {
+			st.lent = append(bufpool.Get(len(payload))[:0], payload...)
+			payload = st.lent
+			st.frame.Release()
+		}
+		err = lc.UnmarshalLent(payload, v)
 	} else {
 		err = decodeMsg(o.codec, st.comp, st.req.Payload, o.maxRecvSize, v)
 		// The codec copied what it needs: give the (possibly registered)

@@ -287,7 +287,7 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			l.fatal(errPastConnWindow)
 			return false
 		}
-		if !l.streamMessage(h, body) {
+		if !l.streamMessage(h, body, &b) {
 			l.ConnFree(conn.MessageCost(len(body)))
 		}
 		return l.Ctx.Err() == nil
@@ -357,7 +357,7 @@ func (l *serverLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 // stream's inbox, within the stream's window. It reports whether the
 // message is held; the caller gives the connection window of one that is
 // not back.
-func (l *serverLink) streamMessage(h wire.Header, payload []byte) bool {
+func (l *serverLink) streamMessage(h wire.Header, payload []byte, frame *transport.Buffer) bool {
 	l.adm.mu.Lock()
 	ss := l.adm.streams[h.CallID]
 	reset := ss != nil && ss.reset
@@ -378,18 +378,18 @@ func (l *serverLink) streamMessage(h wire.Header, payload []byte) bool {
 		l.streamError(ss, status.Newf(codes.ResourceExhausted, "received message of %d bytes is larger than the limit (%d)", len(payload), l.s.opts.maxRecvSize))
 		return false
 	}
-	msg := append(bufpool.Get(len(payload))[:0], payload...)
+	msg := takeMessage(frame)
 	cost := conn.MessageCost(len(payload))
 	l.held.Add(int64(cost))
 	switch ss.in.Push(msg, cost) {
 	case conn.PastWindow:
 		l.held.Add(-int64(cost))
-		bufpool.Put(msg)
+		putMessage(msg)
 		l.streamError(ss, status.New(codes.Internal, "flow control: the client sent past the stream's window"))
 		return false
 	case conn.PushEnded: // the handler returned meanwhile
 		l.held.Add(-int64(cost))
-		bufpool.Put(msg)
+		putMessage(msg)
 		return false
 	}
 	return true
@@ -467,7 +467,7 @@ func (ss *serverStream) run() {
 // lent.
 func (ss *serverStream) releaseLent() {
 	if ss.lent != nil {
-		bufpool.Put(ss.lent)
+		putMessage(ss.lent)
 		ss.lent = nil
 	}
 }
@@ -696,7 +696,7 @@ func (ss *serverStream) RecvMsg(m any) error {
 		ss.lent = msg // until the next RecvMsg or the handler's return
 	} else {
 		err = decodeMsg(ss.l.s.opts.codec, ss.comp, msg, ss.l.s.opts.maxRecvSize, m)
-		bufpool.Put(msg)
+		putMessage(msg)
 	}
 	if err != nil {
 		return decodeError(err, "request", m)

@@ -9,7 +9,9 @@
 // Memory can be lent across the interface so the RDMA transport need not copy:
 // a received message may be handed up in the (registered) buffer it landed in
 // and must be released by the receiver; a sender may ask for a send buffer and
-// fill it in place.
+// fill it in place. Where the memory is ordinary heap (tcp://), a receiver may
+// take it for good (Buffer.Detach) and keep or decode the message without a
+// copy; the transport's receive budget comes back at once.
 //
 // This package must not know about any concrete transport (TCP, RDMA) nor
 // about RPC: the rpc package sits above it, the transports implement it.

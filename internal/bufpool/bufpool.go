@@ -48,3 +48,15 @@ func Put(b []byte) {
 	}
 	pools[i].Put(unsafe.Pointer(unsafe.SliceData(b[:1])))
 }
+
+// PutTail recycles x, where b is x[off:] and x came from Get: a caller
+// that keeps only the tail of a buffer (a message's body after its header)
+// gives the whole back. b must not be used afterwards. A b of capacity 0
+// is dropped: its slice expression may not have advanced the pointer.
+func PutTail(b []byte, off int) {
+	if cap(b) == 0 || off < 0 {
+		return
+	}
+	p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), -off)
+	Put(unsafe.Slice((*byte)(p), off+cap(b)))
+}

@@ -37,3 +37,22 @@ func TestPutForeign(t *testing.T) {
 		t.Fatal("bad length")
 	}
 }
+
+// PutTail gives back the whole buffer a tail was cut from: the next Get of
+// its class returns the buffer's start, not the tail's.
+func TestPutTail(t *testing.T) {
+	// Under -race sync.Pool drops some Puts at random: try a few times.
+	for range 100 {
+		x := Get(1000)
+		x[0], x[12] = 1, 2
+		PutTail(x[12:], 12)
+		y := Get(1000)
+		if &y[0] == &x[0] {
+			return
+		}
+		if &y[0] == &x[12] {
+			t.Fatal("Get returned the tail, not the buffer")
+		}
+	}
+	t.Skip("the pool never returned the buffer")
+}

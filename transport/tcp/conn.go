@@ -404,6 +404,18 @@ func (o recvOwner) ReleaseBuffer(w uint64, b []byte) {
 	o.c.recvBudget.Release(int64(w))
 }
 
+// DetachBuffer gives a received frame's memory away (transport.Detacher):
+// the reader gets its budget back and never sees the memory again, which
+// came from internal/bufpool, so the one who detached it may put it back
+// there when done. What the connection reads ahead stays bounded by
+// RecvQueueBytes; what a receiver keeps detached is its own to bound (the
+// RPC server holds a request's only while its handler runs, as it held a
+// copy before).
+func (o recvOwner) DetachBuffer(w uint64, _ []byte) bool {
+	o.c.recvBudget.Release(int64(w))
+	return true
+}
+
 // pool owns send buffers handed out by NewSendBuffer.
 type pool struct{}
 

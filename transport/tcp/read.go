@@ -72,6 +72,12 @@ const idleRead = time.Millisecond
 // goroutine of its own too.
 const directMax = 16 << 10
 
+// readDirectMin is the least of a frame's body still to come that is read
+// from the socket straight into the body's buffer, bypassing the reader's
+// buffer (which then holds nothing): below it, the copy costs less than the
+// read of the next frame's first bytes that r would have taken along.
+const readDirectMin = 16 << 10
+
 // errInterrupted is a read given up because another wants the role, the
 // holder's ctx ended or the connection is closing.
 var errInterrupted = errors.New("tcp: read interrupted")
@@ -210,7 +216,16 @@ func (c *conn) next(wait bool) (transport.Buffer, error) {
 			bufpool.Put(s.body)
 			s.body = nb
 		}
-		k, err := s.r.Read(s.body[s.got:])
+		p := s.body[s.got:]
+		var k int
+		var err error
+		if s.r.Buffered() == 0 && len(p) >= readDirectMin {
+			// Straight into the body: through r, a read shorter than
+			// r's buffer lands there first and is copied.
+			k, err = socketReader{c}.Read(p)
+		} else {
+			k, err = s.r.Read(p)
+		}
 		s.got += k
 		if err != nil {
 			return transport.Buffer{}, c.why(err)
