@@ -28,8 +28,12 @@ func TestEndpointsAppear(t *testing.T) {
 	defer func(was time.Duration) { endpointsRefresh = was }(endpointsRefresh)
 	endpointsRefresh = 200 * time.Millisecond
 
+	// The first handshake on a device opens it on both sides: in a guest
+	// starved by a loaded host it once took longer than the default 10 s.
+	// A minute is a hang guard, not a measure of speed.
+	const handshake = time.Minute
 	core, logs := observer.New(zapcore.InfoLevel)
-	srvTr := New(Options{Logger: zap.New(core)})
+	srvTr := New(Options{Logger: zap.New(core), HandshakeTimeout: handshake})
 	lis, err := srvTr.Listen(net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +60,7 @@ func TestEndpointsAppear(t *testing.T) {
 		}
 	}()
 
-	cliTr := New(Options{Devices: []string{secondDev}})
+	cliTr := New(Options{Devices: []string{secondDev}, HandshakeTimeout: handshake})
 	secondNetworks(t) // rxe1 over rdmanet1 (10.9.10.1) comes now
 	_, port, _ := net.SplitHostPort(lis.Addr().String())
 	target := net.JoinHostPort(ip, port)

@@ -38,6 +38,13 @@ func TestHandshakeFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	acc := acceptAll(ctx, lis, echo(ctx))
+	// Deferred too: a failure below must not leave the accept loop to the
+	// next tests' leak checks (a failed wait here once failed every
+	// conformance subtest after it).
+	defer func() {
+		lis.Close()
+		acc.closeAll()
+	}()
 
 	// The flood.
 	forged := hello{features: featLend, qpn: 0x1234, psn: 1, gid: ep.GID, mtu: 1024,
