@@ -229,7 +229,7 @@ func TestBenchInterrupted(t *testing.T) {
 	cancel()
 	err := <-done
 	if err == nil || !strings.Contains(err.Error(), "interrupted after 2 calls") {
-		t.Fatalf("interrupted bench: %v", err)
+		t.Fatalf("interrupted bench: %v\n%s", err, out.String())
 	}
 	var s loadgen.Summary
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil || s.Calls != 2 || s.Codes["Canceled"] != 2 {
