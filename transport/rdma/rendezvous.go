@@ -123,13 +123,12 @@ type rndvSend struct {
 	readSeq   uint64
 	reading   bool // a read is in progress: a chunk posted, or the next one due
 	// The read in progress, in chunks of rndvReadChunk (queueRead):
-	// readMR is read into, readDesc read from; readOff bytes are in,
-	// readLen more are posted; nextChunk: the next one waits for a
-	// reserved send-queue entry.
+	// readMR is read into, readDesc read from; readOff bytes are in
+	// (the chunk outstanding starts there); nextChunk: the next one
+	// waits for a reserved send-queue entry.
 	readMR    *verbs.MR
 	readDesc  rndvDesc
 	readOff   uint32
-	readLen   uint32
 	nextChunk bool
 
 	lent     map[uint64]*verbs.MR // regions NewSendBuffer lent, by id
@@ -543,13 +542,13 @@ func (r *receiver) endRead() {
 
 // rndvReadChunk is the most one RDMA Read work request asks for; a larger
 // rendezvous is read in consecutive chunks, one outstanding at a time. On
-// Soft-RoCE a single Read of hundreds of MiB loses read responses on the
-// wire (41-73 % of them between two guests), each loss costing an ack
-// timeout and a resend of what was left of the whole read: 1 GiB between
-// two guests did not complete in 13 minutes, 64 MiB took 34-36 s; in 1 MiB
-// chunks a loss costs at most one chunk (1 GiB: 71-87 s; 64 MiB: 5-6 s).
-// A hardware NIC splits a Read into MTU-sized responses itself; a chunk
-// of 1 MiB costs it one more round trip per MiB, under 1 % at 100 Gb/s.
+// Soft-RoCE between two guests a read response lost on the wire costs an
+// ack timeout and a resend of what was left of the whole Read: one Read
+// of 1 GiB had not completed after 13 minutes; in 1 MiB chunks a loss
+// costs at most one chunk, and 1 GiB moved in 97-100 s under -race
+// (docs/rdma.md, "Rendezvous: 1 GiB"). A hardware NIC splits a Read into
+// MTU-sized responses itself; a 1 MiB chunk costs it one more round trip
+// per MiB, a few µs against the ~100 µs a MiB takes at 100 Gb/s.
 // A variable for the tests (-rdma.readchunk).
 var rndvReadChunk uint32 = 1 << 20
 
@@ -569,7 +568,7 @@ func (s *sender) queueRead(mr *verbs.MR, d rndvDesc) error {
 		return protoErr("a rendezvous read with %d reserved send-queue entries free, reading %v", s.rndv.rsvFree, s.rndv.reading)
 	}
 	s.rndv.reading = true
-	s.rndv.readMR, s.rndv.readDesc, s.rndv.readOff, s.rndv.readLen = mr, d, 0, 0
+	s.rndv.readMR, s.rndv.readDesc, s.rndv.readOff = mr, d, 0
 	s.postChunkLocked()
 	return nil
 }
@@ -585,15 +584,20 @@ func (s *sender) postChunkLocked() bool {
 	s.rndv.nextChunk = false
 	s.rndv.rsvFree--
 	d, off := s.rndv.readDesc, s.rndv.readOff
-	n := min(d.n-off, rndvReadChunk)
-	s.rndv.readLen, s.rndv.readSeq = n, s.seq
-	wr := verbs.SendWR{ID: s.seq, MR: s.rndv.readMR, Offset: off, Length: n, Read: true,
+	s.rndv.readSeq = s.seq
+	wr := verbs.SendWR{ID: s.seq, MR: s.rndv.readMR, Offset: off, Length: s.chunkLenLocked(), Read: true,
 		RemoteAddr: d.addr + uint64(off), RKey: d.rkey, Signaled: true}
 	s.unsignaled = 0
 	s.outbox = append(s.outbox, wr)
 	s.ring = append(s.ring, posted{seq: wr.ID, slot: -1, signaled: true, reserved: true})
 	s.seq++
 	return true
+}
+
+// chunkLenLocked is the length of the chunk at readOff. Called with mu
+// held.
+func (s *sender) chunkLenLocked() uint32 {
+	return min(s.rndv.readDesc.n-s.rndv.readOff, rndvReadChunk)
 }
 
 // readCompleted takes the completion of the send work request seq if it
@@ -607,9 +611,8 @@ func (s *sender) readCompleted(seq uint64) (n uint32, last, ok bool) {
 	if !s.rndv.reading || s.rndv.nextChunk || s.rndv.readSeq != seq {
 		return 0, false, false
 	}
-	n = s.rndv.readLen
+	n = s.chunkLenLocked()
 	s.rndv.readOff += n
-	s.rndv.readLen = 0
 	if s.rndv.readOff < s.rndv.readDesc.n {
 		s.rndv.nextChunk = true
 		return n, false, true
