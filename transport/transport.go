@@ -182,11 +182,16 @@ type TrySender interface {
 // received message held on the next message sent (rdma://'s credits):
 // TryReply releases b, a message received on the connection, and sends
 // msg as TrySend would, with what b held returned on msg instead of in a
-// message of its own. b is released whether or not msg went. The RPC layer
-// answers a keepalive PING so: an idle connection's round is then a PING
-// and a PONG, not two credit returns more.
+// message of its own. b is released whether or not msg went. TryAsk sends
+// msg as TrySend would, telling the peer that an answer will come by
+// TryReply: the connection may then set room aside for that answer, so
+// that it takes none of the flow control's window and nothing has to be
+// returned for it. The RPC layer sends a keepalive PING by TryAsk and
+// answers one by TryReply: an idle connection's round is then a PING and
+// a PONG, not two credit returns more.
 type Replier interface {
 	TryReply(b Buffer, msg []byte) (bool, error)
+	TryAsk(msg []byte) (bool, error)
 }
 
 // Logged is implemented by listeners that log what they refuse (a failed

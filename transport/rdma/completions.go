@@ -269,6 +269,9 @@ func (c *conn) received(wc *verbs.WorkCompletion, reposts []int32) ([]int32, err
 	if err != nil {
 		return reposts, err
 	}
+	if (k == kindAsk || k == kindAnswer) && !c.answers {
+		return reposts, protoErr("a message of kind %v from a peer that did not offer asks", k)
+	}
 	lend, back := field, 0
 	if k == kindGiveBack {
 		lend, back = 0, field

@@ -186,6 +186,7 @@ func (c *conn) connect(peer hello, local hello, rtr verbs.RTRAttr) error {
 	}
 	c.win = credit.NewWindow(int(peer.recvs))
 	c.lends = peer.features&featLend != 0
+	c.answers = local.features&featAnswer != 0 && peer.features&featAnswer != 0
 	c.rndvOn = local.features&featRndv != 0 && peer.features&featRndv != 0
 	if err = c.qp.ToRTR(rtr); err != nil {
 		return err

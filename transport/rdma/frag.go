@@ -33,14 +33,14 @@ const firstHeaderLen = 4
 
 func (k kind) String() string {
 	return [...]string{"message", "first fragment", "middle fragment", "last fragment", "credit-only", "abort", "give-back",
-		"rendezvous descriptor", "rendezvous done", "rendezvous refused"}[k]
+		"rendezvous descriptor", "rendezvous done", "rendezvous refused", "ask", "answer"}[k]
 }
 
 func encodeImm(k kind, credits int) uint32 { return uint32(k)<<28 | uint32(credits) }
 
 func decodeImm(imm uint32) (kind, int, error) {
 	k := kind(imm >> 28)
-	if k > kindRndvRefused || k == kindGiveBack {
+	if k > kindAnswer || k == kindGiveBack {
 		return 0, 0, protoErr("unknown message kind %d in immediate data %#x", k, imm)
 	}
 	if imm&0x0FFF0000 != 0 {

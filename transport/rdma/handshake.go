@@ -110,7 +110,7 @@ func (t *Transport) prepare(ep rdmadev.Endpoint, boot net.Conn, shared bool) (*c
 		return nil, hello{}, pa, err
 	}
 	local := hello{
-		features:   featLend,
+		features:   featLend | featAnswer,
 		qpn:        c.qp.Num(),
 		psn:        rand.Uint32() & 0xFFFFFF,
 		gid:        ep.GID,
@@ -125,6 +125,9 @@ func (t *Transport) prepare(ep rdmadev.Endpoint, boot net.Conn, shared bool) (*c
 	}
 	if t.o.RendezvousThreshold > 0 {
 		local.features |= featRndv
+	}
+	if t.noAsks {
+		local.features &^= featAnswer
 	}
 	if t.oldHello {
 		local.features = 0

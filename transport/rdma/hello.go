@@ -28,7 +28,7 @@ const (
 
 // hello is what each side tells the other about its queue pair.
 type hello struct {
-	features   uint32 // none defined yet; the two sides use what both set
+	features   uint32 // featLend, featRoute, featRndv, featAnswer; the two sides use what both set
 	qpn        uint32
 	psn        uint32
 	gid        [16]byte

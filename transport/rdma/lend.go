@@ -37,7 +37,7 @@ func decodeImmLend(imm uint32, lends bool) (k kind, credits, field int, err erro
 		return k, credits, 0, err
 	}
 	k = kind(imm >> 28)
-	if k > kindRndvRefused {
+	if k > kindAnswer {
 		return 0, 0, 0, protoErr("unknown message kind %d in immediate data %#x", k, imm)
 	}
 	return k, int(imm & 0xFFFF), int(imm >> 16 & 0xFFF), nil
@@ -274,7 +274,13 @@ func (r *receiver) detach() (bufs []int32, n int) {
 	r.orphans = nil
 	held := r.led.Unreturned() - r.led.Owed()
 	r.detached = true
-	return bufs, r.led.Recvs() + credit.Extra - held
+	n = r.led.Recvs() + credit.Extra - held
+	if r.asked {
+		// The answer never came: the buffer set aside goes back too.
+		r.asked = false
+		n++
+	}
+	return bufs, n
 }
 
 // repostOrphans posts again the shared buffers dropped from the queue

@@ -8,7 +8,7 @@ import (
 )
 
 func TestImmLend(t *testing.T) {
-	for _, k := range []kind{kindMessage, kindFirst, kindMiddle, kindLast, kindCredit, kindAbort, kindGiveBack} {
+	for _, k := range []kind{kindMessage, kindFirst, kindMiddle, kindLast, kindCredit, kindAbort, kindGiveBack, kindAsk, kindAnswer} {
 		imm := encodeImmLend(k, 65535, 4095)
 		got, c, l, err := decodeImmLend(imm, true)
 		if err != nil || got != k || c != 65535 || l != 4095 {
@@ -19,10 +19,10 @@ func TestImmLend(t *testing.T) {
 			t.Errorf("%v with a lend, not negotiated: %v", k, err)
 		}
 	}
-	// Kinds 7..9 are the rendezvous' (TestRndvKinds); 10 is the first
-	// undefined one.
-	if _, _, _, err := decodeImmLend(10<<28, true); !errors.Is(err, transport.ErrProtocol) {
-		t.Errorf("kind 10: %v", err)
+	// Kinds 7..9 are the rendezvous', 10 and 11 the ask and the answer
+	// (TestRndvKinds); 12 is the first undefined one.
+	if _, _, _, err := decodeImmLend(12<<28, true); !errors.Is(err, transport.ErrProtocol) {
+		t.Errorf("kind 12: %v", err)
 	}
 	if k, c, l, err := decodeImmLend(encodeImm(kindMessage, 3), false); err != nil || k != kindMessage || c != 3 || l != 0 {
 		t.Errorf("plain message without lends: %v %d %d %v", k, c, l, err)
@@ -44,7 +44,7 @@ func FuzzImmLend(f *testing.F) {
 			}
 			return
 		}
-		if k > kindRndvRefused || !lends && (k == kindGiveBack || l != 0) || c > 0xFFFF || l > 0xFFF {
+		if k > kindAnswer || !lends && (k == kindGiveBack || l != 0) || c > 0xFFFF || l > 0xFFF {
 			t.Fatalf("%#x (lends %v): kind %v, credits %d, field %d", imm, lends, k, c, l)
 		}
 		_ = k.String()

@@ -33,6 +33,7 @@ type receiver struct {
 	// (TryReply); a repost meanwhile leaves the credit-only message to it.
 	holdCredits atomic.Bool
 	detached    bool          // left the shared pool (teardown): reposts give commitments back
+	asked       bool          // a pool buffer is set aside for the answer to our ask (answer.go)
 	orphans     []int32       // shared buffers dropped from the queue at teardown, to post again
 	rdone       bool          // nothing more will be delivered
 	rwake       notifier      // a message delivered, or the end
@@ -57,6 +58,7 @@ type receiver struct {
 	queueBytes int           // Options.RecvQueueBytes
 	maxWindow  int           // Options.RecvBuffers: the most a lent window grows to
 	lends      bool          // the peer understands lent credits (featLend)
+	answers    bool          // both sides understand asks and answers (featAnswer)
 	owner      recvBuffer    // the owner of the messages lent in place
 	lentCount  *atomic.Int32 // the life's lentBufs
 	onMessage  func()        // a whole message was delivered (completions: the round trip)
@@ -198,7 +200,12 @@ func (r *receiver) accept(wc *verbs.WorkCompletion, buf int32, k kind, back int)
 		r.postLost(wc)
 		return false, rv, errRecvDone
 	}
-	if err := r.led.Arrived(); err != nil {
+	if k == kindAnswer {
+		// Into the buffer our ask set aside: it takes no credit.
+		if err := r.answerArrived(); err != nil {
+			return false, rv, err
+		}
+	} else if err := r.led.Arrived(); err != nil {
 		return false, rv, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
 	}
 	if k == kindGiveBack {
@@ -213,7 +220,9 @@ func (r *receiver) accept(wc *verbs.WorkCompletion, buf int32, k kind, back int)
 		}
 		return true, rv, nil
 	}
-	r.lendLocked()
+	if k != kindAnswer {
+		r.lendLocked()
+	}
 	data := r.rq.bytes(buf, int(wc.ByteLen))
 	switch k {
 	case kindAbort:
@@ -234,14 +243,23 @@ func (r *receiver) accept(wc *verbs.WorkCompletion, buf int32, k kind, back int)
 		}
 		rv = rndvEvent{k: k, desc: d, read: read}
 		return true, rv, nil
-	case kindMessage:
+	case kindMessage, kindAsk, kindAnswer:
 		if err := r.asm.wholeAllowed(); err != nil {
 			return false, rv, err
+		}
+		id := uint64(buf)
+		switch k {
+		case kindAsk:
+			if err := r.self.askArrived(); err != nil {
+				return false, rv, err
+			}
+		case kindAnswer:
+			id |= answerTag // its release gives the buffer set aside back
 		}
 		// Handed up in place: the registered memory stays mapped until
 		// the user releases it, even if the connection closes first.
 		r.lentCount.Add(1)
-		r.deliverLocked(transport.NewBuffer(data, r.owner, uint64(buf)))
+		r.deliverLocked(transport.NewBuffer(data, r.owner, id))
 		r.onMessage()
 		return false, rv, nil
 	}
@@ -387,7 +405,11 @@ func (c *conn) flushUnposted() {
 type recvBuffer struct{ c *conn }
 
 func (o recvBuffer) ReleaseBuffer(id uint64, _ []byte) {
-	o.c.released(int32(id))
+	if id&answerTag != 0 {
+		o.c.releasedAnswer(int32(id))
+	} else {
+		o.c.released(int32(id))
+	}
 	o.c.unlend()
 }
 

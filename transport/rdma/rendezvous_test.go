@@ -83,17 +83,18 @@ func FuzzDecodeRndv(f *testing.F) {
 	})
 }
 
-// TestRndvKinds: the rendezvous kinds decode with and without lends; the
-// give-back kind still needs lends, and kinds past them are refused.
+// TestRndvKinds: the rendezvous kinds, and the ask and the answer, decode
+// with and without lends; the give-back kind still needs lends, and kinds
+// past them are refused.
 func TestRndvKinds(t *testing.T) {
 	for _, lends := range []bool{false, true} {
-		for _, k := range []kind{kindRndv, kindRndvDone, kindRndvRefused} {
+		for _, k := range []kind{kindRndv, kindRndvDone, kindRndvRefused, kindAsk, kindAnswer} {
 			got, credits, _, err := decodeImmLend(encodeImm(k, 5), lends)
 			if err != nil || got != k || credits != 5 {
 				t.Errorf("lends %v: %v decoded as %v, %d, %v", lends, k, got, credits, err)
 			}
 		}
-		for k := kindRndvRefused + 1; k < 16; k++ {
+		for k := kindAnswer + 1; k < 16; k++ {
 			if _, _, _, err := decodeImmLend(encodeImm(k, 0), lends); err == nil {
 				t.Errorf("lends %v: kind %d accepted", lends, k)
 			}

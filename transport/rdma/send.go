@@ -56,6 +56,7 @@ type sender struct {
 	abortOwed   bool        // a message was abandoned mid-way; its turn holder sends the abort
 	flushOwed   bool        // the turn's holder queued its message's last send: flush once the turn is given back
 	swept       atomic.Bool // holds lent credits: in the transport's give-back sweep
+	answerFree  atomic.Bool // the peer asked: the next message TrySend takes goes as its answer, with no credit (answer.go)
 
 	// Set when the connection is made.
 	slots       int // Options.SendSlots
@@ -138,7 +139,7 @@ func (c *conn) TrySend(msg []byte) (bool, error) {
 		return false, err
 	}
 	defer c.giveTurn()
-	return c.trySendTurn(msg)
+	return c.trySendTurn(msg, false)
 }
 
 // tryTurn takes the turn for msg when msg may go by TrySend (it passes
@@ -156,25 +157,36 @@ func (c *conn) tryTurn(msg []byte) (bool, error) {
 	}
 }
 
-// trySendTurn is TrySend's send for the turn's holder (TrySend, TryReply),
-// msg checked by checkSend and no larger than one of the peer's buffers.
-func (c *conn) trySendTurn(msg []byte) (bool, error) {
+// trySendTurn is TrySend's send for the turn's holder (TrySend, TryReply,
+// TryAsk), msg checked by checkSend and no larger than one of the peer's
+// buffers. It goes as the answer the peer asked for, if it did; else as an
+// ask when ask is set and a buffer can be set aside for the answer.
+func (c *conn) trySendTurn(msg []byte, ask bool) (bool, error) {
 	if c.sig.IsSet() {
 		return false, c.closeErr()
 	}
 	if c.abortOwed {
 		return false, nil
 	}
-	slot, ok, err := c.tryTake()
+	slot, free, ok, err := c.tryTake()
 	if !ok {
 		return false, err
 	}
+	k := kindMessage
+	if free {
+		k = kindAnswer
+	} else if ask && c.setAside() {
+		k = kindAsk
+	}
 	if !c.startFill(slot) {
+		if k == kindAsk {
+			c.unsetAside()
+		}
 		return false, c.closeErr()
 	}
 	copy(c.slotBytes(slot), msg)
 	c.endFill()
-	if err := c.post(slot, kindMessage, len(msg), true, false); err != nil {
+	if err := c.post(slot, k, len(msg), true, false); err != nil {
 		return false, err
 	}
 	c.t.counters.messagesSent.Add(1)
@@ -183,27 +195,34 @@ func (c *conn) trySendTurn(msg []byte) (bool, error) {
 
 // tryTake takes a credit, a send-queue entry and a send slot when all are
 // there now, as take does, and reports whether it did; it never waits and
-// counts no wait. It takes nothing while a rendezvous is in progress or
-// its reply is not yet taken: the turn's holder settles that first
-// (takeTurn), and TrySend does not wait for it. Called with the turn held.
-func (s *sender) tryTake() (slot int32, ok bool, err error) {
+// counts no wait. When the peer asked (answerFree) the message is the
+// answer: free, it takes no credit. It takes nothing while a rendezvous
+// is in progress or its reply is not yet taken: the turn's holder settles
+// that first (takeTurn), and TrySend does not wait for it. Called with the
+// turn held.
+func (s *sender) tryTake() (slot int32, free, ok bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closeSig.IsSet() {
-		return -1, false, s.closeSig.Err()
+		return -1, false, false, s.closeSig.Err()
 	}
-	if s.rndv.state != rndvNone || s.win.Avail() <= 0 || s.avail <= 0 || s.sqFree <= ctlHeadroom {
-		return -1, false, nil
+	free = s.answerFree.Load()
+	if s.rndv.state != rndvNone || !free && s.win.Avail() <= 0 || s.avail <= 0 || s.sqFree <= ctlHeadroom {
+		return -1, false, false, nil
 	}
 	id, last, ok := s.mem.tryTake()
 	if !ok {
-		return -1, false, nil
+		return -1, false, false, nil
 	}
 	slot, s.lastSlot = id, last
 	s.avail--
-	s.win.Take()
+	if free {
+		s.answerFree.Store(false)
+	} else {
+		s.win.Take()
+	}
 	s.sqFree--
-	return slot, true, nil
+	return slot, free, true, nil
 }
 
 // takeTurn waits for the right to send a message.

@@ -301,6 +301,9 @@ type Transport struct {
 	// oldHello, set only by tests, leaves featLend out of this side's
 	// hellos: a peer built before lent credits.
 	oldHello bool
+	// noAsks, set only by tests, leaves featAnswer out: a peer built
+	// before asks and answers.
+	noAsks bool
 
 	// connHook, set only by tests before the first connection, sees each
 	// new connection (the stall watchdog dumps their state).

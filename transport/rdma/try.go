@@ -18,7 +18,7 @@ func (c *conn) TryReply(b transport.Buffer, msg []byte) (bool, error) {
 	// the credit-only message to the check below.
 	c.holdCredits.Store(true)
 	b.Release()
-	sent, err := c.trySendTurn(msg)
+	sent, err := c.trySendTurn(msg, false)
 	c.holdCredits.Store(false)
 	c.giveTurn()
 	if c.creditsDue() {

@@ -45,7 +45,10 @@ func TestTryTake(t *testing.T) {
 	}
 
 	s := fresh()
-	slot, ok, err := s.tryTake()
+	slot, free, ok, err := s.tryTake()
+	if free {
+		t.Error("a take with no ask from the peer went as a free answer")
+	}
 	if !ok || err != nil || slot < 0 {
 		t.Fatalf("with everything there: slot %d, %v, %v", slot, ok, err)
 	}
@@ -55,7 +58,7 @@ func TestTryTake(t *testing.T) {
 	if s.lastSlot {
 		t.Error("the arena's first of two slots taken as its last")
 	}
-	if _, ok, _ := s.tryTake(); !ok || !s.lastSlot {
+	if _, _, ok, _ := s.tryTake(); !ok || !s.lastSlot {
 		t.Errorf("second take: %v, lastSlot %v; want the arena's last slot", ok, s.lastSlot)
 	}
 
@@ -74,7 +77,7 @@ func TestTryTake(t *testing.T) {
 			s := fresh()
 			tc.setup(s)
 			before := snap(s)
-			slot, ok, err := s.tryTake()
+			slot, _, ok, err := s.tryTake()
 			if ok || err != nil || slot != -1 {
 				t.Fatalf("took slot %d, %v, %v; want a plain refusal", slot, ok, err)
 			}
@@ -85,9 +88,27 @@ func TestTryTake(t *testing.T) {
 		})
 	}
 
+	// The peer asked (answer.go): the next take is its answer, which takes
+	// no credit, even with none left; the one after it takes a credit again.
+	s = fresh()
+	s.win.Take()
+	s.win.Take()
+	s.answerFree.Store(true)
+	if _, free, ok, err := s.tryTake(); !ok || !free || err != nil || s.win.Avail() != 0 || s.answerFree.Load() {
+		t.Errorf("an answer with no credit: ok %v, free %v, %v, credits %d, still free %v; want a free take", ok, free, err, s.win.Avail(), s.answerFree.Load())
+	}
+	if _, _, ok, _ := s.tryTake(); ok {
+		t.Error("a second take after the answer went without a credit")
+	}
+	s = fresh()
+	s.answerFree.Store(true)
+	if _, free, ok, _ := s.tryTake(); !ok || !free || s.win.Avail() != 2 {
+		t.Errorf("an answer with credits: ok %v, free %v, credits %d; want free, the window untouched", ok, free, s.win.Avail())
+	}
+
 	s = fresh()
 	s.closeSig.Set(transport.ErrClosed)
-	if _, ok, err := s.tryTake(); ok || !errors.Is(err, transport.ErrClosed) {
+	if _, _, ok, err := s.tryTake(); ok || !errors.Is(err, transport.ErrClosed) {
 		t.Errorf("closed: %v, %v; want ErrClosed", ok, err)
 	}
 }

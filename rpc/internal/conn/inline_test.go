@@ -16,11 +16,17 @@ import (
 
 // tryConn is a connection that can always send at once
 // (transport.TrySender, transport.Replier); it counts the frames sent each
-// way by kind, and the buffers released by TryReply.
+// way by kind, the buffers released by TryReply, and the asks.
 type tryConn struct {
 	transport.Conn      // nil: a method not defined here is not expected
 	tried, sent         [16]atomic.Int64
 	replies, replyFrees atomic.Int64
+	asks                atomic.Int64
+}
+
+func (c *tryConn) TryAsk(msg []byte) (bool, error) {
+	c.asks.Add(1)
+	return c.TrySend(msg)
 }
 
 func (c *tryConn) TryReply(b transport.Buffer, msg []byte) (bool, error) {
@@ -97,6 +103,11 @@ func TestKeepaliveRoundInline(t *testing.T) {
 	l.Wait()
 	if got, flushed := tc.tried[wire.KindPing].Load(), tc.sent[wire.KindPing].Load(); got != runs+1 || flushed != 0 {
 		t.Errorf("%d keepalive wakes sent %d PINGs at once and %d by the flusher, want all at once", runs+1, got, flushed)
+	}
+	// Each as an ask: the PONG that answers it may come into room the
+	// transport set aside, returning nothing.
+	if n := tc.asks.Load(); n != runs+1 {
+		t.Errorf("%d keepalive PINGs sent by TryAsk %d times, want every one", runs+1, n)
 	}
 	if allocs != 0 {
 		t.Errorf("keepalive's PING allocated %.1f times, want 0", allocs)

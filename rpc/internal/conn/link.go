@@ -232,6 +232,8 @@ func (l *Link) sendPingNow(pong bool, ping transport.Buffer) bool {
 	var err error
 	if pong && l.reply != nil {
 		sent, err = l.reply.TryReply(ping, frame)
+	} else if l.reply != nil {
+		sent, err = l.reply.TryAsk(frame)
 	} else {
 		ping.Release()
 		sent, err = l.try.TrySend(frame)
