@@ -78,6 +78,15 @@ func Run(ctx context.Context, cfg Config, call Call, errKey func(error) string, 
 		t := time.AfterFunc(cfg.Duration, cancel)
 		defer t.Stop()
 	}
+	// ended is checked before each call. It asks ctx itself, not only
+	// stop: ctx's Err reports its end before stop hears of it (a
+	// standard context's cancel stores the error and closes Done, then
+	// cancels the contexts made from it one by one, and its goroutine can
+	// be descheduled in between; a context with an AfterFunc method may
+	// tell them later still). Meanwhile calls on ctx fail at once, and
+	// workers that looked at stop alone started and counted them by the
+	// hundred (TestRunEndsWithCtx).
+	ended := func() bool { return ctx.Err() != nil || stop.Err() != nil }
 	var left atomic.Int64
 	left.Store(cfg.Calls)
 
@@ -93,11 +102,11 @@ func Run(ctx context.Context, cfg Config, call Call, errKey func(error) string, 
 		go func() {
 			defer wg.Done()
 			p := &parts[w]
-			for stop.Err() == nil {
+			for !ended() {
 				if cfg.Calls > 0 && left.Add(-1) < 0 {
 					return
 				}
-				if pacer != nil && pacer.Wait(stop) != nil {
+				if pacer != nil && (pacer.Wait(stop) != nil || ended()) {
 					return
 				}
 				t0 := time.Now()
