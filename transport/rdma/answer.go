@@ -1,7 +1,5 @@
 package rdma
 
-import "github.com/rdmarpc/rdmarpc/transport/rdma/internal/verbs"
-
 // Asks and answers (docs/rdma.md, "Asks and answers"). Between two sides
 // that both set featAnswer in their hellos, a side that receives into a
 // shared pool may send a whole message as an ask (kindAsk): it has set one
@@ -55,17 +53,6 @@ func (r *receiver) setAside() bool {
 	return true
 }
 
-// unsetAside gives back a buffer set aside for an answer that was not asked
-// for after all (the ask was not posted). Called with the turn held.
-func (r *receiver) unsetAside() {
-	r.rmu.Lock()
-	defer r.rmu.Unlock()
-	if r.asked && !r.detached {
-		r.asked = false
-		r.pool.release(1)
-	}
-}
-
 // answerArrived accounts for an answer: the buffer set aside by the ask
 // took it, not a credit. Called with rmu held.
 func (r *receiver) answerArrived() error {
@@ -89,12 +76,11 @@ func (c *conn) askArrived() error {
 // releasedAnswer posts an answer's receive buffer again at once and gives
 // the buffer its ask set aside back to the pool: no credit is owed for it.
 func (c *conn) releasedAnswer(buf int32) {
-	if err := c.rq.post([]verbs.RecvWR{c.rq.wr(buf)}); err != nil {
+	if err := c.postControl(buf); err != nil {
 		if !c.sig.IsSet() {
 			c.fail(err)
 		}
 		return
 	}
-	c.t.counters.recvsPosted.Add(1)
 	c.pool.release(1)
 }

@@ -179,9 +179,7 @@ func (c *conn) trySendTurn(msg []byte, ask bool) (bool, error) {
 		k = kindAsk
 	}
 	if !c.startFill(slot) {
-		if k == kindAsk {
-			c.unsetAside()
-		}
+		// Closing: a buffer set aside goes back with the teardown (detach).
 		return false, c.closeErr()
 	}
 	copy(c.slotBytes(slot), msg)
