@@ -39,7 +39,6 @@ func runUnderCallgrind(args []string, stdout io.Writer) error {
 func callgrindCommand(dir, role, exe string, args ...string) *exec.Cmd {
 	out := filepath.Join(dir, role+".%p")
 	cmd := exec.Command("valgrind", append([]string{"--tool=callgrind", "--quiet", "--callgrind-out-file=" + out, exe}, args...)...)
-	// Go preempts goroutines with signals, which callgrind does not survive.
-	cmd.Env = append(os.Environ(), callgrind.OutEnv+"="+out, callgrindDirEnv+"="+dir, "GODEBUG=asyncpreemptoff=1")
+	cmd.Env = append(os.Environ(), callgrind.OutEnv+"="+out, callgrindDirEnv+"="+dir, callgrind.Godebug)
 	return cmd
 }

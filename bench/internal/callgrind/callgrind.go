@@ -20,6 +20,13 @@ const (
 // --callgrind-out-file (with %p for the pid): Take reads its dumps there.
 const OutEnv = "RDMARPC_CALLGRIND_OUT"
 
+// Godebug is the GODEBUG a Go program needs to run under callgrind: no
+// preemption by signal (callgrind does not survive it), and no RDTSCP in
+// the runtime's cputicks, which valgrind before 3.20 does not know (a Go
+// program on a CPU that has it dies with SIGILL at its first contended
+// runtime lock; without it cputicks fences and reads the TSC).
+const Godebug = "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off"
+
 // Running reports whether the process runs under valgrind.
 func Running() bool {
 	args := [6]uint64{reqRunningOnValgrind}

@@ -1,7 +1,6 @@
 package callgrind
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,15 +60,8 @@ func TestUnderCallgrind(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "cg.%p")
 	cmd := exec.Command("valgrind", "--tool=callgrind", "--quiet", "--callgrind-out-file="+out, exe, "-test.run=^TestUnderCallgrind$")
-	cmd.Env = append(os.Environ(), "CALLGRIND_CHILD=1", OutEnv+"="+out, "GODEBUG=asyncpreemptoff=1")
+	cmd.Env = append(os.Environ(), "CALLGRIND_CHILD=1", OutEnv+"="+out, Godebug)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		// Debian 12's valgrind (3.19) does not know RDTSCP, which the Go
-		// runtime's cputicks uses on CPUs that have it: every Go program
-		// dies at its first lock under it there. That is the machine's
-		// valgrind, not Take; rpcbench --callgrind cannot run there either.
-		if bytes.Contains(b, []byte("SIGILL")) && bytes.Contains(b, []byte("runtime.cputicks")) {
-			t.Skipf("this valgrind cannot run Go programs on this CPU (SIGILL in runtime.cputicks: RDTSCP)")
-		}
 		t.Fatalf("under callgrind: %v\n%s", err, b)
 	}
 }
