@@ -79,7 +79,7 @@ type conn struct {
 	idleArmed   bool            // guarded by rmu
 	watchCtx    context.Context // guarded by rmu: the ctx whose end interrupts (watchLocked)
 	watchStop   func() bool     // guarded by rmu
-	idle        *time.Timer     // idleFired: the role stayed free for idleRead
+	idle        *time.Timer     // the reader goroutine's: has the role stayed free for idleRead? (idleFiredLocked)
 	lwake       chan struct{}   // capacity 1: the reader goroutine should look at the role
 	rfree       chan struct{}   // capacity 1: the reader goroutine handed the role to the Recv that wanted it
 	interruptFn func()          // c.interrupt, bound once
@@ -145,7 +145,7 @@ func newConn(nc net.Conn, o *Options, maxSend int, auth credentials.AuthInfo, re
 	c.done = c.sig.Done()
 	c.interruptFn = c.interrupt
 	c.stopClose = context.AfterFunc(c.ctx, c.interruptFn)
-	c.idle = time.AfterFunc(time.Hour, c.idleFired)
+	c.idle = time.NewTimer(time.Hour) // the reader goroutine receives its fires
 	c.idle.Stop()
 	c.loopWanted = true // the reader goroutine reads until a Recv comes
 	c.wg.Add(2)

@@ -41,7 +41,7 @@ import (
 // the connection closes (to drain it), after a large frame, and when the
 // role has stayed free for idleRead: so with nobody in Recv the socket is
 // still read (messages go to the queue, within RecvQueueBytes; OnArrival's
-// callback, the peer's end, BytesReceived all move), at most idleRead late,
+// callback, the peer's end, BytesReceived all move), at most twice idleRead late,
 // and a Recv that comes back within idleRead, as in a ping-pong, takes the
 // free role with no wake-up at all.
 //
@@ -269,13 +269,23 @@ func (c *conn) readLoop() {
 			c.rmu.Unlock()
 			select {
 			case <-c.lwake:
+				c.rmu.Lock()
+			case <-c.idle.C:
+				c.rmu.Lock()
+				c.idleFiredLocked()
 			case <-done:
 				done = nil // if a Recv holds the role, its release wakes us
+				c.rmu.Lock()
 			}
-			c.rmu.Lock()
 		}
 		c.holder = heldByLoop
 		c.loopWanted = false
+		if c.idleArmed {
+			// Only a free role needs watching; the next release arms
+			// it again.
+			c.idleArmed = false
+			c.idle.Stop()
+		}
 		c.rmu.Unlock()
 		if !c.loopRead() {
 			return
@@ -343,8 +353,8 @@ func (c *conn) wakeLoopLocked() {
 
 // releaseLocked frees a Recv's role: to the reader goroutine at once when
 // a Recv waits on the queue, the connection is closing or the last frame
-// was large, else after
-// idleRead unless a Recv takes it first. Called with c.rmu held.
+// was large, else after idleRead unless a Recv takes it first (the idle
+// timer, unless it runs already). Called with c.rmu held.
 func (c *conn) releaseLocked() {
 	c.holder = heldByNone
 	c.releases++
@@ -359,22 +369,24 @@ func (c *conn) releaseLocked() {
 	}
 }
 
-// idleFired hands a role that stayed free for idleRead to the reader
-// goroutine; one taken meanwhile gets another idleRead.
-func (c *conn) idleFired() {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
+// idleFiredLocked is the reader goroutine's look at the role when the idle
+// timer fired: a role that stayed free for idleRead is the reader
+// goroutine's now; one released meanwhile gets another idleRead, whether
+// it is free or held again (a busy connection, as in a ping-pong, whose
+// releases then arm nothing: the timer goes on from here, on the goroutine
+// it woke, instead of being armed anew by a release, which wakes a thread
+// for the runtime's poller each time); one held since the last look lets
+// the timer stop, and its release arms it again. Called with c.rmu held.
+func (c *conn) idleFiredLocked() {
 	c.idleArmed = false
-	if c.holder != heldByNone {
-		return // the holder's release arms it again
-	}
-	if c.releases != c.idleSeen {
+	switch {
+	case c.releases != c.idleSeen:
 		c.idleArmed = true
 		c.idleSeen = c.releases
 		c.idle.Reset(idleRead)
-		return
+	case c.holder == heldByNone:
+		c.loopWanted = true
 	}
-	c.wakeLoopLocked()
 }
 
 // Contexts whose Done is closed, never delivers a value, and on which

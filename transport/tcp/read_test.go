@@ -212,6 +212,76 @@ func TestReaderReadsWithNobodyInRecv(t *testing.T) {
 	<-srv.Done()
 }
 
+// The idle timer's look at the role (idleFiredLocked): a role released
+// since the last look gets another idleRead, free or held again, so a busy
+// connection's releases arm nothing; a free role nobody took is the reader
+// goroutine's; a role held since the last look lets the timer stop.
+func TestIdleTimerLook(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		holder        holder
+		released      bool // a release since the timer was armed
+		armed, wanted bool
+	}{
+		{"free, released again", heldByNone, true, true, false},
+		{"held again after a release", heldByRecv, true, true, false},
+		{"free since the last look", heldByNone, false, false, true},
+		{"held since the last look", heldByRecv, false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &conn{idle: time.NewTimer(time.Hour), holder: tc.holder, releases: 7, idleSeen: 7, idleArmed: true}
+			defer c.idle.Stop()
+			if tc.released {
+				c.releases++
+			}
+			c.idleFiredLocked()
+			if c.idleArmed != tc.armed || c.loopWanted != tc.wanted {
+				t.Fatalf("armed %v, reader goroutine wanted %v; want %v, %v", c.idleArmed, c.loopWanted, tc.armed, tc.wanted)
+			}
+			if c.idleArmed && c.idleSeen != c.releases {
+				t.Fatalf("armed at %d releases, after %d", c.idleSeen, c.releases)
+			}
+		})
+	}
+}
+
+// After a run of Recvs that each read for themselves and let go (the idle
+// timer then goes on from its own fires), a role left free is still taken
+// by the reader goroutine: a frame sent once nobody is in Recv is read
+// (OnArrival's callback is called).
+func TestReaderTakesTheRoleAfterABusyRun(t *testing.T) {
+	nc, srv := acceptRaw(t, New(Options{}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 500 {
+		if _, err := nc.Write(frames([]byte{byte(i)})); err != nil {
+			t.Fatal(err)
+		}
+		b, err := srv.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Len() != 1 || b.Bytes()[0] != byte(i) {
+			t.Fatalf("frame %d: %v", i, b.Bytes())
+		}
+		b.Release()
+	}
+	arrived := make(chan struct{})
+	if !srv.OnArrival(func() { close(arrived) }) {
+		t.Fatal("OnArrival with nothing queued reported false")
+	}
+	if _, err := nc.Write(frames([]byte("after"))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-ctx.Done(): // a hang guard, not a deadline: nobody read
+		t.Fatal("a frame sent with nobody in Recv was never read")
+	}
+	nc.Close()
+	<-srv.Done()
+}
+
 // Many goroutines racing Recv, with contexts that end (closed, a value on
 // Done) while frames arrive in pieces: every frame comes out once, whole,
 // and each goroutine gets frames in the order they were sent.
