@@ -104,6 +104,26 @@ func TestTCP(t *testing.T) {
 			t.Errorf("page lacks %q:\n%s", want, page)
 		}
 	}
+	// streams.csv: rdmarpc's stream cells, each beside gRPC-go's of the
+	// same mode, size and callers.
+	dir = write(t, map[string]string{"peers.csv": split, "streams.csv": splitHead +
+		"rdmarpc/pingpong,tcp,64,1,1000,1.000,1000.0,0.064,10.00,20.00,30.00,7.00,800.0,0.1,5.00,0.00,12.00,1.20,11.00,1.30,3.00\n" +
+		"grpc/pingpong,tcp,64,1,500,1.000,500.0,0.032,20.00,40.00,60.00,140.00,9000.0,0.1,9.00,0.00,30.00,2.00,28.00,2.00,90.00\n" +
+		"grpc/stream,tcp,64,1,4000,1.000,4000.0,0.256,0.00,0.00,0.00,1.00,90.0,0.1,1.00,0.00,3.00,0.10,2.00,0.10,1.00\n" +
+		"rdmarpc/stream,tcp,64,1,8000,1.000,8000.0,0.512,0.00,0.00,0.00,0.50,80.0,0.1,1.00,0.00,2.00,0.05,1.50,0.05,0.50\n"})
+	page, err = render("tcp", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"## Streams, against gRPC-go",
+		"| pingpong | 64 B | 1 | 10.0 | 1000 | 12.0 / 11.0 | 1.20 / 1.30 | 7.0 / 3.0 | 0.50 | 2.00 |",
+		"| stream | 64 B | 1 | — | 8000 | 2.0 / 1.5 | 0.05 / 0.05 | 0.5 / 0.5 | — | 2.00 |",
+	} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
 	if _, err := render("tcp", write(t, map[string]string{"peers.csv": csvHead})); !errors.Is(err, errNoFigures) {
 		t.Errorf("no rdmarpc rows: %v, want errNoFigures", err)
 	}

@@ -19,6 +19,7 @@ var tcpArea = area{
 	about: "A unary Echo carrying the cell's size each way, its callers calling back to back on one connection " +
 		"(raw TCP and drpc carry one call per connection, so they use as many connections as callers), " +
 		"rdmarpc then each peer back to back per cell ([bench/README.md](../README.md) says exactly what each does). " +
+		"Streams (a ping-pong and a flood on one stream per caller) are measured against gRPC-go only. " +
 		"Only ratios inside one run mean anything on a shared machine.",
 	target:  "make bench",
 	figures: tcpFigures,
@@ -138,6 +139,9 @@ func tcpFigures(w io.Writer, dir string) error {
 	if err := instrFigures(w, dir); err != nil {
 		return err
 	}
+	if err := streamFigures(w, dir); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "\n## Every implementation\n\n")
 	fmt.Fprintf(w, "| impl | size | callers | p50 µs | p99 µs | p99.9 µs | calls/s | CPU µs/call | vol. cs/call | allocs/call |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|\n")
@@ -216,6 +220,37 @@ func instrFigures(w io.Writer, dir string) error {
 			fmt.Fprintf(w, " %s |", ratio(r.InstrPerCall+r.Server.Instr, pr.InstrPerCall+pr.Server.Instr))
 		}
 		fmt.Fprintf(w, "\n")
+	}
+	return nil
+}
+
+// streamFigures writes rdmarpc's stream cells of streams.csv (rpcbench
+// --compare grpc --modes pingpong,stream) beside gRPC-go's, when the run
+// has one.
+func streamFigures(w io.Writer, dir string) error {
+	rs, err := readResults(filepath.Join(dir, "streams.csv"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n## Streams, against gRPC-go\n\n")
+	fmt.Fprintf(w, "One long-lived bidirectional stream per caller: pingpong sends one message and waits for its echo, stream floods and counts the echoes. ")
+	fmt.Fprintf(w, "Each server in a process of its own; per-message costs are each end's own, client / server. ")
+	fmt.Fprintf(w, "p50 / gRPC-go below 1: rdmarpc is faster; messages/s / gRPC-go above 1: rdmarpc moves more.\n\n")
+	fmt.Fprintf(w, "| mode | size | callers | p50 µs | messages/s | CPU µs/message | vol. cs/message | allocs/message | p50 / gRPC-go | messages/s / gRPC-go |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		mode, ok := strings.CutPrefix(r.Impl, "rdmarpc/")
+		if !ok {
+			continue
+		}
+		g, _ := find(rs, "grpc/"+mode, r.Size, r.Concurrency)
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %.0f | %s | %s | %s | %s | %s |\n", mode, sizeName(r.Size), r.Concurrency,
+			perCall(us(r.P50), "%.1f"), r.CallsPerSec(), ends(r, us(r.CPUPerCall), us(r.Server.CPU), "%.1f"),
+			ends(r, r.VCSWPerCall, r.Server.VCSW, "%.2f"), ends(r, r.AllocsPerCall, r.Server.Allocs, "%.1f"),
+			ratio(us(r.P50), us(g.P50)), ratio(r.CallsPerSec(), g.CallsPerSec()))
 	}
 	return nil
 }
