@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"context"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -11,6 +12,10 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"pgregory.net/rapid"
+
+	"github.com/rdmarpc/rdmarpc/codes"
+	"github.com/rdmarpc/rdmarpc/status"
+	"github.com/rdmarpc/rdmarpc/transport"
 )
 
 // encodeVec encodes m as sendFrame does (Size, then VecSize and MarshalVec
@@ -187,6 +192,64 @@ func TestMarshalVec(t *testing.T) {
 			t.Fatalf("Any: %d fields left in place, want value", len(got))
 		}
 	})
+}
+
+// vecConn records what SendVec is given.
+type vecConn struct {
+	transport.Conn
+	sent [][]byte
+}
+
+func (c *vecConn) SendVec(_ context.Context, bufs [][]byte) error {
+	for _, b := range bufs {
+		c.sent = append(c.sent, append([]byte(nil), b...))
+	}
+	return nil
+}
+
+// changingCodec is ProtoCodec, with change run right after VecSize.
+type changingCodec struct {
+	ProtoCodec
+	change func()
+}
+
+func (c changingCodec) VecSize(v any) int {
+	n := c.ProtoCodec.VecSize(v)
+	c.change()
+	return n
+}
+
+// A message changed while it is encoded (a data race of the caller's)
+// fails to encode, with codes.Internal, rather than being sent as a frame
+// of another size than its flow control and budget took.
+func TestSendVecChangedMessage(t *testing.T) {
+	head := []byte("head")
+	for _, c := range []struct {
+		name   string
+		change func(*wrapperspb.BytesValue)
+	}{
+		{"grown", func(m *wrapperspb.BytesValue) { m.Value = make([]byte, 1<<20) }},
+		{"grown past a length byte", func(m *wrapperspb.BytesValue) { m.Value = make([]byte, 4<<20) }},
+		{"gone", func(m *wrapperspb.BytesValue) { m.Value = nil }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := wrapperspb.Bytes(make([]byte, 64<<10))
+			n := ProtoCodec{}.Size(m)
+			var tc vecConn
+			sent, err := sendVec(context.Background(), &tc, changingCodec{change: func() { c.change(m) }}, head, m, n)
+			if !sent || status.Code(err) != codes.Internal || len(tc.sent) != 0 {
+				t.Fatalf("sendVec: %v, %v, %d parts sent; want an Internal error and nothing sent", sent, err, len(tc.sent))
+			}
+		})
+	}
+	// Unchanged, it goes: head and the tag and length in one part, the
+	// value in another.
+	m := wrapperspb.Bytes(bytes.Repeat([]byte{'v'}, 64<<10))
+	var tc vecConn
+	sent, err := sendVec(context.Background(), &tc, ProtoCodec{}, head, m, ProtoCodec{}.Size(m))
+	if !sent || err != nil || len(tc.sent) != 2 || !bytes.HasPrefix(tc.sent[0], head) || !bytes.Equal(tc.sent[1], m.Value) {
+		t.Fatalf("sendVec: %v, %v, %d parts", sent, err, len(tc.sent))
+	}
 }
 
 // randomMessage draws a message of lendDesc: any field set or not, bytes
