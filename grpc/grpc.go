@@ -70,6 +70,7 @@ type (
 	UnaryInvoker            = rpc.UnaryInvoker
 	UnaryServerInfo         = rpc.UnaryServerInfo
 	UnaryServerInterceptor  = rpc.UnaryServerInterceptor
+	VectorCodec             = rpc.VectorCodec
 )
 
 // The generic stream types of generated code.

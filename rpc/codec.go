@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -27,6 +28,29 @@ type SizedCodec interface {
 	Size(v any) int
 	// MarshalTo encodes v into b, whose length is what Size returned.
 	MarshalTo(b []byte, v any) error
+}
+
+// VectorCodec is a SizedCodec that can leave a message's large parts
+// (ProtoCodec: large bytes fields) in the message's own memory instead of
+// copying them into the encoding. Where the connection sends a message
+// given in parts (transport.VectorSender: tcp://), the RPC layer sends such
+// a message as its frame's head and the encoding's small parts in one
+// buffer and the large parts straight from the message, so they reach the
+// socket without a copy. It asks only about uncompressed messages of at
+// least 16 KiB.
+type VectorCodec interface {
+	SizedCodec
+	// VecSize returns how many bytes of v's encoding, whose Size has just
+	// been taken, MarshalVec writes into its buffer, the others being left
+	// in v's memory; 0 when v has no part worth leaving there (the caller
+	// then uses MarshalTo).
+	VecSize(v any) int
+	// MarshalVec encodes v, into b, whose length is what VecSize returned,
+	// and v's own memory: it appends to vec slices whose concatenation is
+	// v's encoding, the first of them b[:k] for some k, then more pieces of
+	// b in b's order and pieces of v's memory, which stay valid while v is
+	// unchanged.
+	MarshalVec(b []byte, vec [][]byte, v any) ([][]byte, error)
 }
 
 // ProtoCodec is the default codec: protobuf's binary encoding.
@@ -80,6 +104,151 @@ func (ProtoCodec) MarshalTo(b []byte, v any) error {
 		return fmt.Errorf("proto codec: %T changed while being encoded (%d bytes, sized %d)", v, len(out), len(b))
 	}
 	return nil
+}
+
+// vecMin is the smallest bytes field MarshalVec leaves in the message:
+// below it, the copy saved costs less than what the vector adds (an iovec
+// more, and a shallow copy of the message when it has other fields).
+const vecMin = 16 << 10
+
+// maxVec is how many fields MarshalVec leaves in the message at most;
+// further large ones are encoded with the rest.
+const maxVec = 4
+
+// largeFields are the fields of a message MarshalVec leaves in place.
+type largeFields struct {
+	n    int
+	num  [maxVec]protowire.Number
+	val  [maxVec][]byte
+	size int // the bytes of their values
+}
+
+// findLarge finds r's large fields: the singular bytes fields of its own
+// (not nested, not repeated, not extensions; a oneof's member too, as at
+// most one member is set) of at least vecMin bytes, up to maxVec. Encoded
+// after the rest of r, each is the last occurrence of its field, so it is
+// the value a parser keeps. Unless r's unknown fields hold one of their
+// numbers (only a program setting unknown fields itself can do that):
+// then it finds none, and the message is encoded as usual.
+func findLarge(r protoreflect.Message) (l largeFields) {
+	fields := r.Descriptor().Fields()
+	for i := 0; i < fields.Len() && l.n < maxVec; i++ {
+		fd := fields.Get(i)
+		if fd.Kind() != protoreflect.BytesKind || fd.Cardinality() == protoreflect.Repeated || !r.Has(fd) {
+			continue
+		}
+		b := r.Get(fd).Bytes()
+		if len(b) < vecMin {
+			continue
+		}
+		l.num[l.n], l.val[l.n] = fd.Number(), b
+		l.n++
+		l.size += len(b)
+	}
+	if u := r.GetUnknown(); l.n > 0 && len(u) > 0 && l.inUnknown(u) {
+		return largeFields{}
+	}
+	return l
+}
+
+// inUnknown reports whether u, unknown fields, holds one of l's fields
+// (or cannot be read).
+func (l *largeFields) inUnknown(u protoreflect.RawFields) bool {
+	for len(u) > 0 {
+		num, _, n := protowire.ConsumeField(u)
+		if n < 0 || slices.Contains(l.num[:l.n], num) {
+			return true
+		}
+		u = u[n:]
+	}
+	return false
+}
+
+// VecSize implements VectorCodec: the bytes of v's encoding but those of
+// its large bytes fields' values.
+func (ProtoCodec) VecSize(v any) int {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return 0
+	}
+	l := findLarge(m.ProtoReflect())
+	if l.n == 0 {
+		return 0
+	}
+	return proto.MarshalOptions{UseCachedSize: true}.Size(m) - l.size
+}
+
+// MarshalVec implements VectorCodec: b gets the encoding of v without its
+// large bytes fields, then each field's tag and length, and vec the pieces
+// of b with each field's own bytes after its length. Protobuf's parsers
+// take fields in any order. v is not changed: the rest is encoded from a
+// shallow copy of it (when it has anything but its large fields).
+func (ProtoCodec) MarshalVec(b []byte, vec [][]byte, v any) ([][]byte, error) {
+	m, err := asProto(v)
+	if err != nil {
+		return vec, err
+	}
+	r := m.ProtoReflect()
+	l := findLarge(r)
+	if l.n == 0 {
+		return vec, changed(v)
+	}
+	if err := proto.CheckInitialized(m); err != nil {
+		return vec, err
+	}
+	restLen := len(b)
+	for i := range l.n {
+		restLen -= protowire.SizeTag(l.num[i]) + protowire.SizeVarint(uint64(len(l.val[i])))
+	}
+	if restLen < 0 {
+		return vec, changed(v)
+	}
+	out := b[:0]
+	if restLen > 0 {
+		rest := without(r, l.num, l.n)
+		// The fields shared with v have their sizes cached by Size.
+		out, err = proto.MarshalOptions{AllowPartial: true, UseCachedSize: true}.MarshalAppend(out, rest.Interface())
+		if err != nil {
+			return vec, err
+		}
+		if len(out) != restLen || &out[0] != &b[0] {
+			return vec, changed(v)
+		}
+	}
+	start := 0
+	for i := range l.n {
+		out = protowire.AppendTag(out, l.num[i], protowire.BytesType)
+		out = protowire.AppendVarint(out, uint64(len(l.val[i])))
+		vec = append(vec, out[start:len(out):len(out)], l.val[i])
+		start = len(out)
+	}
+	if len(out) != len(b) || &out[0] != &b[0] {
+		return vec, changed(v)
+	}
+	return vec, nil
+}
+
+// without is a new message with r's fields but the first n of nums, their
+// values shared with r, and r's unknown fields.
+func without(r protoreflect.Message, nums [maxVec]protowire.Number, n int) protoreflect.Message {
+	rest := r.New()
+	r.Range(func(fd protoreflect.FieldDescriptor, val protoreflect.Value) bool {
+		if !fd.IsExtension() {
+			for i := range n {
+				if nums[i] == fd.Number() {
+					return true
+				}
+			}
+		}
+		rest.Set(fd, val)
+		return true
+	})
+	rest.SetUnknown(r.GetUnknown())
+	return rest
+}
+
+func changed(v any) error {
+	return fmt.Errorf("proto codec: %T changed while being encoded", v)
 }
 
 // LendingCodec is implemented by codecs that can decode a message whose

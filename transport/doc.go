@@ -11,7 +11,10 @@
 // and must be released by the receiver; a sender may ask for a send buffer and
 // fill it in place. Where the memory is ordinary heap (tcp://), a receiver may
 // take it for good (Buffer.Detach) and keep or decode the message without a
-// copy; the transport's receive budget comes back at once.
+// copy; the transport's receive budget comes back at once. A sender may also
+// give a message in parts (VectorSender): tcp:// writes them from the
+// sender's memory when it can write the message at once, and copies what
+// has to wait, so a large payload need not be copied behind its header.
 //
 // This package must not know about any concrete transport (TCP, RDMA) nor
 // about RPC: the rpc package sits above it, the transports implement it.

@@ -178,6 +178,21 @@ type TrySender interface {
 	TrySend(msg []byte) (bool, error)
 }
 
+// VectorSender is implemented by connections that can send a message
+// given in parts without first copying them into one buffer: SendVec sends
+// the concatenation of bufs as one message, as Send sends msg (the same
+// size limit, backpressure and context, applied to the total length), and
+// like Send keeps no reference to bufs or their bytes once it returns, so
+// the caller may change or reuse them. The RPC layer sends a message with
+// a large bytes field this way (rpc.VectorCodec): the frame's header and
+// the rest of the encoding in one part, the field's bytes, still in the
+// caller's message, in another. tcp:// writes the parts straight to the
+// socket when the sender can write its frame at once, and copies what has
+// to wait.
+type VectorSender interface {
+	SendVec(ctx context.Context, bufs [][]byte) error
+}
+
 // Replier is implemented by connections whose flow control returns what a
 // received message held on the next message sent (rdma://'s credits):
 // TryReply releases b, a message received on the connection, and sends

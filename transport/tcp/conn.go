@@ -55,6 +55,7 @@ type conn struct {
 	writing    bool          // guarded by wmu: the writer's role is held
 	lastDirect uint64        // guarded by wmu: received when a sender last wrote itself
 	wnotify    chan struct{} // holds a token while the role is handed to the writer goroutine
+	vecCopied  atomic.Uint64 // bytes of SendVec frames copied because they had to wait (tests)
 	w          writeState    // the role holder's
 
 	// Receive side (read.go): the read role's holder acquires budget
@@ -109,8 +110,13 @@ type conn struct {
 
 type frame struct {
 	b      []byte
-	pooled bool // b came from bufpool and goes back after writing
+	vec    [][]byte // SendVec's parts, while their sender writes them itself (b is nil then)
+	n      int      // the frame's length (b may hold only what is left of it)
+	pooled bool     // b came from bufpool and goes back after writing
 }
+
+// pooledFrame is a frame of b, from bufpool.
+func pooledFrame(b []byte) frame { return frame{b: b, n: len(b), pooled: true} }
 
 // newConn starts the connection's loops on nc, whose hello exchange is
 // done. refused, when not nil, logs the line the listener writes about a
@@ -176,7 +182,7 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 	}
 	b := bufpool.Get(len(msg))
 	copy(b, msg)
-	return c.enqueue(frame{b: b, pooled: true})
+	return c.enqueue(pooledFrame(b))
 }
 
 // TrySend is Send when the send queue has room for msg now
@@ -190,7 +196,7 @@ func (c *conn) TrySend(msg []byte) (bool, error) {
 	}
 	b := bufpool.Get(len(msg))
 	copy(b, msg)
-	err := c.enqueue(frame{b: b, pooled: true})
+	err := c.enqueue(pooledFrame(b))
 	return err == nil, err
 }
 
@@ -215,7 +221,26 @@ func (c *conn) SendBuffer(ctx context.Context, b transport.Buffer) error {
 		b.Release()
 		return err
 	}
-	return c.enqueue(frame{b: data, pooled: true})
+	return c.enqueue(pooledFrame(data))
+}
+
+// SendVec sends the concatenation of bufs as one message
+// (transport.VectorSender). A sender that can write the frame itself, at
+// once, writes it from bufs; what has to wait for another writer or for
+// the socket is copied into pooled memory before SendVec returns
+// (write.go), so nothing refers to bufs afterwards.
+func (c *conn) SendVec(ctx context.Context, bufs [][]byte) error {
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	if err := c.checkSend(ctx, n); err != nil {
+		return err
+	}
+	if err := c.acquireSend(ctx, n); err != nil {
+		return err
+	}
+	return c.enqueueVec(bufs, n)
 }
 
 // checkSend refuses a send that cannot go: too large, a context already

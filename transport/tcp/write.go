@@ -32,6 +32,14 @@ import (
 //     waits for the peer, and lets the role go once the queue is empty.
 //   - On connections that are not sockets (TLS, pipes: no non-blocking
 //     write), every frame is handed to the writer goroutine, as before.
+//   - A frame given in parts the sender keeps (SendVec) is written from
+//     them only by its own sender, when it takes the role to write its
+//     frame itself as above; a frame that would wait in the queue is
+//     copied first, and when the socket takes it only in part, the rest is
+//     copied before the role leaves the sender (ownVec). So a large
+//     message goes from the caller's memory to the socket without a copy
+//     when it can go at once, and nothing refers to that memory once
+//     SendVec returns.
 //
 // No sender ever waits for the socket or for another goroutine (its only
 // wait is for send budget, in acquireSend, with its context), so combining
@@ -70,10 +78,15 @@ func (w *writeState) prepare() {
 	w.hdrs = w.hdrs[:0]
 	w.bufs = w.bufs[:0]
 	for _, f := range w.batch {
-		w.hdrs = binary.BigEndian.AppendUint32(w.hdrs, uint32(len(f.b)))
+		w.hdrs = binary.BigEndian.AppendUint32(w.hdrs, uint32(f.n))
 	}
 	for i, f := range w.batch {
 		w.bufs = append(w.bufs, w.hdrs[i*frameHeaderLen:(i+1)*frameHeaderLen])
+		for _, b := range f.vec {
+			if len(b) > 0 {
+				w.bufs = append(w.bufs, b)
+			}
+		}
 		if len(f.b) > 0 {
 			w.bufs = append(w.bufs, f.b)
 		}
@@ -99,10 +112,7 @@ func (c *conn) releaseBatch() {
 	clear(w.bufs)
 	w.left = nil
 	for i, f := range w.batch {
-		c.sendBudget.Release(budget(len(f.b), c.sendCap))
-		if f.pooled {
-			bufpool.Put(f.b)
-		}
+		c.release(f)
 		w.batch[i] = frame{}
 	}
 	w.batch = w.batch[:0]
@@ -117,8 +127,7 @@ func (c *conn) enqueue(f frame) error {
 	select {
 	case <-c.done:
 		c.wmu.Unlock()
-		c.sendBudget.Release(budget(len(f.b), c.sendCap))
-		bufpool.Put(f.b)
+		c.release(f)
 		return c.closeErr()
 	default:
 	}
@@ -128,17 +137,86 @@ func (c *conn) enqueue(f frame) error {
 		return nil
 	}
 	c.writing = true
-	if rcv := c.received.Load(); c.w.d != nil && rcv != c.lastDirect && len(c.recvq) == 0 {
-		c.lastDirect = rcv
+	if c.answerLocked() {
 		c.wmu.Unlock()
-		c.w.direct++
-		c.w.batch = append(c.w.batch, f) // empty: the last holder released it
-		return c.combine()
+		return c.writeOwn(f)
 	}
 	c.wqueue = append(c.wqueue, f)
 	c.wmu.Unlock()
 	c.handOff()
 	return nil
+}
+
+// answerLocked reports whether a sender that takes the free role writes
+// its frame itself: the connection can be written without blocking and
+// the frame looks like an answer (see above). It records that it does.
+// The caller holds wmu.
+func (c *conn) answerLocked() bool {
+	rcv := c.received.Load()
+	if c.w.d == nil || rcv == c.lastDirect || len(c.recvq) != 0 {
+		return false
+	}
+	c.lastDirect = rcv
+	return true
+}
+
+// writeOwn writes f, as the sender that took the role to write it itself.
+func (c *conn) writeOwn(f frame) error {
+	c.w.direct++
+	c.w.batch = append(c.w.batch, f) // empty: the last holder released it
+	return c.combine()
+}
+
+// enqueueVec sends the frame made of bufs, n bytes, as enqueue sends one:
+// when enqueue would have its sender write it, the sender writes it from
+// bufs; otherwise (another goroutine holds the role, or the frame goes to
+// the writer goroutine) it is copied into pooled memory first, since the
+// caller may reuse bufs as soon as SendVec returns. What the socket does
+// not take of a frame written from bufs is copied before the role leaves
+// its sender (ownVec).
+func (c *conn) enqueueVec(bufs [][]byte, n int) error {
+	c.wmu.Lock()
+	if !c.writing && !isClosed(c.done) && c.answerLocked() {
+		c.writing = true
+		c.wmu.Unlock()
+		return c.writeOwn(frame{vec: bufs, n: n})
+	}
+	c.wmu.Unlock()
+	b := bufpool.Get(n)
+	off := 0
+	for _, p := range bufs {
+		off += copy(b[off:], p)
+	}
+	c.vecCopied.Add(uint64(n))
+	return c.enqueue(pooledFrame(b))
+}
+
+// ownVec copies what is left to write of a frame its sender writes from
+// its own parts (SendVec) into pooled memory, before the role leaves that
+// sender: the role's next holder then writes the copy, and nothing refers
+// to the parts once SendVec returns. Such a frame is alone in the first
+// round's batch (writeOwn), so what is left of the batch is what is left
+// of it. The holder calls it, so nobody else reads the batch meanwhile.
+func (c *conn) ownVec() {
+	w := &c.w
+	if len(w.batch) == 0 || w.batch[0].vec == nil {
+		return
+	}
+	r := 0
+	for _, p := range w.left {
+		r += len(p)
+	}
+	b := bufpool.Get(r)
+	off := 0
+	for _, p := range w.left {
+		off += copy(b[off:], p)
+	}
+	clear(w.bufs)
+	w.bufs = append(w.bufs[:0], b)
+	w.left = w.bufs
+	f := &w.batch[0]
+	f.b, f.vec, f.pooled = b, nil, true
+	c.vecCopied.Add(uint64(r))
 }
 
 // handOff passes the writer's role, and what is left of the batch, to the
@@ -160,6 +238,7 @@ func (c *conn) combine() error {
 			if err != nil {
 				c.w.err = fmt.Errorf("tcp: write: %w", err)
 				c.fail(c.w.err)
+				c.ownVec()
 				c.handOff() // the writer goroutine drops what is left
 				if round == 0 {
 					return c.closeErr()
@@ -168,6 +247,7 @@ func (c *conn) combine() error {
 			}
 			c.w.consume(n)
 			if wouldBlock && len(c.w.left) > 0 {
+				c.ownVec()
 				c.handOff() // the writer goroutine waits for the socket
 				return nil
 			}
@@ -280,9 +360,14 @@ func (c *conn) dropWrites() {
 	c.wqueue = nil
 	c.wmu.Unlock()
 	for _, f := range q {
-		c.sendBudget.Release(budget(len(f.b), c.sendCap))
-		if f.pooled {
-			bufpool.Put(f.b)
-		}
+		c.release(f)
+	}
+}
+
+// release gives back what f held: its budget, and its memory if pooled.
+func (c *conn) release(f frame) {
+	c.sendBudget.Release(budget(f.n, c.sendCap))
+	if f.pooled {
+		bufpool.Put(f.b)
 	}
 }

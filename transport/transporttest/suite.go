@@ -44,6 +44,7 @@ func Run(t *testing.T, cfg Config) {
 		{"Ordering", s.testOrdering},
 		{"Sizes", s.testSizes},
 		{"SendBuffer", s.testSendBuffer},
+		{"SendVec", s.testSendVec},
 		{"TooLarge", s.testTooLarge},
 		{"ConcurrentSenders", s.testConcurrentSenders},
 		{"ConcurrentReceivers", s.testConcurrentReceivers},
@@ -284,6 +285,80 @@ func (s *suite) testSendBuffer(t *testing.T) {
 	}
 	if got, err := recvCopy(ctx, client); err != nil || string(got) != "after" {
 		t.Fatalf("after a released buffer: got %q, %v", got, err)
+	}
+}
+
+// testSendVec sends messages in parts (transport.VectorSender, where the
+// connection has it), one at a time and in bursts of 8 sent before any
+// echo is read; each message's parts are overwritten as soon as SendVec
+// returns, and every echo must still be what was sent.
+func (s *suite) testSendVec(t *testing.T) {
+	client, server := s.pair(t)
+	vs, ok := client.(transport.VectorSender)
+	if !ok {
+		t.Skip("the connection is not a transport.VectorSender")
+	}
+	ctx := s.progressCtx(t, client, server)
+	startEcho(t, ctx, server)
+	shapes := [][]int{{}, {0}, {5}, {0, 100, 0}, {17, 70000}, {3, 1 << 20, 7, 4096}, {40, 3 << 20}}
+	seed := uint64(0)
+	send := func(shape []int) []byte {
+		seed++
+		var parts [][]byte
+		total := 0
+		for _, n := range shape {
+			total += n
+		}
+		if total > s.cfg.MaxMessageSize {
+			return nil
+		}
+		want := pattern(seed, total)
+		off := 0
+		for _, n := range shape {
+			parts = append(parts, append([]byte(nil), want[off:off+n]...))
+			off += n
+		}
+		if err := vs.SendVec(ctx, parts); err != nil {
+			t.Fatalf("SendVec(%v): %v", shape, err)
+		}
+		for _, p := range parts {
+			clear(p) // the caller's to reuse once SendVec returned
+		}
+		return want
+	}
+	check := func(shape []int, want []byte) {
+		got, err := recvCopy(ctx, client)
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("message in parts %v came back different (%d bytes, want %d; first difference at %d)", shape, len(got), len(want), firstDiff(got, want))
+		}
+	}
+	for _, shape := range shapes {
+		if want := send(shape); want != nil {
+			check(shape, want)
+		}
+	}
+	for range 2 {
+		var sent [][]byte
+		var sentShapes [][]int
+		for i := range 8 {
+			shape := shapes[i%len(shapes)]
+			if want := send(shape); want != nil {
+				sent, sentShapes = append(sent, want), append(sentShapes, shape)
+			}
+		}
+		for i, want := range sent {
+			check(sentShapes[i], want)
+		}
+	}
+	big := [][]byte{make([]byte, s.cfg.MaxMessageSize), {1}}
+	if err := vs.SendVec(ctx, big); !errors.Is(err, transport.ErrMessageTooLarge) {
+		t.Fatalf("SendVec(max+1 bytes in two parts) = %v, want ErrMessageTooLarge", err)
+	}
+	if want := send([]int{10, 20}); want != nil {
+		check([]int{10, 20}, want)
 	}
 }
 
