@@ -81,8 +81,7 @@ func TestCompressUnary(t *testing.T) {
 // call Internal before it leaves; one the server does not have,
 // Unimplemented, on unary calls and streams, as gRPC-go's.
 func TestCompressUnknown(t *testing.T) {
-	s := startServer(t, pipe.New(pipe.Options{}), newGate())
-	s.srv.RegisterService(echoStreamService(new(concurrency)), struct{}{})
+	s := startServerWith(t, pipe.New(pipe.Options{}), newGate(), registerEchoStream)
 	cc, c := s.dial(t)
 	ctx := testCtx(t)
 	if _, err := c.Echo(ctx, &testpb.EchoRequest{}, rpc.UseCompressor("snappy")); status.Code(err) != codes.Internal {
@@ -104,12 +103,15 @@ func TestCompressUnknown(t *testing.T) {
 	}
 }
 
+func registerEchoStream(s *rpc.Server) {
+	s.RegisterService(echoStreamService(new(concurrency)), struct{}{})
+}
+
 // TestCompressStream: a bidirectional stream with UseCompressor("gzip")
 // sends and receives compressed messages (1 MiB of zeros under 64 KiB send
 // limits both ways).
 func TestCompressStream(t *testing.T) {
-	s := startServer(t, pipe.New(pipe.Options{}), newGate(), rpc.MaxSendMsgSize(64<<10))
-	s.srv.RegisterService(echoStreamService(new(concurrency)), struct{}{})
+	s := startServerWith(t, pipe.New(pipe.Options{}), newGate(), registerEchoStream, rpc.MaxSendMsgSize(64<<10))
 	cc, _ := s.dial(t)
 	ctx := testCtx(t)
 	desc := &rpc.StreamDesc{ClientStreams: true, ServerStreams: true}

@@ -109,9 +109,19 @@ type server struct {
 // test ends.
 func startServer(t *testing.T, tr transport.Transport, svc testpb.TestServer, opts ...rpc.ServerOption) *server {
 	t.Helper()
+	return startServerWith(t, tr, svc, nil, opts...)
+}
+
+// startServerWith is startServer with more services: register runs before
+// Serve, as registration after it panics.
+func startServerWith(t *testing.T, tr transport.Transport, svc testpb.TestServer, register func(*rpc.Server), opts ...rpc.ServerOption) *server {
+	t.Helper()
 	core, logs := observer.New(zap.InfoLevel)
 	s := &server{srv: rpc.NewServer(append([]rpc.ServerOption{rpc.Logger(zap.New(core))}, opts...)...), tr: tr, logs: logs}
 	testpb.RegisterTestServer(s.srv, svc)
+	if register != nil {
+		register(s.srv)
+	}
 	lis, err := tr.Listen("test:0")
 	if err != nil {
 		t.Fatal(err)
