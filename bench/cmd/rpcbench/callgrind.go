@@ -38,7 +38,7 @@ func runUnderCallgrind(args []string, stdout io.Writer) error {
 // named after role.
 func callgrindCommand(dir, role, exe string, args ...string) *exec.Cmd {
 	out := filepath.Join(dir, role+".%p")
-	cmd := exec.Command("valgrind", append([]string{"--tool=callgrind", "--quiet", "--callgrind-out-file=" + out, exe}, args...)...)
-	cmd.Env = append(os.Environ(), callgrind.OutEnv+"="+out, callgrindDirEnv+"="+dir, callgrind.Godebug)
+	cmd := callgrind.Command(out, exe, args...)
+	cmd.Env = append(cmd.Env, callgrindDirEnv+"="+dir)
 	return cmd
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,9 +21,23 @@ import (
 	"github.com/rdmarpc/rdmarpc/transport"
 )
 
+// raceEnabled: built with -race (race_test.go).
+var raceEnabled bool
+
+// mainEnv makes the test binary rpcbench itself (the client --callgrind
+// runs again under valgrind).
+const mainEnv = "RPCBENCH_TEST_MAIN"
+
 func TestMain(m *testing.M) {
 	if impl := os.Getenv(childEnv); impl != "" { // a server process the tests started
 		os.Exit(childMain(impl, os.Stdin, os.Stdout))
+	}
+	if os.Getenv(mainEnv) != "" {
+		if err := run(os.Args[1:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "rpcbench:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -159,6 +175,46 @@ func TestPerCall(t *testing.T) {
 	perCall(&out, map[string]uint64{"a": 1}, map[string]uint64{"a": 1}, 10)
 	if out.Len() != 0 {
 		t.Errorf("nothing moved, yet perCall printed %q", out.String())
+	}
+}
+
+// TestCallgrind counts instructions per call at 64 KiB with client and
+// servers under callgrind: every count is what a call costs (rdmarpc and
+// raw TCP take 0.1–0.2M), not what valgrind's thread scheduling adds.
+// Without --fair-sched=yes a yielding thread kept valgrind's lock while the
+// thread it waited for could not run, and cells counted 1.3M–71M.
+func TestCallgrind(t *testing.T) {
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		t.Skip("no valgrind")
+	}
+	if raceEnabled {
+		t.Skip("the race detector multiplies the instructions counted")
+	}
+	t.Setenv(mainEnv, "1")
+	csvPath := filepath.Join(t.TempDir(), "r.csv")
+	var out bytes.Buffer
+	if err := run([]string{"--callgrind", "--compare", "raw", "--sizes", "64KiB", "--conc", "1", "--duration", "1s", "--warmup", "500ms", "--csv", csvPath}, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	f, err := os.Open(csvPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rs, err := bench.ReadCSV(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 {
+		t.Fatalf("%d rows, want rdmarpc's and raw's:\n%s", len(rs), out.String())
+	}
+	for _, r := range rs {
+		t.Logf("%s: %.0f / %.0f instructions per call", r.Impl, r.InstrPerCall, r.Server.Instr)
+		for end, n := range map[string]float64{"client": r.InstrPerCall, "server": r.Server.Instr} {
+			if n <= 0 || n > 600e3 {
+				t.Errorf("%s %s: %.0f instructions per 64 KiB call", r.Impl, end, n)
+			}
+		}
 	}
 }
 

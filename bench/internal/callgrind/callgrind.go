@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,6 +27,22 @@ const OutEnv = "RDMARPC_CALLGRIND_OUT"
 // program on a CPU that has it dies with SIGILL at its first contended
 // runtime lock; without it cputicks fences and reads the TSC).
 const Godebug = "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off"
+
+// Command returns the command that runs exe with args under callgrind,
+// its dumps written to out (where %p stands for the pid, as in
+// --callgrind-out-file), with the environment Take and the Go runtime need.
+//
+// Valgrind runs one thread at a time. By default a thread that yields
+// (sched_yield, which the Go runtime's lock and preemption spins call)
+// may take the lock straight back, so the thread it waits for does not
+// run: a collection cycle or a scheduler spin then burns billions of
+// instructions in one cell (seen at 64 KiB: 2M–365M "per call" where a
+// call takes 120k). --fair-sched=yes hands the lock over in turn.
+func Command(out, exe string, args ...string) *exec.Cmd {
+	cmd := exec.Command("valgrind", append([]string{"--tool=callgrind", "--quiet", "--fair-sched=yes", "--callgrind-out-file=" + out, exe}, args...)...)
+	cmd.Env = append(os.Environ(), OutEnv+"="+out, Godebug)
+	return cmd
+}
 
 // Running reports whether the process runs under valgrind.
 func Running() bool {

@@ -58,9 +58,8 @@ func TestUnderCallgrind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(t.TempDir(), "cg.%p")
-	cmd := exec.Command("valgrind", "--tool=callgrind", "--quiet", "--callgrind-out-file="+out, exe, "-test.run=^TestUnderCallgrind$")
-	cmd.Env = append(os.Environ(), "CALLGRIND_CHILD=1", OutEnv+"="+out, Godebug)
+	cmd := Command(filepath.Join(t.TempDir(), "cg.%p"), exe, "-test.run=^TestUnderCallgrind$")
+	cmd.Env = append(cmd.Env, "CALLGRIND_CHILD=1")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("under callgrind: %v\n%s", err, b)
 	}
