@@ -49,22 +49,9 @@ func defaultStreamWorkers() int { return max(16, 4*runtime.GOMAXPROCS(0)) }
 
 func (w *workers) init(n int) { w.max = n }
 
-// largeRequest is the request frame from which a call runs on a goroutine
-// of its own even when a worker is idle. Measured on tcp:// loopback
-// (BenchmarkPingPong, 64 KiB each way), a worker made the round trip
-// 15-20 % slower than a fresh goroutine, the difference going into
-// protobuf's copy of the payload into new memory, and gone with GOGC=off;
-// at that size a goroutine's start is noise, while at 64 B the worker
-// saves a wake-up per call.
-const largeRequest = 16 << 10
-
 // run runs l.adm.run(st) on an idle worker, a new one while fewer than
 // max run, or else on a goroutine of its own. It never waits.
 func (w *workers) run(l *serverLink, st *callStream) {
-	if st.frame.Len() >= largeRequest {
-		go l.adm.run(st)
-		return
-	}
 	w.mu.Lock()
 	if n := len(w.idle); n > 0 {
 		wk := w.idle[n-1]
