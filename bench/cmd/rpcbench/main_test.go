@@ -60,15 +60,7 @@ func TestCompare(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	f, err := os.Open(csvPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rs, err := bench.ReadCSV(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := readCSV(t, csvPath)
 	impls := map[string]int{}
 	for _, r := range rs {
 		impls[r.Impl]++
@@ -196,15 +188,7 @@ func TestCallgrind(t *testing.T) {
 	if err := run([]string{"--callgrind", "--compare", "raw", "--sizes", "64KiB", "--conc", "1", "--duration", "1s", "--warmup", "500ms", "--csv", csvPath}, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	f, err := os.Open(csvPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rs, err := bench.ReadCSV(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := readCSV(t, csvPath)
 	if len(rs) != 2 {
 		t.Fatalf("%d rows, want rdmarpc's and raw's:\n%s", len(rs), out.String())
 	}
@@ -216,6 +200,20 @@ func TestCallgrind(t *testing.T) {
 			}
 		}
 	}
+}
+
+func readCSV(t *testing.T, path string) []bench.Result {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rs, err := bench.ReadCSV(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
 }
 
 // mapKV is the KV service's Batch and Get over a map: what --kv uses of it
