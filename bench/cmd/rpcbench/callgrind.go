@@ -16,7 +16,9 @@ const callgrindDirEnv = "RPCBENCH_CALLGRIND_DIR"
 
 // runUnderCallgrind runs rpcbench again, with the same arguments, under
 // valgrind's callgrind; its servers then run under it too (startChild).
-func runUnderCallgrind(args []string, stdout io.Writer) error {
+// The dumps go to keep, which is made if need be, or else to a temporary
+// directory removed at the end.
+func runUnderCallgrind(args []string, keep string, stdout io.Writer) error {
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		return fmt.Errorf("--callgrind needs valgrind (apt-get install valgrind): %w", err)
 	}
@@ -24,11 +26,18 @@ func runUnderCallgrind(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "rpcbench-callgrind-")
-	if err != nil {
+	dir := keep
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "rpcbench-callgrind-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if dir, err = filepath.Abs(dir); err != nil {
+		return err
+	}
 	cmd := callgrindCommand(dir, "client", exe, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
 	return cmd.Run()

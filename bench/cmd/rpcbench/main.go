@@ -45,6 +45,7 @@ type options struct {
 	cpuProfile, tracePath string
 	inProcess             bool
 	callgrind             bool
+	callgrindDumps        string
 	lend                  bool
 	rdma                  bench.RDMAFlags
 }
@@ -75,7 +76,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	if o.callgrind {
 		if !callgrind.Running() {
-			return runUnderCallgrind(args, stdout)
+			return runUnderCallgrind(args, o.callgrindDumps, stdout)
 		}
 		// Callgrind fails an assertion on the SIGCHLD of a server
 		// process's exit; ignored, the kernel reaps the child itself.
@@ -151,6 +152,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.ibBW, "ib-bw", "", "read ib_send_bw output from these `files` (comma-separated) instead of running it")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this `file`; a server in a child process writes its own to file.server")
 	fs.BoolVar(&o.lend, "lend", false, "rdmarpc's server lends each request's bytes to the handler instead of copying them (rpc.LendRequestBytes; the echo answers with them)")
+	fs.StringVar(&o.callgrindDumps, "callgrind-dumps", "", "with --callgrind, keep callgrind's dumps in this `dir` (client.PID.N and server.PID.N, the Nth interval of each process: a cell's measured calls are the even ones) for callgrind_annotate, instead of deleting them")
 	fs.BoolVar(&o.callgrind, "callgrind", false, "count the instructions each end executes per call: the client and every server process run under valgrind's callgrind (about 50 times slower, so use a short --duration and --warmup); the counts do not depend on the machine's load, and include the runtime's work in every thread")
 	fs.StringVar(&o.tracePath, "trace", "", "write a runtime execution trace of the run to this `file` (go tool trace)")
 	o.rdma.Register(fs)

@@ -183,14 +183,21 @@ func TestCallgrind(t *testing.T) {
 		t.Skip("the race detector multiplies the instructions counted")
 	}
 	t.Setenv(mainEnv, "1")
-	csvPath := filepath.Join(t.TempDir(), "r.csv")
+	csvPath, dumps := filepath.Join(t.TempDir(), "r.csv"), filepath.Join(t.TempDir(), "dumps")
 	var out bytes.Buffer
-	if err := run([]string{"--callgrind", "--compare", "raw", "--sizes", "64KiB", "--conc", "1", "--duration", "1s", "--warmup", "500ms", "--csv", csvPath}, &out); err != nil {
+	if err := run([]string{"--callgrind", "--callgrind-dumps", dumps, "--compare", "raw", "--sizes", "64KiB", "--conc", "1", "--duration", "1s", "--warmup", "500ms", "--csv", csvPath}, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	rs := readCSV(t, csvPath)
 	if len(rs) != 2 {
 		t.Fatalf("%d rows, want rdmarpc's and raw's:\n%s", len(rs), out.String())
+	}
+	// --callgrind-dumps kept every interval: the client's and each
+	// server's two per cell, and their ends.
+	for _, pattern := range []string{"client.*.4", "server.*.2"} {
+		if m, _ := filepath.Glob(filepath.Join(dumps, pattern)); len(m) == 0 {
+			t.Errorf("no dump %s in --callgrind-dumps", pattern)
+		}
 	}
 	for _, r := range rs {
 		t.Logf("%s: %.0f / %.0f instructions per call", r.Impl, r.InstrPerCall, r.Server.Instr)
