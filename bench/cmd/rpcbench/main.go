@@ -54,10 +54,16 @@ func main() {
 	if impl := os.Getenv(childEnv); impl != "" {
 		os.Exit(childMain(impl, os.Stdin, os.Stdout))
 	}
-	if err := run(os.Args[1:], os.Stdout); err != nil {
+	os.Exit(runMain(os.Args[1:]))
+}
+
+// runMain runs rpcbench with args and returns its exit code.
+func runMain(args []string) int {
+	if err := run(args, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "rpcbench:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func run(args []string, stdout io.Writer) error {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -33,11 +32,7 @@ func TestMain(m *testing.M) {
 		os.Exit(childMain(impl, os.Stdin, os.Stdout))
 	}
 	if os.Getenv(mainEnv) != "" {
-		if err := run(os.Args[1:], os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "rpcbench:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		os.Exit(runMain(os.Args[1:]))
 	}
 	goleak.VerifyTestMain(m)
 }
