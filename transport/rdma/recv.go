@@ -212,11 +212,12 @@ func (r *receiver) accept(wc *verbs.WorkCompletion, buf int32, k kind, back int)
 		if wc.ByteLen != 0 {
 			return false, rv, protoErr("give-back with %d bytes of payload", wc.ByteLen)
 		}
-		if err := r.led.TakeBack(back); err != nil {
+		freed, err := r.led.TakeBack(back)
+		if err != nil {
 			return false, rv, fmt.Errorf("%w: %w", transport.ErrProtocol, err)
 		}
 		if r.pool != nil {
-			r.pool.release(back)
+			r.pool.release(freed)
 		}
 		return true, rv, nil
 	}

@@ -40,7 +40,8 @@
 //     lend field of its next return (Ledger.Lend, TakeLend; Window.Lend).
 //   - An idle sender gives lent credits back in a give-back message, which
 //     takes a credit itself (Window.GiveBack; Ledger.TakeBack); the receiver
-//     releases them to the pool.
+//     releases them to the pool, with any lend the peer was not yet told of
+//     (withdrawn: its news might never come).
 //
 // The types are not safe for concurrent use: the connection guards them.
 // This package must not know about verbs, buffers or connections.

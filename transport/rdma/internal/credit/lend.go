@@ -96,17 +96,24 @@ func (l *Ledger) TakeLend() int {
 
 // TakeBack records a give-back message, after its own arrival (Arrived):
 // the peer's window shrinks by n. Only lent credits the peer was told of
-// can come back, and only ones it is not using.
-func (l *Ledger) TakeBack(n int) error {
+// can come back, and only ones it is not using. A lend not yet told is
+// withdrawn with it: the peer is idle, and the lend's news might never
+// come — a give-back of ours returns credits but cannot carry it, so the
+// peer can be left with fewer credits than the (larger) threshold while
+// the lend waits for a credit-only message. It returns the credits that
+// left the window, n and the withdrawn lend, for the caller to release.
+func (l *Ledger) TakeBack(n int) (freed int, err error) {
 	if n <= 0 || n > l.recvs-l.lendOwed-l.base {
-		return fmt.Errorf("%w: peer gave back %d credits of %d lent", ErrViolation, n, l.recvs-l.lendOwed-l.base)
+		return 0, fmt.Errorf("%w: peer gave back %d credits of %d lent", ErrViolation, n, l.recvs-l.lendOwed-l.base)
 	}
-	if l.unreturned > l.recvs-n {
-		return fmt.Errorf("%w: peer gave back %d credits with %d of %d in use", ErrViolation, n, l.unreturned, l.recvs)
+	if l.unreturned > l.recvs-l.lendOwed-n {
+		return 0, fmt.Errorf("%w: peer gave back %d credits with %d of %d in use", ErrViolation, n, l.unreturned, l.recvs-l.lendOwed)
 	}
-	l.recvs -= n
+	freed = n + l.lendOwed
+	l.recvs -= freed
+	l.lendOwed = 0
 	l.threshold = Threshold(l.recvs)
-	return nil
+	return freed, nil
 }
 
 // Pool counts the buffers of a shared receive pool against what the

@@ -21,6 +21,7 @@ const (
 	lControl               // A→B: a control message for the other direction (no credit)
 	lPiggy                 // B→A: a data message of B's, with returns and lends
 	lCredit                // B→A: a credit-only message, with returns and lends
+	lBack                  // B→A: B's give-back for the other direction, with returns and no lend (its lend field carries what it gives back)
 )
 
 type lmsg struct {
@@ -139,10 +140,11 @@ func (m *pmodel) handleB(c *lconn) bool {
 		if err := c.led.Arrived(); err != nil {
 			m.t.Fatalf("conn %d: %v", c.id, err)
 		}
-		if err := c.led.TakeBack(x.back); err != nil {
+		freed, err := c.led.TakeBack(x.back)
+		if err != nil {
 			m.t.Fatalf("conn %d: %v", c.id, err)
 		}
-		m.pool.Release(x.back)
+		m.pool.Release(freed)
 		m.posted++ // empty: posted again at once, its credit owed
 		c.led.Reposted()
 		m.creditOnly(c)
@@ -219,6 +221,14 @@ func (m *pmodel) flush(c *lconn) {
 // piggy: B sends a message of its own, carrying what is owed and lent.
 func (m *pmodel) piggy(c *lconn) bool {
 	c.toA = append(c.toA, lmsg{kind: lPiggy, grant: c.led.Piggyback(), lend: c.led.TakeLend()})
+	return true
+}
+
+// backB: B gives back credits A lent it for the other direction. The
+// give-back returns what B owes, but its lend field holds what it gives
+// back, so a lend of B's not yet told stays untold.
+func (m *pmodel) backB(c *lconn) bool {
+	c.toA = append(c.toA, lmsg{kind: lBack, grant: c.led.Piggyback()})
 	return true
 }
 
@@ -351,7 +361,7 @@ func TestLending(t *testing.T) {
 			m.join(rapid.IntRange(0, 80).Draw(rt, "want"))
 		}
 		for range rapid.IntRange(0, 800).Draw(rt, "steps") {
-			a := rapid.IntRange(0, 11).Draw(rt, "action")
+			a := rapid.IntRange(0, 12).Draw(rt, "action")
 			if a == 0 {
 				m.join(rapid.IntRange(0, 80).Draw(rt, "want"))
 				m.check()
@@ -386,6 +396,8 @@ func TestLending(t *testing.T) {
 				c.want += rapid.IntRange(0, 20).Draw(rt, "more")
 			case 11:
 				m.flush(c) // the poller ran for something else (a send's completion)
+			case 12:
+				m.backB(c)
 			case 10:
 				if rapid.IntRange(0, 4).Draw(rt, "closeOdds") == 0 {
 					// Closing drops what is on the wire: the QP is in ERR.
@@ -512,18 +524,72 @@ func TestLendViolations(t *testing.T) {
 		t.Fatal("not exhausted with both credits used")
 	}
 	l.Lend(2)
-	if err := l.TakeBack(1); err == nil {
+	if _, err := l.TakeBack(1); err == nil {
 		t.Error("a give-back of credits not yet told accepted")
 	}
 	if n := l.TakeLend(); n != 2 {
 		t.Fatalf("TakeLend = %d, want 2", n)
 	}
-	if err := l.TakeBack(3); err == nil {
+	if _, err := l.TakeBack(3); err == nil {
 		t.Error("a give-back of the guaranteed window accepted")
 	}
 	_ = l.Arrived()
 	_ = l.Arrived() // 4 of 4 in use
-	if err := l.TakeBack(1); err == nil {
+	if _, err := l.TakeBack(1); err == nil {
 		t.Error("a give-back of credits in use accepted")
 	}
+}
+
+// TestGiveBackMeetsUntoldLend: B lends to A, then returns credits on its
+// own give-back (which cannot carry the lend), and A, idle, gives back
+// while the lend is still untold. A must not be left without credits and
+// B below its credit-only threshold. (Found in the guest: TestSharedPoolIdle
+// held lent credits for a minute, a window of 5 with 3 untold.)
+func TestGiveBackMeetsUntoldLend(t *testing.T) {
+	m := &pmodel{t: t, g: 1, cap: 16, chunk: 3, limit: 64}
+	m.grow() // just g + Extra: the window starts at g
+	if !m.join(0) {
+		t.Fatal("join refused")
+	}
+	c := m.conns[0]
+	// A uses its window up: B lends 1, told on the credit-only return.
+	c.want = 1
+	m.send(c)
+	m.handleB(c)
+	for m.release(c) {
+	}
+	m.flush(c)
+	m.arriveA(c)
+	if c.win.Max() != 2 || c.win.Avail() != 2 {
+		t.Fatalf("A's window %d with %d available, want 2 and 2", c.win.Max(), c.win.Avail())
+	}
+	// A uses the window of 2 up: B lends 2 more, untold yet.
+	c.want = 2
+	for m.send(c) {
+	}
+	for m.handleB(c) {
+	}
+	if c.led.LendOwed() != 2 {
+		t.Fatalf("B lent %d untold, want 2", c.led.LendOwed())
+	}
+	// B's user releases both messages, and each credit goes back on a
+	// give-back of B's for the other direction: A holds two again and has
+	// heard of no lend.
+	for range 2 {
+		c.held--
+		m.posted++
+		c.led.Reposted()
+		m.backB(c)
+		m.arriveA(c)
+		m.check()
+	}
+	// A idles and gives back what it can spare.
+	if !m.giveBack(c) {
+		t.Fatalf("A gave nothing back: window %d, %d available", c.win.Max(), c.win.Avail())
+	}
+	m.arriveB(c)
+	m.check()
+	// A has more to send: it must get there.
+	c.want = 5
+	m.settle()
 }
