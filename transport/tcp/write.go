@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"runtime"
 	"time"
 
 	"github.com/rdmarpc/rdmarpc/internal/bufpool"
@@ -66,6 +67,7 @@ type writeState struct {
 	// What the tests look at (under wmu, while nobody holds the role).
 	direct    uint64 // batches a sender began to write itself
 	handedOff uint64 // role hand-offs to the writer goroutine
+	held      uint64 // batches the writer goroutine wrote
 }
 
 func (w *writeState) init(nc net.Conn) {
@@ -270,6 +272,43 @@ func (c *conn) combine() error {
 	}
 }
 
+// gather yields the processor once before the writer goroutine writes a
+// short batch, then takes what was queued meanwhile into it: goroutines
+// about to send (other streams' handlers, other callers) queue their frames
+// behind it and share its system call. Without it, 16 ping-pong streams
+// cost a writev per message at each end (0.9 against gRPC-go's 0.2, whose
+// writer yields the same way) and 1.2× gRPC-go's CPU per message. A large
+// batch is written at once: its copy, not the system call, is the cost.
+// Senders that write their own frame (combine) do not yield: at one call
+// in flight nothing would join them, and the yield cost context switches.
+func (c *conn) gather() {
+	if len(c.w.batch) == 0 || len(c.w.batch) >= gatherFrames {
+		return
+	}
+	n := 0
+	for _, f := range c.w.batch {
+		n += f.n
+	}
+	if n >= gatherBelow {
+		return
+	}
+	runtime.Gosched()
+	c.wmu.Lock()
+	c.w.batch = append(c.w.batch, c.wqueue...)
+	clear(c.wqueue)
+	c.wqueue = c.wqueue[:0]
+	c.wmu.Unlock()
+}
+
+// The writer goroutine yields before writing a batch of fewer than
+// gatherFrames frames and gatherBelow bytes (gather). A longer batch
+// already shares its system call; yielding before each one cost a flood of
+// 64-byte messages on one stream a tenth of its rate.
+const (
+	gatherFrames = 4
+	gatherBelow  = 16 << 10
+)
+
 func isClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
@@ -309,6 +348,7 @@ func (c *conn) writeHeld() error {
 			return c.w.err
 		}
 		if len(c.w.left) > 0 {
+			c.w.held++
 			// WriteTo consumes the slice it is called on: out is the
 			// copy, so bufs keeps its backing array for the next batch.
 			*c.w.out = c.w.left
@@ -326,6 +366,7 @@ func (c *conn) writeHeld() error {
 		}
 		c.w.batch, c.wqueue = c.wqueue, c.w.batch
 		c.wmu.Unlock()
+		c.gather()
 		c.w.prepare()
 	}
 }
