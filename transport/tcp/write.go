@@ -31,6 +31,8 @@ import (
 //     reads slowly, or not at all), after maxCombine rounds, or when the
 //     connection is closing. It writes with blocking writes, so only it ever
 //     waits for the peer, and lets the role go once the queue is empty.
+//     Before a short batch it yields once, so that senders about to queue
+//     join it (gather).
 //   - On connections that are not sockets (TLS, pipes: no non-blocking
 //     write), every frame is handed to the writer goroutine, as before.
 //   - A frame given in parts the sender keeps (SendVec) is written from
