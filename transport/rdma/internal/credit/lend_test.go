@@ -439,10 +439,11 @@ func TestLending(t *testing.T) {
 
 // TestLendingPostsInTime: one busy connection whose window grows by
 // lends, with the receiver's user releasing messages and the poller running
-// (for arrivals, and for completions of its own) in any order. However the
-// releases fall into posting batches, the sender is never left waiting:
-// the credits a batch holds back are never the ones that would reach the
-// credit-only threshold (PostBatch).
+// (for arrivals, and for completions of its own), give-backs both ways and
+// the receiver's own messages in any order. However the releases fall into
+// posting batches, the sender is never left waiting: the credits a batch
+// holds back are never the ones that would reach the credit-only threshold
+// (PostBatch).
 func TestLendingPostsInTime(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		// The pool starts with just the guaranteed window and control
@@ -453,7 +454,7 @@ func TestLendingPostsInTime(t *testing.T) {
 		m.join(rapid.IntRange(1, 300).Draw(rt, "want"))
 		c := m.conns[0]
 		for range rapid.IntRange(0, 600).Draw(rt, "steps") {
-			switch rapid.IntRange(0, 4).Draw(rt, "action") {
+			switch rapid.IntRange(0, 7).Draw(rt, "action") {
 			case 0:
 				m.send(c)
 			case 1:
@@ -464,6 +465,12 @@ func TestLendingPostsInTime(t *testing.T) {
 				m.arriveA(c)
 			case 4:
 				m.flush(c)
+			case 5:
+				m.giveBack(c) // A idled for a moment
+			case 6:
+				m.backB(c) // B gave back for the other direction
+			case 7:
+				m.piggy(c) // B sent a message of its own
 			}
 			m.check()
 		}
