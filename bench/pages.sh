@@ -11,9 +11,9 @@
 #
 #   tcp    rpcbench --compare raw,drpc,grpc on loopback, each server in a process of its own
 #          (peers.csv), then rdmarpc alone with both ends in one process (--inproc, inproc.csv)
-#          (BENCH_FLAGS replaces the default --sizes 64,1KiB,64KiB,1MiB --conc 1,16 --duration 3s),
+#          (BENCH_FLAGS replaces the default --sizes 64,1KiB,64KiB,1MiB --conc 1,16,64 --duration 3s),
 #          then streams against gRPC-go (--modes pingpong,stream, streams.csv; TCP_STREAM_FLAGS
-#          replaces --sizes 64,64KiB,1MiB --conc 1,16 --duration 3s), then every implementation
+#          replaces --sizes 64,64KiB,1MiB --conc 1,16,64 --duration 3s), then every implementation
 #          again under valgrind's callgrind (--callgrind, instr.csv: instructions per call at
 #          each end; installs valgrind when missing)
 #   rdma   bench/softroce.sh, the latency ladder in one Soft-RoCE boot, the RPC rungs with
@@ -55,7 +55,7 @@ GUEST="guest: testbed/vm.sh run1 (qemu TCG, rdma_rxe), ${RDMARPC_VM_MEM:-2048} M
 
 case $AREA in
 tcp)
-  read -r -a FLAGS <<<"${BENCH_FLAGS:---sizes 64,1KiB,64KiB,1MiB --conc 1,16 --duration 3s}"
+  read -r -a FLAGS <<<"${BENCH_FLAGS:---sizes 64,1KiB,64KiB,1MiB --conc 1,16,64 --duration 3s}"
   (cd "$REPO/bench" && go build -o "$WORK/rpcbench" ./cmd/rpcbench)
   CMD="rpcbench --compare raw,drpc,grpc ${FLAGS[*]}; rpcbench --inproc ${FLAGS[*]}"
   MACHINE=$(host)
@@ -63,7 +63,7 @@ tcp)
   "$WORK/rpcbench" --inproc "${FLAGS[@]}" --csv "$WORK/inproc.csv" | tee "$WORK/inproc.txt"
   FILES=(peers.csv peers.txt inproc.csv inproc.txt)
   # Streams beside gRPC-go's (raw and drpc have none): a ping-pong and a flood per caller.
-  read -r -a SFLAGS <<<"${TCP_STREAM_FLAGS:---sizes 64,64KiB,1MiB --conc 1,16 --duration 3s}"
+  read -r -a SFLAGS <<<"${TCP_STREAM_FLAGS:---sizes 64,64KiB,1MiB --conc 1,16,64 --duration 3s}"
   CMD="$CMD; rpcbench --compare grpc --modes pingpong,stream ${SFLAGS[*]}"
   "$WORK/rpcbench" --compare grpc --modes pingpong,stream "${SFLAGS[@]}" --csv "$WORK/streams.csv" | tee "$WORK/streams.txt"
   FILES+=(streams.csv streams.txt)
