@@ -65,15 +65,19 @@ type conn struct {
 	recvq       chan transport.Buffer // frames the reader goroutine read; closed when it stops
 	rs          rstate                // the frame being read: the role holder's
 	direct      bool                  // Recvs may read the socket themselves
+	sock        *inq                  // the socket's unread bytes, for readAhead; nil: not a socket
 	rmu         sync.Mutex
 	holder      holder          // guarded by rmu: who holds the read role
 	qwaiters    int             // guarded by rmu: Recvs waiting on recvq
 	loopWanted  bool            // guarded by rmu: the reader goroutine should take the free role
 	idleRead    bool            // guarded by rmu: the reader goroutine waits in read() for a frame's first byte
 	want        bool            // guarded by rmu: a Recv interrupted the reader goroutine for the role
-	large       atomic.Bool     // the last frame read was over directMax: the reader goroutine reads ahead
+	large       atomic.Bool     // the last frame read was over directMax and another was coming: the reader goroutine reads ahead
 	intr        bool            // guarded by rmu: the holder's reads are interrupted
 	deadline    bool            // guarded by rmu: the socket may have a read deadline
+	stallAt     time.Time       // guarded by rmu: the stall deadline set, if that is the one
+	stallArms   uint64          // guarded by rmu: stall deadlines set (the tests look)
+	intrs       uint64          // guarded by rmu: interruptions (the tests look)
 	rfailed     bool            // guarded by rmu: the stream failed; nothing is left to drain
 	releases    uint64          // guarded by rmu: roles released by Recvs
 	idleSeen    uint64          // guarded by rmu: releases when the idle timer was armed
@@ -145,6 +149,7 @@ func newConn(nc net.Conn, o *Options, maxSend int, auth credentials.AuthInfo, re
 		closed:     make(chan struct{}),
 	}
 	c.w.init(nc)
+	c.sock = newInq(c.w.d)
 	c.received.Store(helloLen)
 	c.rs.r = bufio.NewReaderSize(socketReader{c}, 64<<10)
 	c.ctx, c.cancel = context.WithCancel(context.Background())

@@ -94,3 +94,37 @@ func (d *direct) writev(fd uintptr) bool {
 		return true
 	}
 }
+
+// inq tells the read role's holder whether the socket holds bytes not
+// read yet (SIOCINQ). Its own state, apart from direct's, which is the
+// writer's.
+type inq struct {
+	rc syscall.RawConn
+	fn func(fd uintptr) // i.ioctl, bound once: a closure per look would be garbage
+	n  int32
+}
+
+func newInq(d *direct) *inq {
+	if d == nil {
+		return nil
+	}
+	i := &inq{rc: d.rc}
+	i.fn = i.ioctl
+	return i
+}
+
+func (i *inq) ioctl(fd uintptr) {
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&i.n))); errno != 0 {
+		i.n = 1
+	}
+}
+
+// unread reports whether a frame is already coming: the socket holds
+// bytes not read yet. True when it cannot tell.
+func (i *inq) unread() bool {
+	i.n = 1
+	if i.rc.Control(i.fn) != nil {
+		return true
+	}
+	return i.n > 0
+}

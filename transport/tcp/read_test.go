@@ -471,3 +471,157 @@ func TestRecvOnValueContextReadsDirectly(t *testing.T) {
 		t.Fatalf("cancelled Recv = %v, want context.Canceled", err)
 	}
 }
+
+// A large frame with nothing behind it (one call in flight) leaves the role
+// to the next Recv, as a small one does; one with the next frame already
+// coming (here the first bytes of its header) has the reader goroutine read
+// that ahead.
+func TestLargeFrameReadAheadOnlyWhenMoreComes(t *testing.T) {
+	const size = directMax + 3000
+	frame := func(n int, fill byte) []byte {
+		return append(binary.BigEndian.AppendUint32(nil, uint32(n)), bytes.Repeat([]byte{fill}, n)...)
+	}
+	next := frame(8, 2)
+	for _, tc := range []struct {
+		name   string
+		behind []byte // sent with the large frame, in the same write
+	}{
+		{"alone", nil},
+		{"another behind it", next[:2]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, srv := acceptRaw(t, New(Options{}))
+			waitIdleLoop(t, srv)
+			type got struct {
+				b   transport.Buffer
+				err error
+			}
+			first := make(chan got, 1)
+			go func() {
+				b, err := srv.Recv(context.Background())
+				first <- got{b, err}
+			}()
+			waitHeld(t, srv, heldByRecv, helloLen) // the Recv reads for itself
+			if _, err := nc.Write(append(frame(size, 1), tc.behind...)); err != nil {
+				t.Fatal(err)
+			}
+			g := <-first
+			if g.err != nil {
+				t.Fatal(g.err)
+			}
+			if !bytes.Equal(g.b.Bytes(), bytes.Repeat([]byte{1}, size)) {
+				t.Fatalf("large frame torn: %d bytes", g.b.Len())
+			}
+			g.b.Release()
+			// Nothing but the end of a frame sets it, and the one behind
+			// cannot end before the rest of it is sent.
+			if ahead, want := srv.large.Load(), tc.behind != nil; ahead != want {
+				t.Fatalf("after a large frame %s, read ahead = %v, want %v", tc.name, ahead, want)
+			}
+			if tc.behind == nil {
+				return
+			}
+			if _, err := nc.Write(next[len(tc.behind):]); err != nil {
+				t.Fatal(err)
+			}
+			b, err := srv.Recv(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Release()
+			if !bytes.Equal(b.Bytes(), next[frameHeaderLen:]) {
+				t.Fatalf("frame behind the large one = %q", b.Bytes())
+			}
+		})
+	}
+}
+
+// The stall bound costs no timer per frame: frames whose reads stop in the
+// middle (the rest comes in a later write) arm the socket's deadline about
+// once per quarter of the stall timeout, not once per frame, since every
+// armed timer can wake a thread to re-poll.
+func TestStallDeadlineIsNotArmedPerFrame(t *testing.T) {
+	const stall = 2 * time.Second
+	nc, srv := acceptRaw(t, New(Options{StallTimeout: stall}))
+	const frames, size = 100, 1 << 10
+	recvd := make(chan error, 1)
+	go func() {
+		for i := range frames {
+			b, err := srv.Recv(context.Background())
+			if err != nil {
+				recvd <- err
+				return
+			}
+			ok := b.Len() == size && b.Bytes()[size-1] == byte(i)
+			b.Release()
+			if !ok {
+				recvd <- errors.New("frame torn")
+				return
+			}
+		}
+		recvd <- nil
+	}()
+	start := time.Now()
+	sent := uint64(helloLen)
+	for i := range frames {
+		f := append(binary.BigEndian.AppendUint32(nil, size), bytes.Repeat([]byte{byte(i)}, size)...)
+		if _, err := nc.Write(f[:size/2]); err != nil {
+			t.Fatal(err)
+		}
+		sent += size / 2
+		waitReceived(t, srv, sent) // read: the frame's rest is read in the middle of it
+		if _, err := nc.Write(f[size/2:]); err != nil {
+			t.Fatal(err)
+		}
+		sent += uint64(len(f) - size/2)
+	}
+	if err := <-recvd; err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	srv.rmu.Lock()
+	arms, intrs := srv.stallArms, srv.intrs
+	srv.rmu.Unlock()
+	// Re-armed when less than the timeout is left of the 1.25 × timeout
+	// set: at most once per quarter of it, and after each interruption
+	// (whose deadline in the past replaced it: a Recv that took the role
+	// from the reader goroutine, when it came back over idleRead late).
+	most := 1 + uint64(took/(stall/4)) + intrs
+	t.Logf("%d frames in %v, %d interruptions, the stall deadline armed %d times (at most %d)", frames, took, intrs, arms, most)
+	if arms == 0 || arms > most {
+		t.Fatalf("%d frames read in two parts in %v armed the stall deadline %d times, want 1 to %d", frames, took, arms, most)
+	}
+}
+
+// The stall deadline, left armed after a frame, fires while the connection
+// waits for the next one: a connection idle for longer than the stall
+// timeout stays open, and the next frame comes.
+func TestIdlePastTheStallTimeout(t *testing.T) {
+	const stall = 50 * time.Millisecond
+	nc, srv := acceptRaw(t, New(Options{StallTimeout: stall}))
+	f := append(binary.BigEndian.AppendUint32(nil, 3), "one"...)
+	if _, err := nc.Write(f[:5]); err != nil { // its rest is read in the middle of it
+		t.Fatal(err)
+	}
+	waitReceived(t, srv, helloLen+5)
+	if _, err := nc.Write(f[5:]); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"one", "two"} {
+		b, err := srv.Recv(context.Background())
+		if err != nil {
+			t.Fatalf("Recv %q: %v", want, err)
+		}
+		got := string(b.Bytes())
+		b.Release()
+		if got != want {
+			t.Fatalf("Recv = %q, want %q", got, want)
+		}
+		if want == "one" {
+			time.Sleep(4 * stall) // idle: the scenario, not a wait for something
+			if _, err := nc.Write(append(binary.BigEndian.AppendUint32(nil, 3), "two"...)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

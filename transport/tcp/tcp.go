@@ -55,7 +55,7 @@ type Options struct {
 	CloseGrace time.Duration
 	// StallTimeout bounds how long the reader waits for the next byte of
 	// a message it has started to read: a peer that stops in the middle
-	// of a message is closed after it, with a (rate-limited) log line on
+	// of a message is closed after it (at most a quarter of it later), with a (rate-limited) log line on
 	// a listener, instead of holding the connection until a keepalive
 	// notices. Between messages there is no bound (an idle connection is
 	// keepalive's business). Default 20 s.
