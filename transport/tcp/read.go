@@ -46,8 +46,8 @@ import (
 // behind it, and when the role has stayed free for idleRead: so with nobody
 // in Recv the socket is still read (messages go to the queue, within
 // RecvQueueBytes; OnArrival's callback, the peer's end, BytesReceived all
-// move), at most twice idleRead late, and a Recv that comes back within idleRead, as in a ping-pong, takes the
-// free role with no wake-up at all.
+// move), at most twice idleRead late, and a Recv that comes back within
+// idleRead, as in a ping-pong, takes the free role with no wake-up at all.
 //
 // A Recv blocked in read() must give up when its ctx ends: a ctx without
 // Done needs nothing; a standard library context (WithCancel, WithTimeout,
