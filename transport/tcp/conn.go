@@ -73,6 +73,7 @@ type conn struct {
 	idleRead    bool            // guarded by rmu: the reader goroutine waits in read() for a frame's first byte
 	want        bool            // guarded by rmu: a Recv interrupted the reader goroutine for the role
 	large       atomic.Bool     // the last frame read was over directMax and another was coming: the reader goroutine reads ahead
+	readBehind  atomic.Bool     // a Recv let go of the role with bytes of the next frame read already (OnArrival)
 	intr        bool            // guarded by rmu: the holder's reads are interrupted
 	deadline    bool            // guarded by rmu: the socket may have a read deadline
 	stallAt     time.Time       // guarded by rmu: the stall deadline set, if that is the one

@@ -325,6 +325,7 @@ func (c *conn) readLoop() {
 			}
 		}
 		c.holder = heldByLoop
+		c.readBehind.Store(false) // what is read now goes to recvq
 		c.loopWanted = false
 		if c.idleArmed {
 			// Only a free role needs watching; the next release arms
@@ -402,6 +403,7 @@ func (c *conn) wakeLoopLocked() {
 // was large, else after idleRead unless a Recv takes it first (the idle
 // timer, unless it runs already). Called with c.rmu held.
 func (c *conn) releaseLocked() {
+	c.readBehind.Store(c.rs.inFrame || c.rs.r.Buffered() > 0)
 	c.holder = heldByNone
 	c.releases++
 	if c.qwaiters > 0 || isClosed(c.done) || c.large.Load() {
@@ -631,7 +633,12 @@ func (c *conn) recvQueued(ctx context.Context) (transport.Buffer, error) {
 
 // OnArrival implements transport.Arrivals: f is called by the reader
 // goroutine when it queues a frame nobody waited for in Recv, or when the
-// connection ends.
+// connection ends. A frame counts as queued already when a Recv let go of
+// the role with bytes of it read into the reader's buffer: they would wait
+// there, with no arrival to come, until the reader goroutine's idle look
+// (idleRead). The peer then sends without waiting for an answer (a flood),
+// and a caller that would leave the connection unread hands the reading
+// on instead.
 func (c *conn) OnArrival(f func()) bool {
 	c.amu.Lock()
 	defer c.amu.Unlock()
@@ -639,19 +646,26 @@ func (c *conn) OnArrival(f func()) bool {
 		c.arrival = nil
 		return true
 	}
-	if len(c.recvq) > 0 || c.ended {
+	if len(c.recvq) > 0 || c.ended || c.readBehind.Load() {
 		return false
 	}
 	c.arrival = f
 	return true
 }
 
-// arrive calls the arrival callback, if any, once; end: the connection
-// ends, and later OnArrivals report false.
+// arrive calls the arrival callback, if any, once, after a frame was
+// queued (unless a Recv has taken it already); end: the connection ends,
+// and later OnArrivals report false.
 func (c *conn) arrive(end bool) {
 	c.amu.Lock()
 	defer c.amu.Unlock()
 	c.ended = c.ended || end
+	if !end && len(c.recvq) == 0 {
+		// A Recv waiting on the queue took the frame: nobody is to be
+		// told, and a callback armed since (by that Recv's caller,
+		// done with it) would be told of a frame it has had.
+		return
+	}
 	if f := c.arrival; f != nil {
 		c.arrival = nil
 		f()
