@@ -205,6 +205,11 @@ type clientLink struct {
 	// goroutine (the reader goroutine, or a caller holding the turn),
 	// for tests.
 	handoffs atomic.Uint64
+	// streamHandoffs counts stream messages another goroutine than their
+	// receiver read (ownReader: the lone stream whose receiver holds the
+	// turn, readOwn), for tests.
+	streamHandoffs atomic.Uint64
+	ownReader      *clientStream // the turn holder's
 
 	stats *connStats       // nil without stats handlers
 	chz   *channelz.Socket // what channelz shows of it, until its reader ends

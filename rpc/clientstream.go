@@ -128,6 +128,11 @@ type clientStream struct {
 	// InPayload (with stats handlers only): the stream's End waits for
 	// them, so that it is reported last.
 	recving atomic.Int32
+	// yielded: the reader goroutine left the read turn for the receiver
+	// (YieldLocked); skipYield: the next messages it does not, after the
+	// receiver found the turn taken back (readOwn).
+	yielded   atomic.Bool
+	skipYield atomic.Int32
 
 	mu sync.Mutex
 	// The link and id the stream is open on. They change only while
@@ -625,6 +630,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 	l.mu.Lock()
 	cs := l.streams[h.CallID]
 	unknown := cs == nil && h.CallID > l.nextID
+	lone := cs != nil && l.loneLocked()
 	l.mu.Unlock()
 	if unknown {
 		l.fatal(errors.New("the server sent a " + h.Kind.String() + " frame for a stream the client never opened"))
@@ -678,9 +684,24 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 			return true
 		}
 		msg := takeMessage(&b)
+		// A lone stream's receiver that finds nothing queued reads for
+		// itself next (readOwn): the reader goroutine leaves it the
+		// turn.
+		first := lone && !cs.in.Queued() && cs.skipYield.Load() == 0
+		if lone && !first && cs.skipYield.Load() > 0 {
+			cs.skipYield.Add(-1)
+		}
+		if cs != l.ownReader {
+			l.streamHandoffs.Add(1) // before the receiver can have it
+		}
 		switch cs.in.Push(msg, cost) {
 		case conn.Pushed:
 			l.held.Add(int64(cost))
+			if first {
+				l.mu.Lock()
+				cs.yielded.Store(l.turn.YieldLocked())
+				l.mu.Unlock()
+			}
 		case conn.PastWindow:
 			putMessage(msg)
 			l.ConnFree(cost)
@@ -979,12 +1000,83 @@ func (cs *clientStream) RecvMsg(m any) error {
 	return status.Error(codes.Internal, "cardinality violation: more than one response on a client-streaming method")
 }
 
+// readOwn reads the link on the receiver's goroutine until a message for
+// the stream is queued (or the stream ended), when nothing is queued, the
+// stream is alone on its link and the read turn is free (the reader
+// goroutine left it idle after the last message, YieldLocked): as a unary
+// caller reads its own response (clientturn.go), a lone stream's next
+// message then costs no hand-off from the reader goroutine. Other frames
+// that come meanwhile are dispatched as the reader goroutine would. The
+// turn is passed on after: left idle while the stream is still alone,
+// for its next RecvMsg.
+func (cs *clientStream) readOwn() {
+	if cs.skipYield.Load() > 0 || cs.in.Settled() {
+		return
+	}
+	l, id := cs.where()
+	l.mu.Lock()
+	if cs.in.Settled() {
+		// Pushed meanwhile, by the reader goroutine that then left the
+		// turn idle: taken, the turn would wait for a frame after it.
+		l.mu.Unlock()
+		return
+	}
+	if l.streams[id] != cs || !l.loneLocked() || l.Ctx.Err() != nil || !l.turn.TakeIdleLocked() {
+		if cs.yielded.Swap(false) && !l.turn.YieldingLocked() {
+			// Left the turn, the receiver found the reader goroutine
+			// had taken it back for a frame that came first: frames
+			// keep coming (a flood), where the reader goroutine reading
+			// beside the receiver keeps both busy. (Found still about
+			// to be left, it came early: its message will be handed
+			// over once.)
+			cs.skipYield.Store(lendBackoff)
+		}
+		l.mu.Unlock()
+		return
+	}
+	cs.yielded.Store(false)
+	l.ownReader = cs
+	l.mu.Unlock()
+	for {
+		b, err := l.RecvFrame(cs.ctx)
+		if err != nil || !l.dispatch(b, nil) || cs.in.Settled() {
+			break
+		}
+		if nl, nid := cs.where(); nl != l || nid != id {
+			break // refused, and opened again elsewhere
+		}
+	}
+	l.mu.Lock()
+	l.ownReader = nil
+	open := l.Ctx.Err() == nil
+	if l.streams[id] == cs && l.loneLocked() && open {
+		if l.turn.IdleLocked() {
+			l.mu.Unlock()
+			return // for the next RecvMsg
+		}
+		// The next frame has come already: the server sends without
+		// waiting for the client (a flood), where the reader goroutine
+		// reading beside the receiver keeps both busy. It takes the
+		// turn, and is not asked to leave it for a while.
+		cs.skipYield.Store(lendBackoff)
+	}
+	l.turn.PassLocked(len(l.pending), false, open)
+	l.mu.Unlock()
+}
+
+// loneLocked reports whether one stream and no call are open on l, which
+// reads for that stream's receiver alone. Called with l.mu held.
+func (l *clientLink) loneLocked() bool {
+	return len(l.streams) == 1 && len(l.pending) == 0
+}
+
 // recv takes the next message into m (m nil: take it, decode nothing).
 func (cs *clientStream) recv(m any) error {
 	if cs.stats != nil {
 		cs.recving.Add(1)
 		defer cs.recvReported()
 	}
+	cs.readOwn()
 	msg, grant, err, _ := cs.in.Pop(nil, conn.PayloadCost)
 	if msg == nil {
 		// The final error: nothing is queued, and nothing will be.

@@ -17,8 +17,15 @@ import (
 // in line.
 func turnIs(t *testing.T, cc *rpc.ClientConn, holder string, waiting int) {
 	t.Helper()
+	var h string
+	var w int
+	defer func() {
+		if t.Failed() {
+			t.Logf("the read turn was last seen %q with %d waiting", h, w)
+		}
+	}()
 	waitUntil(t, "the read turn to be the "+holder+"'s", func() bool {
-		h, w := rpc.ReadTurn(cc)
+		h, w = rpc.ReadTurn(cc)
 		return h == holder && w == waiting
 	})
 }

@@ -117,3 +117,37 @@ func Settled(s *Server) bool {
 	}
 	return len(s.conns) > 0
 }
+
+// StreamHandoffs is how many stream messages cc's links delivered to their
+// receiver from another goroutine (the reader goroutine, or a caller
+// holding the read turn).
+func StreamHandoffs(cc *ClientConn) uint64 {
+	var n uint64
+	cc.forLinks(func(l *clientLink) { n += l.streamHandoffs.Load() })
+	return n
+}
+
+// ServerStreamHandoffs is how many stream messages s's connections gave
+// their handler from another goroutine (a reader, not the handler reading
+// for itself).
+func ServerStreamHandoffs(s *Server) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n uint64
+	for l := range s.conns {
+		n += l.streamHandoffs.Load()
+	}
+	return n
+}
+
+// ServerOwnReaders is how many of s's stream handlers read their
+// connection for themselves now.
+func ServerOwnReaders(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for l := range s.conns {
+		n += int(l.ownReading.Load())
+	}
+	return n
+}

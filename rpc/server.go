@@ -344,19 +344,26 @@ type serverLink struct {
 	authority string           // the calls' ":authority"
 	budget    *conn.ByteBudget // encoded responses the transport has not taken
 
-	adm         admission                           // every request enters here; its lock guards the calls and streams
-	held        atomic.Int64                        // window bytes of stream messages copied out and not yet read
-	lastNotOpen uint64                              // the last stream answered "not open" (the reader's)
-	refusedIDs  refusedSet                          // streams refused lately, whose frames are dropped (the reader's)
-	ests        map[*methodEntry]*conn.RespEstimate // the unary methods' response estimates on this connection (the reader's)
-	ua          string                              // the last user-agent received (the reader's)
-	accept      string                              // the last grpc-accept-encoding received (the reader's)
-	lastPing    time.Time                           // the reader's, for the enforcement policy
-	pingStrikes int                                 // the reader's
-	timers      connTimers
-	wg          sync.WaitGroup // handler goroutines
-	stats       *connStats     // nil without stats handlers
-	chz         *channelz.Socket
+	adm         admission     // every request enters here; its lock guards the calls and streams
+	held        atomic.Int64  // window bytes of stream messages copied out and not yet read
+	lastNotOpen uint64        // the last stream answered "not open" (the reader's)
+	lendTo      *serverStream // the lone stream the frame dispatched gave a message, to lend the reading to (the reader's)
+	lendFirst   bool          // and its inbox was empty: its handler waits for it
+	ownReader   *serverStream // the stream whose handler reads (readOwn; the reader's)
+	// streamHandoffs counts stream messages another goroutine than their
+	// handler read, for tests.
+	streamHandoffs atomic.Uint64
+	ownReading     atomic.Int32                        // a handler reads for itself (readOwn), for tests
+	refusedIDs     refusedSet                          // streams refused lately, whose frames are dropped (the reader's)
+	ests           map[*methodEntry]*conn.RespEstimate // the unary methods' response estimates on this connection (the reader's)
+	ua             string                              // the last user-agent received (the reader's)
+	accept         string                              // the last grpc-accept-encoding received (the reader's)
+	lastPing       time.Time                           // the reader's, for the enforcement policy
+	pingStrikes    int                                 // the reader's
+	timers         connTimers
+	wg             sync.WaitGroup // handler goroutines
+	stats          *connStats     // nil without stats handlers
+	chz            *channelz.Socket
 }
 
 // callStream is one call on a server connection: a stream with one message
@@ -486,8 +493,14 @@ func (l *serverLink) readTurn() bool {
 	for {
 		b, err := l.RecvFrame(l.Ctx)
 		if err != nil || !l.dispatch(b) {
+			if l.lendTo != nil {
+				l.endLend(false)
+			}
 			l.finish()
 			return false
+		}
+		if l.lendTo != nil && l.endLend(l.lendFirst) {
+			return true // the stream's handler reads on (serverStream.readOwn)
 		}
 		if l.adm.inline != nil && !l.adm.runInline() {
 			return true

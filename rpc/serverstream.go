@@ -45,6 +45,26 @@ type serverStream struct {
 	in   conn.Inbox
 	out  conn.Credit
 	lent []byte // the last message RecvMsg decoded lending its bytes; nil: none
+	// readRun: the connection's reading is lent to the handler, as the
+	// run of this number of the connection's unread time
+	// (admission.unread); 0: not. See lendReading.
+	readRun atomic.Uint64
+	// lendMu is held by the reader from a message's push until its lend
+	// is decided (streamMessage, endLend); lending says so.
+	lendMu  sync.Mutex
+	lending atomic.Bool
+	// recvCtx is the standard context under ctx, which ends with it: a
+	// transport's Recv watches its end without a select (tcp:// reads
+	// the socket in the Recv itself only so).
+	recvCtx context.Context
+	// skipLend: the next messages the reader gives the handler lend it
+	// no reading. Set when a lend was handed on before the handler read
+	// with it (frames kept coming while it ran: a flood, where the
+	// reader reading beside the handler keeps both busy).
+	skipLend atomic.Int32
+	// returning: the handler has returned; no reading is lent to it any
+	// more (lendReading, giveReadingBack). Guarded by lendMu.
+	returning bool
 
 	// Owned by the reader (under l.adm.mu): what the client did.
 	halfClosed bool
@@ -114,6 +134,7 @@ func (l *serverLink) openStream(h wire.Header, body []byte) bool {
 	if req.Timeout > 0 {
 		ctx, cancel = contextWithTimeout(ctx, cancel, req.Timeout)
 	}
+	ss.recvCtx = ctx
 	ctx = &callContext{Context: ctx, sc: ss.sc, peer: l.peer, l: l, raw: req.MD, ua: l.userAgent(req.MD)}
 	if hs := l.s.opts.statsHandlers; len(hs) > 0 {
 		md, _ := metadata.FromIncomingContext(ctx) // completed, as the handler will see it
@@ -362,6 +383,7 @@ func (l *serverLink) streamMessage(h wire.Header, payload []byte, frame *transpo
 	ss := l.adm.streams[h.CallID]
 	reset := ss != nil && ss.reset
 	after := ss != nil && ss.halfClosed
+	lone := ss != nil && l.lonelyLocked(ss)
 	l.adm.mu.Unlock()
 	switch {
 	case reset:
@@ -381,18 +403,200 @@ func (l *serverLink) streamMessage(h wire.Header, payload []byte, frame *transpo
 	msg := takeMessage(frame)
 	cost := conn.MessageCost(len(payload))
 	l.held.Add(int64(cost))
+	first := lone && !ss.in.Queued() && ss.skipLend.Load() == 0
+	if lone && !first && ss.skipLend.Load() > 0 {
+		ss.skipLend.Add(-1)
+	}
+	if ss != l.ownReader {
+		l.streamHandoffs.Add(1) // before the handler can have it
+	}
+	// A lend follows (endLend) where the handler found nothing queued
+	// (first), or reads for itself; lendMu is held until it is decided,
+	// so that a handler woken by the push waits for it rather than miss
+	// it (readOwn).
+	lend := lone && (first || ss == l.ownReader)
+	if lend {
+		ss.lendMu.Lock()
+		ss.lending.Store(true)
+	}
 	switch ss.in.Push(msg, cost) {
 	case conn.PastWindow:
 		l.held.Add(-int64(cost))
 		putMessage(msg)
+		if lend {
+			ss.lending.Store(false)
+			ss.lendMu.Unlock()
+		}
 		l.streamError(ss, status.New(codes.Internal, "flow control: the client sent past the stream's window"))
 		return false
 	case conn.PushEnded: // the handler returned meanwhile
 		l.held.Add(-int64(cost))
 		putMessage(msg)
+		if lend {
+			ss.lending.Store(false)
+			ss.lendMu.Unlock()
+		}
+		return false
+	}
+	if lend {
+		// Decided once the frame is dispatched (endLend): by the
+		// reader, made only when the handler found nothing queued
+		// (first); by the handler reading for itself, always.
+		l.lendTo, l.lendFirst = ss, first
+	}
+	return true
+}
+
+// The reading lent to a lone stream's handler: when a MESSAGE comes for a
+// stream alone on its connection (no other stream, no call) and finds its
+// inbox empty, the reader lends the connection's reading to the stream's
+// handler once the frame is dispatched, and stops reading (readTurn
+// returns, the goroutine becomes a worker). The handler's next RecvMsg
+// that finds nothing queued reads the connection itself (readOwn), so a
+// ping-pong's next message costs no hand-off from a reader goroutine to
+// the handler: the server side of what a lone client stream does with the
+// read turn (clientstream.go's readOwn). While the handler runs, nobody
+// reads: as for a unary call run unread (serverturn.go), the lend is a run
+// of the connection's unread time, so the first frame to arrive meanwhile,
+// or the connection's end, hands the reading on at once (to a worker, or a
+// goroutine of its own), and the reader always reads. The handler hands
+// the reading on the same way when a frame for anything else comes, or
+// when it returns.
+
+// endLend decides the lend streamMessage prepared (lendTo, whose lendMu
+// it holds): made when lend and lendReading allow it. It reports whether it
+// was made. The reader's.
+func (l *serverLink) endLend(lend bool) bool {
+	ss := l.lendTo
+	l.lendTo = nil
+	ok := lend && l.lendReading(ss)
+	ss.lending.Store(false)
+	ss.lendMu.Unlock()
+	return ok
+}
+
+// lendReading lends the reading to ss, whose handler a frame just
+// dispatched gave a message; it reports false, lending nothing, when the
+// handler has returned, the transport does not report arrivals or a frame
+// waits already. The reader's, with ss.lendMu held, and the last thing it
+// does as the reader when true.
+func (l *serverLink) lendReading(ss *serverStream) bool {
+	if ss.returning {
+		return false
+	}
+	n, ok := l.adm.unread.Start()
+	if !ok {
+		return false
+	}
+	ss.readRun.Store(n)
+	return true
+}
+
+// lonely reports whether ss is alone on its connection: no other stream
+// and no call. Called with l.adm.mu held.
+func (l *serverLink) lonelyLocked(ss *serverStream) bool {
+	return len(l.adm.streams) == 1 && len(l.adm.calls) == 0 && l.adm.streams[ss.id] == ss
+}
+
+// takeLent ends the handler's lend of the reading (readRun): it reports
+// whether the handler now holds the reading, which is then its to read with
+// or to hand on; false: it had none, or an arrival handed it on already.
+func (ss *serverStream) takeLent() bool {
+	n := ss.readRun.Swap(0)
+	if n == 0 {
+		return false
+	}
+	u := &ss.l.adm.unread
+	u.Answered(n)
+	if !u.Reading(n) {
+		ss.skipLend.Store(lendBackoff)
 		return false
 	}
 	return true
+}
+
+// lendBackoff is how many messages a stream's handler is not lent the
+// reading after a lend was handed on unused.
+const lendBackoff = 64
+
+// readOwn reads the connection on the handler's goroutine, when the
+// reading is lent to it and nothing is queued, until a message for the
+// stream is queued (the reading then lent to it again by streamMessage),
+// the stream ends, or a frame for anything else comes (the reading is
+// then handed on, and a call that frame admitted goes to a worker).
+func (ss *serverStream) readOwn() {
+	lent := ss.readRun.Load() != 0
+	if !lent && ss.lending.Load() {
+		// The reader is lending the reading now, after the push that
+		// woke this handler: the lock waits for its decision.
+		ss.lendMu.Lock()
+		lent = ss.readRun.Load() != 0
+		ss.lendMu.Unlock()
+	}
+	if !lent || ss.in.Settled() || !ss.takeLent() {
+		return
+	}
+	l := ss.l
+	l.ownReader = ss
+	l.ownReading.Add(1)
+	lentAgain := false
+	for {
+		b, err := l.RecvFrame(ss.recvCtx)
+		if err != nil || !l.dispatch(b) {
+			if l.lendTo != nil {
+				l.endLend(false)
+			}
+			break // the reader handed on to sees the end, and finishes the link
+		}
+		if st := l.adm.inline; st != nil {
+			l.adm.inline = nil
+			l.s.workers.run(l, st)
+			break
+		}
+		if l.lendTo != nil {
+			// A message for the stream (lone): the reading is lent to
+			// the handler again, unless the next frame has come
+			// already: the client sends without waiting for answers
+			// (a flood), where a reader reading beside the handler
+			// keeps both busy. It then goes to a worker, and the
+			// stream is lent no reading for a while.
+			l.ownReader = nil // lent, the reading may be a worker's at once
+			if lentAgain = l.endLend(true); !lentAgain {
+				ss.skipLend.Store(lendBackoff)
+			}
+			break
+		}
+		if ss.in.Settled() {
+			break
+		}
+		l.adm.mu.Lock()
+		lone := l.lonelyLocked(ss)
+		l.adm.mu.Unlock()
+		if !lone {
+			break
+		}
+	}
+	l.ownReader = nil
+	l.ownReading.Add(-1)
+	if !lentAgain {
+		l.adm.unread.handOn()
+	}
+}
+
+// giveReadingBack hands the reading on when the handler returns holding it.
+func (ss *serverStream) giveReadingBack() {
+	ss.lendMu.Lock() // a lend being made is decided first, and no other follows
+	ss.returning = true
+	ss.lendMu.Unlock()
+	ss.giveReadingOn()
+}
+
+// giveReadingOn hands the reading lent to the handler on, if it still
+// holds it.
+func (ss *serverStream) giveReadingOn() {
+	if ss.takeLent() {
+		ss.l.adm.unread.handOn()
+	}
 }
 
 // release gives back cost window bytes of messages held and now read or
@@ -440,6 +644,7 @@ func (ss *serverStream) run() {
 	l := ss.l
 	defer l.wg.Done()
 	err := ss.call()
+	ss.giveReadingBack()
 	l.chzCallEnded(err)
 	l.release(ss.in.Fail(io.EOF))
 	ss.cancel()
@@ -609,6 +814,12 @@ func (ss *serverStream) SendMsg(m any) error {
 	if err := ss.sendHeader(); err != nil {
 		return err
 	}
+	if ss.readRun.Load() != 0 && (!ss.out.Open() || ss.l.Flow.Credit() <= 0) {
+		// The send waits for the client's window update, which must be
+		// read: the reading lent to the handler goes on now, not at the
+		// transport's late look for a frame nobody reads.
+		ss.giveReadingOn()
+	}
 	if !ss.out.Wait(ss.ctx.Done()) {
 		return ss.sendError(ss.ctx.Err())
 	}
@@ -679,6 +890,7 @@ func (ss *serverStream) sendError(err error) error {
 // client's half-close.
 func (ss *serverStream) RecvMsg(m any) error {
 	ss.releaseLent()
+	ss.readOwn()
 	msg, grant, err, ok := ss.in.Pop(ss.ctx.Done(), conn.PayloadCost)
 	if !ok {
 		return status.FromContextError(ss.ctx.Err()).Err()

@@ -31,6 +31,22 @@ type Inbox struct {
 	inflight int   // bytes received and not yet granted back
 	consumed int   // bytes read and not yet granted back
 	wake     chan struct{}
+	// look is what Queued and Settled see without the lock, which the
+	// reader and RecvMsg contend for: the count of messages waiting,
+	// plus lookEnded once ended; set with mu held at every change.
+	look atomic.Int64
+}
+
+const lookEnded = 1 << 40
+
+// setLookLocked publishes what waits and whether the stream ended.
+// Called with in.mu held.
+func (in *Inbox) setLookLocked() {
+	v := int64(len(in.msgs) - in.head)
+	if in.ended {
+		v |= lookEnded
+	}
+	in.look.Store(v)
 }
 
 // keptInbox is the most queued messages whose array an Inbox keeps once
@@ -88,6 +104,7 @@ func (in *Inbox) Push(msg []byte, cost int) PushResult {
 		in.msgs, in.head = in.msgs[:n], 0
 	}
 	in.msgs = append(in.msgs, msg)
+	in.setLookLocked()
 	in.mu.Unlock()
 	in.Signal()
 	return Pushed
@@ -100,6 +117,7 @@ func (in *Inbox) End(err error) {
 	if !in.ended {
 		in.ended, in.endErr = true, err
 	}
+	in.setLookLocked()
 	in.mu.Unlock()
 	in.Signal()
 }
@@ -117,17 +135,18 @@ func (in *Inbox) Fail(err error) int {
 		in.ended = true
 	}
 	in.endErr = err
+	in.setLookLocked()
 	in.mu.Unlock()
 	in.Signal()
 	return dropped
 }
 
 // Queued reports whether messages wait for RecvMsg.
-func (in *Inbox) Queued() bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return len(in.msgs) > in.head
-}
+func (in *Inbox) Queued() bool { return in.look.Load()&(lookEnded-1) > 0 }
+
+// Settled reports whether Pop would not wait: a message waits, or the
+// stream has ended.
+func (in *Inbox) Settled() bool { return in.look.Load() != 0 }
 
 // Drop ends the stream at once and takes what is queued, for the caller to
 // release. When there was something, RecvMsg returns err from now on (the
@@ -140,6 +159,7 @@ func (in *Inbox) Drop(err error) [][]byte {
 	if !in.ended || len(msgs) > 0 {
 		in.ended, in.endErr = true, err
 	}
+	in.setLookLocked()
 	in.mu.Unlock()
 	in.Signal()
 	return msgs
@@ -152,6 +172,7 @@ func (in *Inbox) DropAll(err error) [][]byte {
 	msgs := in.msgs[in.head:]
 	in.msgs, in.head = nil, 0
 	in.ended, in.endErr = true, err
+	in.setLookLocked()
 	in.mu.Unlock()
 	in.Signal()
 	return msgs
@@ -197,6 +218,7 @@ func (in *Inbox) Pop(done <-chan struct{}, cost func([]byte) int) (msg []byte, g
 				in.inflight -= grant
 			}
 			grant = min(grant+extra, wire.MaxWindowIncrement)
+			in.setLookLocked()
 			in.mu.Unlock()
 			return msg, grant, nil, true
 		}
@@ -250,6 +272,13 @@ func (c *Credit) Wait(done <-chan struct{}) bool {
 			return false
 		}
 	}
+}
+
+// Open reports whether a send would not wait: the credit is positive.
+func (c *Credit) Open() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n > 0
 }
 
 // Reset gives back the initial window, for a stream opened again.

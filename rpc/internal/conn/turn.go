@@ -31,9 +31,19 @@ type Turn struct {
 	// idle: the turn is free and the reader goroutine was not woken to
 	// take it; the transport's arrival callback (arrived) wakes it for
 	// the next message, unless a caller takes the free turn first.
-	idle     bool
+	idle bool
+	// yield: the reader goroutine's dispatch gave a lone stream's waiting
+	// receiver a message, and that receiver will want the turn next
+	// (YieldLocked); the reader goroutine leaves the turn free and idle
+	// after the frame, for it to take (TakeIdleLocked).
+	yield    bool
 	arrivals transport.Arrivals // nil: the transport does not report arrivals
-	arrived  func()             // wakes the reader goroutine; made once, OnArrival allocates nothing
+	arrived  func()             // t.arrive; made once, OnArrival allocates nothing
+	// came: the arrival callback ran since the turn was left idle. A
+	// wake of the parked reader goroutine that finds the turn idle and
+	// nothing come is a stale one (from an earlier free turn a caller
+	// took first): the turn stays idle, for the next lone caller.
+	came atomic.Bool
 	// stepAsides counts the turns the reader goroutine gave a caller
 	// from Recv (two wake-ups each: asked, and the turn back), for tests.
 	stepAsides atomic.Uint64
@@ -107,7 +117,7 @@ func (t *Turn) Init(tc transport.Conn) {
 	t.wake = make(chan struct{}, 1)
 	t.ctx.done = make(chan struct{}, 1)
 	t.arrivals, _ = tc.(transport.Arrivals)
-	t.arrived = t.wakeReader
+	t.arrived = t.arrive
 }
 
 // readerCtx is the context of the reader goroutine's Recv: it ends (with
@@ -126,6 +136,13 @@ func (t *Turn) wakeReader() {
 	}
 }
 
+// arrive is the transport's arrival callback while the turn is idle: it
+// wakes the reader goroutine to take it. It never blocks.
+func (t *Turn) arrive() {
+	t.came.Store(true)
+	t.wakeReader()
+}
+
 // UnidleLocked ends the idle wait: the reader goroutine is woken to take
 // the free turn (wake), or a caller takes it (no wake).
 func (t *Turn) UnidleLocked(wake bool) {
@@ -133,7 +150,8 @@ func (t *Turn) UnidleLocked(wake bool) {
 		return
 	}
 	t.idle = false
-	t.arrivals.OnArrival(nil)
+	t.arrivals.OnArrival(nil) // arrive no longer runs
+	t.came.Store(false)
 	if wake {
 		t.wakeReader()
 	}
@@ -170,6 +188,10 @@ func (t *Turn) ReadLoop(l *Link, mu sync.Locker, dispatch func(transport.Buffer)
 			if !dispatch(b) {
 				return
 			}
+			if t.yield && t.idleAfterYield(mu, l) {
+				t.await(mu, l.Ctx.Done())
+				continue
+			}
 			if !t.ctx.asked.Load() {
 				continue
 			}
@@ -183,6 +205,69 @@ func (t *Turn) ReadLoop(l *Link, mu sync.Locker, dispatch func(transport.Buffer)
 			t.await(mu, l.Ctx.Done())
 		}
 	}
+}
+
+// idleAfterYield leaves the reader goroutine's turn free and idle, as
+// dispatch asked (YieldLocked), unless a caller waits in line or the
+// transport has a message waiting already; it reports whether it did (the
+// reader goroutine then awaits the turn). mu is the owner's mutex, not
+// held.
+func (t *Turn) idleAfterYield(mu sync.Locker, l *Link) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	t.yield = false
+	if len(t.waiters) > 0 || t.ctx.asked.Load() || l.Ctx.Err() != nil ||
+		t.arrivals == nil || !t.arrivals.OnArrival(t.arrived) {
+		return false
+	}
+	t.holder = TurnFree
+	t.idle = true
+	return true
+}
+
+// YieldLocked asks the reader goroutine, when it holds the turn (dispatch
+// runs on it; it reports whether it asked), to leave the turn free and idle after the frame being
+// dispatched: the frame was a message for a lone stream whose receiver
+// waits for it, and who will read for itself next (TakeIdleLocked). Idle,
+// the turn is the reader goroutine's again at the next arrival nobody
+// reads, so nothing is left unread.
+func (t *Turn) YieldLocked() bool {
+	if t.holder == TurnReader {
+		t.yield = true
+	}
+	return t.yield
+}
+
+// YieldingLocked reports whether the reader goroutine holds the turn and
+// is about to leave it idle (YieldLocked): a caller that finds it so came
+// early, not too late.
+func (t *Turn) YieldingLocked() bool { return t.holder == TurnReader && t.yield }
+
+// TakeIdleLocked takes the turn for a caller that reads without a call in
+// line (a lone stream's receiver), if it is free and idle: not when the
+// reader goroutine was woken to take it, which would then have woken for
+// nothing. It reports whether it took it; the caller passes it on
+// (PassLocked, IdleLocked) when done.
+func (t *Turn) TakeIdleLocked() bool {
+	if t.holder != TurnFree || !t.idle {
+		return false
+	}
+	t.UnidleLocked(false)
+	t.holder = TurnCaller
+	return true
+}
+
+// IdleLocked leaves a caller's turn free and idle, when no caller waits in
+// line and the transport has no message waiting (it reports false, and the
+// caller keeps the turn, otherwise): the next arrival nobody reads wakes
+// the reader goroutine to take it, unless a caller takes it first.
+func (t *Turn) IdleLocked() bool {
+	if len(t.waiters) > 0 || t.arrivals == nil || !t.arrivals.OnArrival(t.arrived) {
+		return false
+	}
+	t.holder = TurnFree
+	t.idle = true
+	return true
 }
 
 // stepAsideLocked gives the reader goroutine's turn to the oldest waiting
@@ -212,13 +297,14 @@ func (t *Turn) handLocked() {
 // is closed too: Recv then ends the link.
 func (t *Turn) await(mu sync.Locker, closed <-chan struct{}) {
 	for {
+		ended := false
 		select {
 		case <-t.wake:
 		case <-closed:
-			closed = nil
+			closed, ended = nil, true
 		}
 		mu.Lock()
-		if t.holder == TurnFree {
+		if t.holder == TurnFree && (!t.idle || ended || t.came.Load()) {
 			t.UnidleLocked(false)
 			t.holder = TurnReader
 			mu.Unlock()
