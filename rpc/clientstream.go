@@ -129,10 +129,10 @@ type clientStream struct {
 	// them, so that it is reported last.
 	recving atomic.Int32
 	// yielded: the reader goroutine left the read turn for the receiver
-	// (YieldLocked); skipYield: the next messages it does not, after the
-	// receiver found the turn taken back (readOwn).
+	// (YieldLocked); skipYield: the messages it does not, after a flood
+	// showed (readOwn).
 	yielded   atomic.Bool
-	skipYield atomic.Int32
+	skipYield conn.Backoff
 
 	mu sync.Mutex
 	// The link and id the stream is open on. They change only while
@@ -687,10 +687,7 @@ func (l *clientLink) streamFrame(h wire.Header, body []byte, b transport.Buffer)
 		// A lone stream's receiver that finds nothing queued reads for
 		// itself next (readOwn): the reader goroutine leaves it the
 		// turn.
-		first := lone && !cs.in.Queued() && cs.skipYield.Load() == 0
-		if lone && !first && cs.skipYield.Load() > 0 {
-			cs.skipYield.Add(-1)
-		}
+		first := lone && cs.skipYield.Allow() && !cs.in.Queued()
 		if cs != l.ownReader {
 			l.streamHandoffs.Add(1) // before the receiver can have it
 		}
@@ -1010,7 +1007,7 @@ func (cs *clientStream) RecvMsg(m any) error {
 // turn is passed on after: left idle while the stream is still alone,
 // for its next RecvMsg.
 func (cs *clientStream) readOwn() {
-	if cs.skipYield.Load() > 0 || cs.in.Settled() {
+	if cs.skipYield.On() || cs.in.Settled() {
 		return
 	}
 	l, id := cs.where()
@@ -1029,7 +1026,7 @@ func (cs *clientStream) readOwn() {
 			// beside the receiver keeps both busy. (Found still about
 			// to be left, it came early: its message will be handed
 			// over once.)
-			cs.skipYield.Store(lendBackoff)
+			cs.skipYield.Start()
 		}
 		l.mu.Unlock()
 		return
@@ -1058,7 +1055,7 @@ func (cs *clientStream) readOwn() {
 		// waiting for the client (a flood), where the reader goroutine
 		// reading beside the receiver keeps both busy. It takes the
 		// turn, and is not asked to leave it for a while.
-		cs.skipYield.Store(lendBackoff)
+		cs.skipYield.Start()
 	}
 	l.turn.PassLocked(len(l.pending), false, open)
 	l.mu.Unlock()

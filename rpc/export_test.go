@@ -131,11 +131,16 @@ func StreamHandoffs(cc *ClientConn) uint64 {
 // their handler from another goroutine (a reader, not the handler reading
 // for itself).
 func ServerStreamHandoffs(s *Server) uint64 {
+	return sumConns(s, func(l *serverLink) uint64 { return l.streamHandoffs.Load() })
+}
+
+// sumConns sums f over s's connections.
+func sumConns(s *Server, f func(*serverLink) uint64) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n uint64
 	for l := range s.conns {
-		n += l.streamHandoffs.Load()
+		n += f(l)
 	}
 	return n
 }
@@ -143,11 +148,5 @@ func ServerStreamHandoffs(s *Server) uint64 {
 // ServerOwnReaders is how many of s's stream handlers read their
 // connection for themselves now.
 func ServerOwnReaders(s *Server) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for l := range s.conns {
-		n += int(l.ownReading.Load())
-	}
-	return n
+	return int(sumConns(s, func(l *serverLink) uint64 { return uint64(l.ownReading.Load()) }))
 }

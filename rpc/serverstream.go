@@ -57,11 +57,10 @@ type serverStream struct {
 	// transport's Recv watches its end without a select (tcp:// reads
 	// the socket in the Recv itself only so).
 	recvCtx context.Context
-	// skipLend: the next messages the reader gives the handler lend it
-	// no reading. Set when a lend was handed on before the handler read
-	// with it (frames kept coming while it ran: a flood, where the
-	// reader reading beside the handler keeps both busy).
-	skipLend atomic.Int32
+	// skipLend: the messages the reader gives the handler lending it no
+	// reading, after a flood showed (a lend handed on before the handler
+	// read with it, or the next frame there already).
+	skipLend conn.Backoff
 	// returning: the handler has returned; no reading is lent to it any
 	// more (lendReading, giveReadingBack). Guarded by lendMu.
 	returning bool
@@ -403,10 +402,7 @@ func (l *serverLink) streamMessage(h wire.Header, payload []byte, frame *transpo
 	msg := takeMessage(frame)
 	cost := conn.MessageCost(len(payload))
 	l.held.Add(int64(cost))
-	first := lone && !ss.in.Queued() && ss.skipLend.Load() == 0
-	if lone && !first && ss.skipLend.Load() > 0 {
-		ss.skipLend.Add(-1)
-	}
+	first := lone && ss.skipLend.Allow() && !ss.in.Queued()
 	if ss != l.ownReader {
 		l.streamHandoffs.Add(1) // before the handler can have it
 	}
@@ -492,7 +488,7 @@ func (l *serverLink) lendReading(ss *serverStream) bool {
 	return true
 }
 
-// lonely reports whether ss is alone on its connection: no other stream
+// lonelyLocked reports whether ss is alone on its connection: no other stream
 // and no call. Called with l.adm.mu held.
 func (l *serverLink) lonelyLocked(ss *serverStream) bool {
 	return len(l.adm.streams) == 1 && len(l.adm.calls) == 0 && l.adm.streams[ss.id] == ss
@@ -509,15 +505,11 @@ func (ss *serverStream) takeLent() bool {
 	u := &ss.l.adm.unread
 	u.Answered(n)
 	if !u.Reading(n) {
-		ss.skipLend.Store(lendBackoff)
+		ss.skipLend.Start()
 		return false
 	}
 	return true
 }
-
-// lendBackoff is how many messages a stream's handler is not lent the
-// reading after a lend was handed on unused.
-const lendBackoff = 64
 
 // readOwn reads the connection on the handler's goroutine, when the
 // reading is lent to it and nothing is queued, until a message for the
@@ -562,7 +554,7 @@ func (ss *serverStream) readOwn() {
 			// stream is lent no reading for a while.
 			l.ownReader = nil // lent, the reading may be a worker's at once
 			if lentAgain = l.endLend(true); !lentAgain {
-				ss.skipLend.Store(lendBackoff)
+				ss.skipLend.Start()
 			}
 			break
 		}

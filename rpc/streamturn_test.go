@@ -13,18 +13,15 @@ import (
 )
 
 // gatedPing is a bidi streaming service whose handler tells the test each
-// message it got (got) and answers it only when told (reply); a value on
-// hold makes it keep the message without reading on until hold is
-// received from again.
+// message it got (got) and answers it only when told (reply).
 type gatedPing struct {
 	got   chan byte
 	reply chan struct{}
-	hold  chan struct{}
 	desc  rpc.ServiceDesc
 }
 
 func newGatedPing() *gatedPing {
-	g := &gatedPing{got: make(chan byte, 1), reply: make(chan struct{}), hold: make(chan struct{})}
+	g := &gatedPing{got: make(chan byte, 1), reply: make(chan struct{})}
 	g.desc = rpc.ServiceDesc{
 		ServiceName: "rdmarpc.test.Gated",
 		HandlerType: (*any)(nil),
@@ -235,7 +232,7 @@ func TestLoneStreamReadersServeOthers(t *testing.T) {
 			}
 			// Lone again: the reading comes back to the handler after the
 			// messages of the backoff a lend handed on unused costs
-			// (lendBackoff, 64).
+			// (conn.BackoffMessages, 64).
 			for i := range 70 {
 				ping(byte(3+i), true)
 			}

@@ -216,21 +216,15 @@ func (t *Turn) idleAfterYield(mu sync.Locker, l *Link) bool {
 	mu.Lock()
 	defer mu.Unlock()
 	t.yield = false
-	if len(t.waiters) > 0 || t.ctx.asked.Load() || l.Ctx.Err() != nil ||
-		t.arrivals == nil || !t.arrivals.OnArrival(t.arrived) {
-		return false
-	}
-	t.holder = TurnFree
-	t.idle = true
-	return true
+	return !t.ctx.asked.Load() && l.Ctx.Err() == nil && t.IdleLocked()
 }
 
 // YieldLocked asks the reader goroutine, when it holds the turn (dispatch
-// runs on it; it reports whether it asked), to leave the turn free and idle after the frame being
-// dispatched: the frame was a message for a lone stream whose receiver
-// waits for it, and who will read for itself next (TakeIdleLocked). Idle,
-// the turn is the reader goroutine's again at the next arrival nobody
-// reads, so nothing is left unread.
+// runs on it), to leave the turn free and idle after the frame being
+// dispatched, and reports whether it asked: the frame was a message for a
+// lone stream whose receiver waits for it, and who will read for itself
+// next (TakeIdleLocked). Idle, the turn is the reader goroutine's again at
+// the next arrival nobody reads, so nothing is left unread.
 func (t *Turn) YieldLocked() bool {
 	if t.holder == TurnReader {
 		t.yield = true
