@@ -69,7 +69,7 @@ fi
   echo '# written by bench/softroce.sh'
   echo 'cd /out'
   echo 'rc=0'
-  echo '{ echo "guest: $(nproc) vCPUs, kernel $(uname -r), qemu TCG"; grep MemTotal /proc/meminfo; } > /out/ladder.txt'
+  echo '{ echo "guest: $(nproc) vCPUs, kernel $(uname -r), qemu TCG, clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"; grep MemTotal /proc/meminfo; } > /out/ladder.txt'
   [ "${RENDEZVOUS:-}" != only ] || echo 'if false; then'
   printf './rpcbench --listen rdma://$RDMARPC_TEST_IP:0 --ib-dev rxe0 --csv /out/rdma.csv --png /out/rdma.png'
   printf ' %q' "${FLAGS[@]}"
