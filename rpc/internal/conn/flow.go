@@ -281,32 +281,6 @@ func (c *Credit) Open() bool {
 	return c.n > 0
 }
 
-// Backoff counts the messages for which a lone stream's receiver is not
-// left the reading, after the reading left to it showed a flood (the next
-// frame there already, or the reading taken back for a frame that came
-// first): there a reader goroutine reading beside the receiver keeps both
-// busy. It is shared by the two ends' readOwn.
-type Backoff struct{ n atomic.Int32 }
-
-// BackoffMessages is how many messages a Backoff lasts.
-const BackoffMessages = 64
-
-// Start starts the backoff.
-func (b *Backoff) Start() { b.n.Store(BackoffMessages) }
-
-// On reports whether the backoff lasts.
-func (b *Backoff) On() bool { return b.n.Load() > 0 }
-
-// Allow reports whether the reading may be left to the receiver with this
-// message, the backoff over; a message it refuses counts it down.
-func (b *Backoff) Allow() bool {
-	if b.n.Load() == 0 {
-		return true
-	}
-	b.n.Add(-1)
-	return false
-}
-
 // Reset gives back the initial window, for a stream opened again.
 func (c *Credit) Reset() {
 	c.mu.Lock()

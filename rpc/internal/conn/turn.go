@@ -372,3 +372,29 @@ func (t *Turn) StateLocked() (holder TurnHolder, idle bool, waiting int) {
 // StepAsides is how many times the reader goroutine gave the turn to a
 // caller from Recv, for tests.
 func (t *Turn) StepAsides() uint64 { return t.stepAsides.Load() }
+
+// Backoff counts the messages for which a lone stream's receiver is not
+// left the reading, after the reading left to it showed a flood (the next
+// frame there already, or the reading taken back for a frame that came
+// first): there a reader goroutine reading beside the receiver keeps both
+// busy. It is shared by the two ends' readOwn.
+type Backoff struct{ n atomic.Int32 }
+
+// BackoffMessages is how many messages a Backoff lasts.
+const BackoffMessages = 64
+
+// Start starts the backoff.
+func (b *Backoff) Start() { b.n.Store(BackoffMessages) }
+
+// On reports whether the backoff lasts.
+func (b *Backoff) On() bool { return b.n.Load() > 0 }
+
+// Allow reports whether the reading may be left to the receiver with this
+// message, the backoff over; a message it refuses counts it down.
+func (b *Backoff) Allow() bool {
+	if b.n.Load() == 0 {
+		return true
+	}
+	b.n.Add(-1)
+	return false
+}
